@@ -1,0 +1,31 @@
+"""The CuPy backend for ``cuda:N`` devices (``pip install 'aengine[cupy]'``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cupy
+
+from ._backend import Backend
+
+__all__ = ["CupyBackend"]
+
+
+class CupyBackend(Backend):
+    """Arrays are ``cupy.ndarray``; ``synchronize`` waits for the stream."""
+
+    name = "cupy"
+    xp = cupy
+    array_types = (cupy.ndarray,)
+
+    def asarray(self, data: Any, dtype: Any = None) -> Any:
+        return cupy.asarray(data, dtype=dtype)
+
+    def to_numpy(self, array: Any) -> Any:
+        return cupy.asnumpy(array)
+
+    def from_numpy(self, array: Any) -> Any:
+        return cupy.asarray(array)
+
+    def synchronize(self) -> None:
+        cupy.cuda.get_current_stream().synchronize()

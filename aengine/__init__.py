@@ -1,0 +1,131 @@
+"""aengine: reverse-mode autograd on numpy/CuPy whose backward is awaitable.
+
+The engine reproduces PyTorch's autograd semantics (GraphTask, ready queues,
+dependency counting, hooks, retain/create graph...) and runs the backward
+pass as a cooperative scheduler on anyio, inside asyncio or trio programs::
+
+    import aengine as ae
+
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    loss = (x * x).sum()
+    (gx,) = await ae.grad(loss, [x])     # in async code
+    (gx,) = ae.sync.grad(loss, [x])      # in plain code
+
+See docs/ for the guide and the architecture.
+"""
+
+from __future__ import annotations
+
+from . import sync
+from ._anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled
+from ._api import backward, grad, queue_callback
+from ._creation import (
+    Generator,
+    arange,
+    as_tensor,
+    empty,
+    empty_like,
+    eye,
+    full,
+    full_like,
+    linspace,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from ._device import Device, device
+from ._dtype import (
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
+from ._errors import AutogradError, BackwardError
+from ._grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from ._graph import AccumulateGrad, Node, RemovableHandle
+from ._ops import (
+    abs,
+    add,
+    broadcast_to,
+    clamp,
+    clone,
+    cos,
+    div,
+    eq,
+    exp,
+    expand,
+    expm1,
+    flatten,
+    ge,
+    gt,
+    le,
+    log,
+    log1p,
+    logical_and,
+    logical_not,
+    logical_or,
+    lt,
+    matmul,
+    maximum,
+    mean,
+    minimum,
+    mul,
+    ne,
+    neg,
+    permute,
+    pow,
+    relu,
+    reshape,
+    sigmoid,
+    sign,
+    sin,
+    sqrt,
+    square,
+    squeeze,
+    sub,
+    sum,
+    tanh,
+    transpose,
+    unsqueeze,
+    where,
+)
+from ._tensor import Tensor
+
+bool = bool_
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccumulateGrad", "AutogradError", "BackwardError", "Device", "Generator", "Node",
+    "RemovableHandle", "Tensor", "abs", "add", "arange", "as_tensor", "backward", "bool",
+    "bool_", "broadcast_to", "clamp", "clone", "cos", "detect_anomaly", "device", "div",
+    "empty", "empty_like", "enable_grad", "eq", "exp", "expand", "expm1", "eye", "flatten",
+    "float16", "float32", "float64", "full", "full_like", "ge", "grad", "gt",
+    "inference_mode", "int16", "int32", "int64", "int8", "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled", "is_grad_enabled", "is_inference_mode_enabled", "le", "linspace",
+    "log", "log1p", "logical_and", "logical_not", "logical_or", "lt", "manual_seed",
+    "matmul", "maximum", "mean", "minimum", "mul", "ne", "neg", "no_grad", "ones",
+    "ones_like", "permute", "pow", "queue_callback", "rand", "rand_like", "randn",
+    "randn_like", "relu", "reshape", "set_grad_enabled", "sigmoid", "sign", "sin", "sqrt",
+    "square", "squeeze", "sub", "sum", "sync", "tanh", "tensor", "transpose", "uint8",
+    "unsqueeze", "where", "zeros", "zeros_like", "__version__",
+]  # fmt: skip

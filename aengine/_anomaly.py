@@ -1,0 +1,149 @@
+"""Anomaly mode: forward tracebacks on nodes and NaN checks in backward.
+
+``detect_anomaly`` lives in a ContextVar like the grad modes.  While it is on,
+every node created records the forward stack (and, for nodes created during
+a create_graph backward, the node whose backward created it: its parent), and
+the engine checks each node's outputs for NaN.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import traceback
+import warnings
+from typing import Any
+
+from ._errors import AutogradError
+from ._grad_mode import _Mode
+
+__all__ = ["detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]
+
+_anomaly: contextvars.ContextVar[tuple[bool, bool]] = contextvars.ContextVar(
+    "aengine_anomaly", default=(False, False)
+)
+
+
+def is_anomaly_enabled() -> bool:
+    """Whether anomaly detection is on in the current task."""
+    return _anomaly.get()[0]
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    """Whether anomaly detection checks for NaN in the current task."""
+    return _anomaly.get()[1]
+
+
+class detect_anomaly(_Mode):
+    """Context manager and decorator turning anomaly detection on.
+
+    Nodes record the forward traceback that created them; a backward error
+    is reported with that traceback, and (with ``check_nan``) a node that
+    returns NaN raises an error naming it and the output index.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> with ae.detect_anomaly():
+        ...     ae.is_anomaly_enabled()
+        True
+    """
+
+    def __init__(self, check_nan: bool = True) -> None:
+        super().__init__()
+        self.check_nan = check_nan
+        warnings.warn(
+            "Anomaly Detection has been enabled. This mode will increase the runtime and "
+            "should only be enabled for debugging.",
+            UserWarning,
+            stacklevel=2,
+        )
+
+    def _clone(self) -> _Mode:
+        clone = object.__new__(detect_anomaly)
+        _Mode.__init__(clone)
+        clone.check_nan = self.check_nan
+        return clone
+
+    def _set(self) -> list[contextvars.Token[Any]]:
+        return [_anomaly.set((True, self.check_nan))]  # type: ignore[list-item]
+
+
+class _AnomalyInfo:
+    __slots__ = ("parent", "stack")
+
+    def __init__(self, stack: str, parent: Any) -> None:
+        self.stack = stack
+        self.parent = parent
+
+
+def record_forward(node: Any) -> None:
+    """Called for each new node while anomaly mode is on."""
+    from ._engine import current_graph_task
+
+    stack = "".join(traceback.format_stack()[:-2])
+    parent = None
+    gt = current_graph_task()
+    if gt is not None:
+        parent = gt.running_node
+    import weakref
+
+    node._anomaly = _AnomalyInfo(stack, weakref.ref(parent) if parent is not None else None)
+
+
+def _traces(node: Any) -> str:
+    parts = []
+    info = node._anomaly
+    while info is not None:
+        parts.append(info.stack)
+        parent = info.parent() if info.parent is not None else None
+        info = parent._anomaly if parent is not None else None
+    return "\n".join(parts)
+
+
+def report_error(node: Any) -> None:
+    """Warn with the failing node's forward trace (as PyTorch's anomaly mode)."""
+    trace = _traces(node)
+    if not trace:
+        msg = (
+            f"Error detected in {node.name()}. No forward pass information available. "
+            "Enable detect anomaly during forward pass for more information."
+        )
+    else:
+        msg = (
+            f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
+            + trace
+        )
+    try:
+        warnings.warn(msg, UserWarning, stacklevel=2)
+    except Exception:  # warnings turned into errors: print instead, keep the original error
+        import sys
+
+        print(msg, file=sys.stderr)
+
+
+def check_nan(node: Any, outs: Any) -> None:
+    """Raise if one of ``outs`` holds NaN (anomaly mode with check_nan)."""
+    if not is_anomaly_check_nan_enabled():
+        return
+    from ._node_exec import to_raw
+
+    for i, g in enumerate(outs):
+        if g is None:
+            continue
+        arr = to_raw(g)
+        xp = _xp(arr)
+        if arr.dtype.kind in "fc" and bool(xp.isnan(arr).any()):
+            raise AutogradError(
+                f"Function '{node.name()}' returned nan values in its {i}th output."
+            )
+
+
+def _xp(arr: Any) -> Any:
+    mod = type(arr).__module__.split(".")[0]
+    if mod == "cupy":
+        import cupy
+
+        return cupy
+    import numpy
+
+    return numpy

@@ -1,0 +1,329 @@
+"""``backward`` and ``grad``: defined once, run by the async or the sync driver.
+
+# NOTE [One definition, two drivers]
+# ``_backward`` and ``_grad`` are generator functions: they validate the
+# arguments, build a GraphTask, ``yield`` it for a driver to execute, and
+# compute the result afterwards.  ``_twins`` turns each into the coroutine
+# function exported as ``ae.backward`` / ``ae.grad`` and the plain function
+# exported as ``ae.sync.backward`` / ``ae.sync.grad``, with the same
+# parameters and results.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
+
+from ._anomaly import is_anomaly_enabled
+from ._engine import GraphTask, current_graph_task
+from ._errors import AutogradError
+from ._graph import gradient_edge
+from ._tensor import Tensor
+
+__all__ = ["backward", "grad", "sync_backward", "sync_grad", "queue_callback"]
+
+TensorOrTensors = Tensor | Sequence[Tensor]
+
+
+def _as_tuple(x: Any, what: str) -> tuple[Any, ...]:
+    if isinstance(x, Tensor):
+        return (x,)
+    if x is None:
+        return ()
+    if isinstance(x, (list, tuple)):
+        return tuple(x)
+    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}")
+
+
+def _make_grads(
+    outputs: tuple[Tensor, ...], grads: tuple[Any, ...], create_graph: bool
+) -> list[Any]:
+    """Validate or create the initial gradients (PyTorch's _make_grads)."""
+    from ._ops import ones_like
+
+    result: list[Any] = []
+    for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"outputs must be Tensors, got {type(out).__name__} at position {i}")
+        if g is None:
+            if out._rg:
+                if out.data.size != 1:
+                    raise AutogradError(
+                        "grad can be implicitly created only for scalar outputs; "
+                        f"output {i} has shape {tuple(out.data.shape)}: pass grad_tensors / "
+                        "grad_outputs, or reduce the output to a scalar (e.g. .sum())"
+                    )
+                if out.data.dtype.kind == "c":
+                    raise AutogradError(
+                        "grad can be implicitly created only for real scalar outputs"
+                    )
+                g = ones_like(out)
+            else:
+                result.append(None)
+                continue
+        elif not isinstance(g, Tensor):
+            raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
+        else:
+            if g.data.shape != out.data.shape:
+                raise AutogradError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {tuple(g.data.shape)} "
+                    f"and output[{i}] has a shape of {tuple(out.data.shape)}."
+                )
+            if (g.data.dtype.kind == "c") != (
+                out.data.dtype.kind == "c"
+            ) or g.data.dtype.kind not in "fc":
+                raise AutogradError(
+                    "For complex Tensors, both grad_output and output are required to have the "
+                    f"same dtype. Mismatch in dtype: grad_output[{i}] has a dtype of "
+                    f"{g.data.dtype} and output[{i}] has a dtype of {out.data.dtype}."
+                )
+            if g._device is not out._device:
+                raise AutogradError(
+                    f"Mismatch in device: grad_output[{i}] is on {g._device} and output[{i}] "
+                    f"is on {out._device}; move the gradient with .to('{out._device}')"
+                )
+            if g.data.dtype != out.data.dtype:
+                g = g.to(dtype=out.data.dtype)
+        result.append(g if create_graph else g.data)
+    return result
+
+
+def _root_edges(outputs: tuple[Tensor, ...], grads: list[Any]) -> tuple[list[Any], list[Any]]:
+    edges: list[Any] = []
+    root_grads: list[Any] = []
+    for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
+        if not out._rg:
+            raise AutogradError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+        edges.append(gradient_edge(out))
+        root_grads.append(g)
+    return edges, root_grads
+
+
+def _new_graph_task(keep_graph: bool, create_graph: bool) -> GraphTask:
+    parent = current_graph_task()
+    depth = 0 if parent is None else parent.depth + 1
+    return GraphTask(
+        keep_graph=keep_graph,
+        create_graph=create_graph,
+        depth=depth,
+        anomaly=is_anomaly_enabled(),
+    )
+
+
+def _backward(
+    tensors: TensorOrTensors,
+    grad_tensors: TensorOrTensors | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: TensorOrTensors | None = None,
+) -> Generator[GraphTask, None, None]:
+    outputs = _as_tuple(tensors, "tensors")
+    if not outputs:
+        raise AutogradError("backward() needs at least one tensor")
+    grads = (
+        _as_tuple(grad_tensors, "grad_tensors")
+        if grad_tensors is not None
+        else (None,) * len(outputs)
+    )
+    if len(grads) != len(outputs):
+        raise AutogradError(
+            f"got {len(grads)} gradients for {len(outputs)} tensors; pass one per tensor (or None)"
+        )
+    input_list: tuple[Tensor, ...] | None = None
+    if inputs is not None:
+        input_list = _as_tuple(inputs, "inputs")
+        if not input_list:
+            raise AutogradError("`inputs` argument to `backward()` cannot be empty.")
+    if retain_graph is None:
+        retain_graph = create_graph
+    root_grads = _make_grads(outputs, grads, create_graph)
+    edges, root_grads = _root_edges(outputs, root_grads)
+    gt = _new_graph_task(bool(retain_graph), create_graph)
+    out_edges = None
+    if input_list is not None:
+        out_edges = []
+        for t in input_list:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
+            if not t._rg:
+                raise AutogradError("One of the differentiated Tensors does not require grad")
+            if t.grad_fn is not None:
+                t.retain_grad()
+            out_edges.append(gradient_edge(t))
+    gt.roots = outputs
+    gt.prepare(edges, root_grads, out_edges, accumulate=True)
+    yield gt
+
+
+def _grad(
+    outputs: TensorOrTensors,
+    inputs: TensorOrTensors,
+    grad_outputs: TensorOrTensors | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool | None = None,
+    materialize_grads: bool = False,
+) -> Generator[GraphTask, None, tuple[Tensor | None, ...]]:
+    outs = _as_tuple(outputs, "outputs")
+    ins = _as_tuple(inputs, "inputs")
+    if not ins:
+        raise ValueError("grad requires non-empty inputs.")
+    if not outs:
+        raise ValueError("grad requires non-empty outputs.")
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads=True, "
+            "but got: allow_unused=False."
+        )
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    grads = (
+        _as_tuple(grad_outputs, "grad_outputs") if grad_outputs is not None else (None,) * len(outs)
+    )
+    if len(grads) != len(outs):
+        raise AutogradError(
+            f"grad_outputs has {len(grads)} entries for {len(outs)} outputs; pass one per output"
+        )
+    if retain_graph is None:
+        retain_graph = create_graph
+    root_grads = _make_grads(outs, grads, create_graph)
+    edges, root_grads = _root_edges(outs, root_grads)
+    out_edges = []
+    for t in ins:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
+        if not t._rg:
+            raise AutogradError("One of the differentiated Tensors does not require grad")
+        out_edges.append(gradient_edge(t))
+    gt = _new_graph_task(bool(retain_graph), create_graph)
+    gt.roots = outs
+    gt.prepare(edges, root_grads, out_edges, accumulate=False)
+    yield gt
+    from ._node_exec import to_tensor
+    from ._ops import zeros_like
+
+    result: list[Tensor | None] = []
+    for t, g in zip(ins, gt.captured, strict=True):
+        if g is None:
+            if materialize_grads:
+                result.append(zeros_like(t))
+                continue
+            if not allow_unused:
+                raise AutogradError(
+                    "One of the differentiated Tensors appears to not have been used in the "
+                    "graph. Set allow_unused=True if this is the desired behavior."
+                )
+            result.append(None)
+            continue
+        g = to_tensor(g, t._device)
+        if g.data.dtype != t.data.dtype and g.data.dtype.kind in "fc":
+            g = g.to(dtype=t.data.dtype)
+        result.append(g)
+    return tuple(result)
+
+
+def _warn_if_in_loop(name: str) -> None:
+    if current_graph_task() is not None:
+        return  # reentrant call from a backward function: nests, no warning
+    try:
+        import sniffio
+
+        lib = sniffio.current_async_library()
+    except Exception:
+        return
+    warnings.warn(
+        f"ae.sync.{name}() called inside a running {lib} event loop blocks the loop until "
+        f"it finishes; use `await ae.{name}(...)` instead",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any, Any]:
+    """Make the async and the sync function from one generator definition."""
+    from ._drivers import run_async, run_sync
+
+    name = gen_fn.__name__.lstrip("_")
+
+    @functools.wraps(gen_fn)
+    async def async_fn(*args: Any, **kwargs: Any) -> Any:
+        gen = gen_fn(*args, **kwargs)
+        gt = next(gen)
+        from ._engine_ctx import time_slice
+
+        await run_async(gt, time_slice())
+        try:
+            gen.send(None)
+        except StopIteration as stop:
+            return stop.value
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @functools.wraps(gen_fn)
+    def sync_fn(*args: Any, **kwargs: Any) -> Any:
+        _warn_if_in_loop(name)
+        gen = gen_fn(*args, **kwargs)
+        gt = next(gen)
+        run_sync(gt)
+        try:
+            gen.send(None)
+        except StopIteration as stop:
+            return stop.value
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    for fn in (async_fn, sync_fn):
+        fn.__name__ = fn.__qualname__ = name
+        fn.__wrapped__ = gen_fn  # type: ignore[attr-defined]
+    return async_fn, sync_fn
+
+
+backward, sync_backward = _twins(_backward)
+grad, sync_grad = _twins(_grad)
+
+backward.__doc__ = """Compute the gradients of ``tensors`` and accumulate them into leaves' ``.grad``.
+
+    ``await ae.backward(loss)``; ``grad_tensors`` gives the gradient for each
+    non-scalar tensor; ``inputs`` restricts accumulation to those tensors;
+    ``retain_graph`` (default: ``create_graph``) keeps saved tensors for
+    another backward; ``create_graph`` records the backward for higher-order
+    gradients.  ``ae.sync.backward`` is the same without an event loop.
+
+    Example::
+
+        >>> import aengine as ae, anyio
+        >>> x = ae.tensor([1.0, 2.0], requires_grad=True)
+        >>> anyio.run(ae.backward, (x * x).sum())
+        >>> x.grad.tolist()
+        [2.0, 4.0]
+"""
+grad.__doc__ = """Return the gradients of ``outputs`` with respect to ``inputs``.
+
+    A tuple with one entry per input; leaves' ``.grad`` are not touched.
+    ``allow_unused=True`` gives None for inputs the outputs do not depend on
+    (``materialize_grads=True`` gives zeros).  ``ae.sync.grad`` is the same
+    without an event loop.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor(3.0, requires_grad=True)
+        >>> ae.sync.grad(x ** 2, [x])[0].item()
+        6.0
+"""
+sync_backward.__doc__ = backward.__doc__
+sync_grad.__doc__ = grad.__doc__
+
+
+def queue_callback(fn: Callable[..., Any], *args: Any) -> None:
+    """Run ``fn(*args)`` when the backward currently running completes.
+
+    Only valid from inside a backward (a hook or a backward function);
+    ``fn`` may be an ``async def`` under the async engine.
+    """
+    gt = current_graph_task()
+    if gt is None:
+        raise AutogradError("Final callbacks can only be installed during backward pass.")
+    gt.callbacks.append(functools.partial(fn, *args) if args else fn)

@@ -1,0 +1,357 @@
+"""Creating tensors: from data, filled, ranges, and random numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._device import CPU, Device
+from ._dtype import as_dtype
+from ._grad_mode import _inference
+from ._tensor import Tensor
+
+__all__ = [
+    "tensor",
+    "as_tensor",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "arange",
+    "linspace",
+    "eye",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "empty_like",
+    "rand",
+    "randn",
+    "rand_like",
+    "randn_like",
+    "manual_seed",
+    "Generator",
+    "default_generator",
+]
+
+
+def _to_array(data: Any, dtype: Any, dev: Device, copy: bool = True) -> Any:
+    backend = dev.backend
+    if isinstance(data, Tensor):
+        src = data._device.backend
+        arr = data.data if src is backend else backend.from_numpy(src.to_numpy(data.data))
+    elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in _flat(data)):
+        arr = backend.asarray(_unwrap(data))
+    else:
+        arr = data
+    xp = backend.xp
+    if copy:
+        out = xp.array(arr, dtype=dtype, copy=True)
+    else:
+        out = backend.asarray(arr, dtype=dtype)
+    if out.dtype.kind == "O":
+        raise TypeError(f"could not make a tensor from {type(data).__name__}: not numeric data")
+    return out
+
+
+def _flat(data: Any) -> Any:
+    for d in data:
+        if isinstance(d, (list, tuple)):
+            yield from _flat(d)
+        else:
+            yield d
+
+
+def _unwrap(data: Any) -> Any:
+    if isinstance(data, Tensor):
+        return data.detach().tolist()
+    if isinstance(data, (list, tuple)):
+        return [_unwrap(d) for d in data]
+    return data
+
+
+def _finish(data: Any, dev: Device, requires_grad: bool) -> Tensor:
+    t = Tensor._make(data, False, dev)
+    if _inference.get():
+        t._inference = True
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(
+    data: Any, *, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False
+) -> Tensor:
+    """A new leaf tensor holding a copy of ``data`` (numbers, lists, arrays).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([[1, 2], [3, 4]], dtype=ae.float32).shape
+        (2, 2)
+    """
+    dev = Device(device)
+    return _finish(_to_array(data, as_dtype(dtype), dev), dev, requires_grad)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor sharing memory with ``data`` where possible (a numpy array, a Tensor)."""
+    if isinstance(data, Tensor):
+        t = data
+        if dtype is not None or device is not None:
+            t = t.to(device=device, dtype=dtype)
+        return t
+    dev = CPU if device is None else Device(device)
+    return _finish(_to_array(data, as_dtype(dtype), dev, copy=False), dev, False)
+
+
+def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, int) or s < 0:
+            raise ValueError(f"sizes must be non-negative integers, got {size}")
+    return tuple(size)
+
+
+def _filled(
+    kind: str,
+    size: tuple[Any, ...],
+    dtype: Any,
+    device: Any,
+    requires_grad: bool,
+    value: Any = None,
+) -> Tensor:
+    dev = Device(device)
+    xp = dev.backend.xp
+    shape = _size(size)
+    dt = as_dtype(dtype) or as_dtype("float64")
+    if kind == "zeros":
+        arr = xp.zeros(shape, dtype=dt)
+    elif kind == "ones":
+        arr = xp.ones(shape, dtype=dt)
+    elif kind == "empty":
+        arr = xp.empty(shape, dtype=dt)
+    else:
+        if dtype is None:
+            dt = xp.asarray(value).dtype
+            if dt.kind == "i":
+                dt = as_dtype("int64")
+        arr = xp.full(shape, value, dtype=dt)
+    return _finish(arr, dev, requires_grad)
+
+
+def zeros(
+    *size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False
+) -> Tensor:
+    """A tensor of zeros (float64 unless ``dtype`` says otherwise)."""
+    return _filled("zeros", size, dtype, device, requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False) -> Tensor:
+    """A tensor of ones (float64 unless ``dtype`` says otherwise)."""
+    return _filled("ones", size, dtype, device, requires_grad)
+
+
+def empty(
+    *size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False
+) -> Tensor:
+    """An uninitialised tensor."""
+    return _filled("empty", size, dtype, device, requires_grad)
+
+
+def full(
+    size: Any,
+    fill_value: Any,
+    *,
+    dtype: Any = None,
+    device: Any = "cpu",
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value``."""
+    size = (size,) if isinstance(size, int) else tuple(size)
+    return _filled("full", size, dtype, device, requires_grad, fill_value)
+
+
+def arange(
+    start: Any,
+    end: Any = None,
+    step: Any = 1,
+    *,
+    dtype: Any = None,
+    device: Any = "cpu",
+    requires_grad: bool = False,
+) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``, like numpy.arange."""
+    dev = Device(device)
+    if end is None:
+        start, end = 0, start
+    arr = dev.backend.xp.arange(start, end, step, dtype=as_dtype(dtype))
+    return _finish(arr, dev, requires_grad)
+
+
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    *,
+    dtype: Any = None,
+    device: Any = "cpu",
+    requires_grad: bool = False,
+) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    dev = Device(device)
+    arr = dev.backend.xp.linspace(start, end, steps, dtype=as_dtype(dtype) or as_dtype("float64"))
+    return _finish(arr, dev, requires_grad)
+
+
+def eye(
+    n: int,
+    m: int | None = None,
+    *,
+    dtype: Any = None,
+    device: Any = "cpu",
+    requires_grad: bool = False,
+) -> Tensor:
+    """The identity matrix of n rows (and m columns)."""
+    dev = Device(device)
+    arr = dev.backend.xp.eye(n, m, dtype=as_dtype(dtype) or as_dtype("float64"))
+    return _finish(arr, dev, requires_grad)
+
+
+def _like(t: Tensor, dtype: Any, device: Any) -> tuple[Any, Any]:
+    return (as_dtype(dtype) or t.data.dtype, t._device if device is None else Device(device))
+
+
+def zeros_like(
+    t: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Zeros with the shape (and by default dtype and device) of ``t``."""
+    dt, dev = _like(t, dtype, device)
+    return _finish(dev.backend.xp.zeros(t.data.shape, dtype=dt), dev, requires_grad)
+
+
+def ones_like(
+    t: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Ones with the shape (and by default dtype and device) of ``t``."""
+    dt, dev = _like(t, dtype, device)
+    return _finish(dev.backend.xp.ones(t.data.shape, dtype=dt), dev, requires_grad)
+
+
+def full_like(
+    t: Tensor,
+    fill_value: Any,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """``fill_value`` with the shape (and by default dtype and device) of ``t``."""
+    dt, dev = _like(t, dtype, device)
+    return _finish(dev.backend.xp.full(t.data.shape, fill_value, dtype=dt), dev, requires_grad)
+
+
+def empty_like(
+    t: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Uninitialised, with the shape (and by default dtype and device) of ``t``."""
+    dt, dev = _like(t, dtype, device)
+    return _finish(dev.backend.xp.empty(t.data.shape, dtype=dt), dev, requires_grad)
+
+
+class Generator:
+    """A random number generator (numpy's PCG64), seedable and independent.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> g = ae.Generator().manual_seed(0)
+        >>> ae.rand(2, generator=g).shape
+        (2,)
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        import numpy as np
+
+        self._rng = np.random.default_rng(seed)
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Re-seed; returns the generator."""
+        import numpy as np
+
+        self._rng = np.random.default_rng(seed)
+        return self
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generator used by rand/randn; returns it."""
+    if not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    return default_generator.manual_seed(seed)
+
+
+def _random(
+    kind: str,
+    size: tuple[Any, ...],
+    generator: Generator | None,
+    dtype: Any,
+    device: Any,
+    requires_grad: bool,
+) -> Tensor:
+    rng = (generator or default_generator)._rng
+    dt = as_dtype(dtype) or as_dtype("float64")
+    shape = _size(size)
+    host = rng.random(shape) if kind == "rand" else rng.standard_normal(shape)
+    dev = Device(device)
+    arr = dev.backend.from_numpy(host.astype(dt, copy=False))
+    return _finish(arr, dev, requires_grad)
+
+
+def rand(
+    *size: Any,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = "cpu",
+    requires_grad: bool = False,
+) -> Tensor:
+    """Uniform random numbers in [0, 1)."""
+    return _random("rand", size, generator, dtype, device, requires_grad)
+
+
+def randn(
+    *size: Any,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = "cpu",
+    requires_grad: bool = False,
+) -> Tensor:
+    """Standard normal random numbers."""
+    return _random("randn", size, generator, dtype, device, requires_grad)
+
+
+def rand_like(
+    t: Tensor,
+    *,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Uniform random numbers shaped like ``t``."""
+    dt, dev = _like(t, dtype, device)
+    return _random("rand", t.data.shape, generator, dt, dev, requires_grad)
+
+
+def randn_like(
+    t: Tensor,
+    *,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Standard normal random numbers shaped like ``t``."""
+    dt, dev = _like(t, dtype, device)
+    return _random("randn", t.data.shape, generator, dt, dev, requires_grad)

@@ -1,0 +1,109 @@
+"""Devices: where a tensor's data lives and which queue runs its nodes.
+
+``cpu`` is the host; ``sim:N`` are numpy-backed virtual devices with their
+own ready queues and workers (for tests and demos); ``cuda:N`` are GPUs
+through CuPy.  A device knows its backend (``aengine.adapters``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = ["device", "Device"]
+
+
+class Device:
+    """A device such as ``cpu``, ``sim:0`` or ``cuda:1``.
+
+    Devices are interned: ``ae.device("sim:0") is ae.device("sim:0")``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.device("sim:1").type, ae.device("sim:1").index
+        ('sim', 1)
+    """
+
+    __slots__ = ("_backend", "_str", "index", "type")
+    _cache: ClassVar[dict[str, Device]] = {}
+
+    type: str
+    index: int | None
+    _backend: Any
+    _str: str
+
+    def __new__(cls, spec: str | Device = "cpu", index: int | None = None) -> Device:
+        if isinstance(spec, Device):
+            return spec
+        if not isinstance(spec, str):
+            raise TypeError(f"a device is a string like 'cpu' or 'sim:0', got {spec!r}")
+        key = spec if index is None else f"{spec}:{index}"
+        dev = cls._cache.get(key)
+        if dev is not None:
+            return dev
+        kind, _, idx = key.partition(":")
+        if kind not in ("cpu", "sim", "cuda"):
+            raise ValueError(
+                f"unknown device {key!r}: use 'cpu', 'sim:N' (simulated) or 'cuda:N' (CuPy)"
+            )
+        if idx:
+            if not idx.isdigit():
+                raise ValueError(f"device index must be a non-negative integer in {key!r}")
+            number: int | None = int(idx)
+        else:
+            number = None if kind == "cpu" else 0
+        if kind == "cpu" and number not in (None, 0):
+            raise ValueError(f"there is only one cpu device, got {key!r}")
+        if kind == "cpu":
+            number = None
+        canonical = kind if number is None else f"{kind}:{number}"
+        dev = cls._cache.get(canonical)
+        if dev is None:
+            dev = object.__new__(cls)
+            dev.type = kind
+            dev.index = number
+            dev._backend = None
+            dev._str = canonical
+            cls._cache[canonical] = dev
+        cls._cache[key] = dev
+        return dev
+
+    @property
+    def backend(self) -> Any:
+        """The array backend serving this device (imported on first use)."""
+        backend = self._backend
+        if backend is None:
+            from aengine.adapters import backend_for
+
+            backend = self._backend = backend_for(self.type)
+        return backend
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.type == "cpu"
+
+    def __str__(self) -> str:
+        return self._str
+
+    def __repr__(self) -> str:
+        return f"device(type={self.type!r}" + (
+            f", index={self.index})" if self.index is not None else ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            try:
+                other = Device(other)
+            except (ValueError, TypeError):
+                return False
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash(self._str)
+
+    def __reduce__(self) -> Any:
+        return (Device, (self._str,))
+
+
+device = Device
+CPU = Device("cpu")

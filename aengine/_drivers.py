@@ -1,0 +1,141 @@
+"""The two drivers of a GraphTask: a plain loop (``ae.sync``) and an anyio task.
+
+Both are short loops around ``GraphTask.run`` (see NOTE [Scheduler
+invariants] in _engine.py).  The async driver runs in the awaiting task, as
+PyTorch's calling thread drains its graph task's CPU queue, and yields to the
+event loop once per time slice rather than per node.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Coroutine
+from typing import Any
+
+from ._engine import YIELD, GraphTask, wrap_node_error
+from ._errors import AutogradError
+from ._grad_mode import _grad_enabled
+
+__all__ = ["run_sync", "run_async", "DEFAULT_TIME_SLICE"]
+
+#: seconds a backward runs before it lets other tasks of the event loop run
+DEFAULT_TIME_SLICE = 0.001
+
+_WARNED_CREATE_GRAPH = (
+    "Using backward() with create_graph=True will create a reference cycle between the "
+    "parameter and its gradient which can cause a memory leak. We recommend using "
+    "ae.grad() when creating the graph to avoid this. If you have to use this function, "
+    "make sure to reset the .grad fields of your parameters to None after use to break "
+    "the cycle and avoid the leak."
+)
+
+
+def drive_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine that must not suspend (user code in a sync backward)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise AutogradError(
+        "an async hook or backward suspended during a synchronous backward (ae.sync); "
+        "use the awaitable API instead: await ae.backward(...) / await ae.grad(...)"
+    )
+
+
+def _raise_node_error(gt: GraphTask, exc: BaseException) -> None:
+    node = gt.error_node
+    if node is None or gt.error is not exc:
+        raise exc
+    err = wrap_node_error(node, exc)
+    if err is exc:
+        raise exc
+    raise err from exc
+
+
+def run_sync(gt: GraphTask) -> None:
+    """Execute ``gt`` to completion on the calling thread."""
+    token = _grad_enabled.set(gt.create_graph)
+    try:
+        while True:
+            try:
+                step = gt.run()
+                if step is None:
+                    break
+                if step is not YIELD:
+                    drive_sync(step)
+            except BaseException as exc:
+                _raise_node_error(gt, exc)
+        _check(gt)
+        drive_sync(_post(gt))
+    finally:
+        _grad_enabled.reset(token)
+        gt.done = True
+
+
+async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> None:
+    """Execute ``gt`` in the current task, yielding to the loop per time slice."""
+    from time import perf_counter
+
+    from anyio.lowlevel import checkpoint
+
+    token = _grad_enabled.set(gt.create_graph)
+    yielded = False
+    try:
+        while True:
+            try:
+                step = gt.run(perf_counter() + time_slice)
+                if step is None:
+                    if not yielded:
+                        # Every await of the engine is a checkpoint (as trio's
+                        # own functions): a loop of small backwards never
+                        # starves the other tasks, and cancellation is seen.
+                        yielded = True
+                        await checkpoint()
+                        if gt.heap:
+                            continue
+                    break
+                yielded = True
+                if step is YIELD:
+                    await checkpoint()
+                else:
+                    await step
+            except BaseException as exc:
+                if gt.error is None:
+                    gt.error = exc  # cancellation: stop scheduling this graph task
+                _raise_node_error(gt, exc)
+        _check(gt)
+        await _post(gt)
+    finally:
+        _grad_enabled.reset(token)
+        gt.done = True
+
+
+def _check(gt: GraphTask) -> None:
+    if gt.error is not None:
+        raise gt.error
+    gt.check_complete()
+
+
+async def _post(gt: GraphTask) -> None:
+    """Commit staged gradients, then post-accumulate hooks and final callbacks."""
+    import inspect
+
+    from ._node_exec import commit
+
+    if gt.create_graph and any(kind == "leaf" for _, kind in gt.staged.values()):
+        if gt.captures is None:
+            warnings.warn(_WARNED_CREATE_GRAPH, UserWarning, stacklevel=4)
+    hooks = commit(gt)
+    for fn, t in hooks:
+        res = fn(t)
+        if inspect.isawaitable(res):
+            res = await res
+        if res is not None:
+            raise AutogradError("hooks should return None.")
+    i = 0
+    while i < len(gt.callbacks):  # callbacks may queue callbacks
+        res = gt.callbacks[i]()
+        if inspect.isawaitable(res):
+            await res
+        i += 1

@@ -1,0 +1,387 @@
+"""The scheduling core of the backward pass: GraphTask and its ready queue.
+
+# NOTE [Scheduler invariants]
+# This module never awaits and imports neither numpy nor anyio.  A driver
+# (``_drivers.py``: sync loop or anyio task) calls ``GraphTask.run(deadline)``
+# which executes ready nodes until the queue is empty, the time slice is over
+# (returns YIELD), or a node needs the general path that may await user code
+# (returns the coroutine to await; the driver awaits it and calls run again).
+#
+# * dependencies[node] counts the edges into ``node`` from nodes that will
+#   still run; a node is ready when its count reaches zero.  Its gradients
+#   wait meanwhile in not_ready[node] (the InputBuffer, one slot per forward
+#   output, summed on arrival).
+# * The ready queue is a heap ordered by sequence_nr, larger first (nodes
+#   created later in forward run earlier in backward), FIFO among equals;
+#   AccumulateGrad nodes have the largest sequence_nr and run as soon as they
+#   are ready.  A graph task's CPU queue holds only its own nodes, so depth
+#   plays no role inside it: nested (reentrant) graph tasks get their own.
+# * exec_info (grad() and backward(inputs=...)) is None when everything runs;
+#   otherwise ``needed`` holds the nodes to run and ``captures`` maps a node
+#   to the (input slot, result index) pairs whose gradients grad() returns.
+# * Gradients are raw backend arrays unless create_graph, then Tensors.
+# * Leaf gradients (AccumulateGrad) and retained non-leaf gradients are
+#   staged and committed only when the whole graph task succeeded, so an error
+#   or a cancellation leaves every ``.grad`` as it was.
+# * outstanding counts nodes pushed and not yet finished; the task is
+#   complete when it is zero.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ._errors import AutogradError, BackwardError
+from ._graph import GraphRoot, Node
+
+__all__ = ["GraphTask", "YIELD", "current_graph_task", "compute_dependencies", "ACC_SEQ"]
+
+YIELD = object()
+#: AccumulateGrad nodes run first (PyTorch gives them UINT64_MAX).
+ACC_SEQ = 1 << 62
+
+_current: contextvars.ContextVar[GraphTask | None] = contextvars.ContextVar(
+    "aengine_graph_task", default=None
+)
+_ids = itertools.count()
+
+
+def current_graph_task() -> GraphTask | None:
+    """The graph task whose node is running in this task/thread, if any."""
+    return _current.get()
+
+
+def compute_dependencies(root: Node, min_topo_nr: int) -> dict[Node, int]:
+    """Count, for every node reachable from ``root``, its incoming edges.
+
+    Iterative (graphs of millions of nodes); nodes whose topological_nr is
+    below ``min_topo_nr`` cannot reach any requested input and are skipped.
+    """
+    deps: dict[Node, int] = {}
+    seen = {root}
+    stack = [root]
+    pop, push = stack.pop, stack.append
+    while stack:
+        fn = pop()
+        for edge in fn.next_edges:
+            if edge is None:
+                continue
+            nxt = edge[0]
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                if nxt.topological_nr >= min_topo_nr:
+                    push(nxt)
+    return deps
+
+
+def init_to_execute(
+    root: Node, outputs: list[tuple[Node, int]], accumulate: bool, min_topo_nr: int
+) -> tuple[set[Node], dict[Node, list[tuple[int, int]]]]:
+    """Mark the nodes on a path from ``root`` to the requested ``outputs``.
+
+    Returns (needed, captures).  For grad() (``accumulate`` False) each output
+    edge becomes a capture; for backward(inputs=...) the output nodes are
+    needed (they run and accumulate).
+    """
+    needed: set[Node] = set()
+    captures: dict[Node, list[tuple[int, int]]] = {}
+    targets: set[Node] = set()
+    for idx, (fn, nr) in enumerate(outputs):
+        if accumulate:
+            needed.add(fn)
+        else:
+            captures.setdefault(fn, []).append((nr, idx))
+        targets.add(fn)
+    # Iterative post-order DFS: a node is needed if one of its children is.
+    visited: set[Node] = set()
+    stack: list[tuple[Node, Any]] = [(root, iter(root.next_edges))]
+    visited.add(root)
+    while stack:
+        fn, it = stack[-1]
+        child = None
+        for edge in it:
+            if edge is None:
+                continue
+            nxt = edge[0]
+            if nxt in visited:
+                if nxt in needed or nxt in captures:
+                    needed.add(fn)
+                continue
+            if nxt.topological_nr < min_topo_nr and nxt not in targets:
+                continue
+            child = nxt
+            break
+        if child is not None:
+            visited.add(child)
+            stack.append((child, iter(child.next_edges)))
+            continue
+        stack.pop()
+        if stack and (fn in needed or fn in captures):
+            needed.add(stack[-1][0])
+    return needed, captures
+
+
+class GraphTask:
+    """The state of one backward call (see NOTE [Scheduler invariants])."""
+
+    __slots__ = (
+        "_tie",
+        "anomaly",
+        "callbacks",
+        "captured",
+        "captures",
+        "checkpoint_valid",
+        "create_graph",
+        "dependencies",
+        "depth",
+        "done",
+        "error",
+        "error_node",
+        "heap",
+        "id",
+        "keep_graph",
+        "needed",
+        "node_hook",
+        "not_ready",
+        "outstanding",
+        "roots",
+        "running_node",
+        "staged",
+    )
+
+    def __init__(
+        self,
+        *,
+        keep_graph: bool,
+        create_graph: bool,
+        depth: int = 0,
+        anomaly: bool = False,
+    ) -> None:
+        self.id = next(_ids)
+        self.dependencies: dict[Node, int] = {}
+        self.not_ready: dict[Node, list[Any]] = {}
+        self.needed: set[Node] | None = None
+        self.captures: dict[Node, list[tuple[int, int]]] | None = None
+        self.captured: list[Any] = []
+        self.keep_graph = keep_graph
+        self.create_graph = create_graph
+        self.depth = depth
+        self.error: BaseException | None = None
+        self.heap: list[Any] = []
+        self._tie = itertools.count().__next__
+        self.outstanding = 0
+        self.staged: dict[Any, list[Any]] = {}
+        self.callbacks: list[Callable[[], Any]] = []
+        self.anomaly = anomaly
+        self.roots: Any = None
+        #: optional callable(node) called before each node runs (tests, tracing)
+        self.node_hook: Callable[[Node], None] | None = None
+        self.done = False
+        self.checkpoint_valid = True
+        self.running_node: Node | None = None
+        self.error_node: Node | None = None
+
+    # -- setup -----------------------------------------------------------------------
+    def prepare(
+        self,
+        root_edges: list[tuple[Node, int]],
+        root_grads: list[Any],
+        outputs: list[tuple[Node, int]] | None,
+        accumulate: bool,
+    ) -> None:
+        """Build dependencies (and exec_info) and queue the graph root."""
+        if len(root_edges) == 1:
+            root: Node = root_edges[0][0]
+            buffer: list[Any] = [None] * root.num_outputs
+            buffer[root_edges[0][1]] = root_grads[0]
+        else:
+            root = GraphRoot(tuple(root_edges), root_grads)
+            buffer = [None]
+        min_topo = 0
+        if outputs:
+            min_topo = min(fn.topological_nr for fn, _ in outputs)
+        self.dependencies = compute_dependencies(root, min_topo)
+        if outputs is not None:
+            self.needed, self.captures = init_to_execute(root, outputs, accumulate, min_topo)
+            self.captured = [None] * len(outputs)
+            self.checkpoint_valid = False
+            if root not in self.needed and root not in self.captures:
+                return  # nothing to run
+        self.push(root, buffer)
+
+    def push(self, node: Node, buffer: list[Any]) -> None:
+        self.outstanding += 1
+        heapq.heappush(self.heap, (-node.sequence_nr, self._tie(), node, buffer))
+
+    # -- the hot loop ------------------------------------------------------------------
+    def run(self, deadline: float = float("inf")) -> Any:
+        """Run ready nodes; return None (drained), YIELD or a coroutine to await."""
+        heap = self.heap
+        heappop, heappush = heapq.heappop, heapq.heappush
+        tie = self._tie
+        deps = self.dependencies
+        not_ready = self.not_ready
+        needed = self.needed
+        create_graph = self.create_graph
+        keep_graph = self.keep_graph
+        general = needed is not None or self.anomaly or self.node_hook is not None
+        perf = time.perf_counter
+        count = 0
+        token = _current.set(self)
+        try:
+            while heap:
+                if self.error is not None:
+                    return None
+                count += 1
+                if not count & 31 and perf() > deadline:
+                    return YIELD
+                _, _, node, buffer = heappop(heap)
+                while node is not None:
+                    # ---- one node ------------------------------------------------
+                    if general or node._special:
+                        res = self._slow(node, buffer)
+                        if res is not None:
+                            return res
+                        break
+                    try:
+                        outs = node.apply(buffer, create_graph)
+                        if not keep_graph:
+                            node.release_variables()
+                    except BaseException as exc:
+                        self._fail(node, exc)
+                        raise
+                    # ---- route outputs -------------------------------------------
+                    self.outstanding -= 1
+                    nxt_run = None
+                    nxt_buf = None
+                    edges = node.next_edges
+                    for i in range(len(edges)):
+                        edge = edges[i]
+                        if edge is None:
+                            continue
+                        nxt, nr = edge
+                        g = outs[i]
+                        d = deps[nxt] - 1
+                        buf = not_ready.get(nxt)
+                        if buf is None:
+                            if nxt.num_outputs == 1:
+                                buf = [g]
+                            else:
+                                buf = [None] * nxt.num_outputs
+                                buf[nr] = g
+                        else:
+                            old = buf[nr]
+                            if old is None:
+                                buf[nr] = g
+                            elif g is not None:
+                                buf[nr] = old + g
+                        if d:
+                            deps[nxt] = d
+                            not_ready[nxt] = buf
+                            continue
+                        del deps[nxt]
+                        not_ready.pop(nxt, None)
+                        self.outstanding += 1
+                        # Run it directly when it would be popped next anyway.
+                        if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):
+                            nxt_run, nxt_buf = nxt, buf
+                        else:
+                            if nxt_run is not None and nxt.sequence_nr > nxt_run.sequence_nr:
+                                heappush(heap, (-nxt_run.sequence_nr, tie(), nxt_run, nxt_buf))
+                                nxt_run, nxt_buf = nxt, buf
+                            else:
+                                heappush(heap, (-nxt.sequence_nr, tie(), nxt, buf))
+                    node, buffer = nxt_run, nxt_buf  # type: ignore[assignment]
+                    if node is not None:
+                        count += 1
+                        if not count & 31 and perf() > deadline:
+                            heappush(heap, (-node.sequence_nr, tie(), node, buffer))
+                            return YIELD
+            return None
+        finally:
+            _current.reset(token)
+
+    # -- the general path (hooks, captures, accumulation, async user code) -----------------
+    def _slow(self, node: Node, buffer: list[Any]) -> Any:
+        from ._node_exec import evaluate_general
+
+        return evaluate_general(self, node, buffer)
+
+    def route(self, node: Node, outs: Any) -> None:
+        """Send a finished node's gradients on to its next nodes."""
+        deps = self.dependencies
+        not_ready = self.not_ready
+        needed = self.needed
+        edges = node.next_edges
+        for i in range(len(edges)):
+            edge = edges[i]
+            if edge is None:
+                continue
+            nxt, nr = edge
+            g = outs[i] if i < len(outs) else None
+            d = deps[nxt] - 1
+            buf = not_ready.get(nxt)
+            if buf is None:
+                if needed is not None and nxt not in needed and nxt not in self.captures:  # type: ignore[operator]
+                    if d:
+                        deps[nxt] = d
+                    else:
+                        del deps[nxt]
+                    continue
+                buf = [None] * nxt.num_outputs
+                buf[nr] = g
+            else:
+                old = buf[nr]
+                if old is None:
+                    buf[nr] = g
+                elif g is not None:
+                    buf[nr] = old + g
+            if d:
+                deps[nxt] = d
+                not_ready[nxt] = buf
+            else:
+                del deps[nxt]
+                not_ready.pop(nxt, None)
+                self.push(nxt, buf)
+
+    def _fail(self, node: Node, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+            self.error_node = node
+
+    # -- completion ------------------------------------------------------------------------
+    def stage(self, key: Any, grad: Any, kind: str) -> None:
+        """Stage a gradient for a leaf (``kind`` 'leaf') or retained non-leaf."""
+        entry = self.staged.get(key)
+        if entry is None:
+            self.staged[key] = [grad, kind]
+        elif grad is not None:
+            entry[0] = grad if entry[0] is None else entry[0] + grad
+
+    def check_complete(self) -> None:
+        if self.not_ready and self.needed is None:
+            raise AutogradError("could not compute gradients for some functions")
+
+
+def wrap_node_error(node: Node, exc: BaseException) -> BaseException:
+    """The error the caller sees for ``exc`` raised while ``node`` ran."""
+    if isinstance(exc, AutogradError) or not isinstance(exc, Exception):
+        return exc
+    err = BackwardError(
+        f"{type(exc).__name__}: {exc} (raised in the backward of {node.name()})",
+        node.name(),
+        exc,
+    )
+    err.__cause__ = exc
+    return err
+
+
+def iter_edges(nodes: Iterable[Node]) -> Iterable[tuple[Node, int]]:
+    for n in nodes:
+        yield (n, 0)

@@ -1,0 +1,338 @@
+"""The backward graph: nodes, edges, saved tensors and hook handles.
+
+# NOTE [Graph ownership]
+# Tensors own their ``grad_fn``; a node owns the nodes of its ``next_edges``
+# (strongly), so a graph lives exactly as long as some output that reaches it.
+# A leaf owns nothing of the graph: it refers to its ``AccumulateGrad`` node
+# weakly, and the node refers to the leaf strongly (as in PyTorch).  A node
+# never holds its own outputs strongly: a saved output keeps only its data and
+# version counter and is rebuilt with this node as ``grad_fn`` when unpacked
+# for a create_graph backward, so tensor -> grad_fn -> saved -> tensor cycles
+# never form and dropping the outputs frees the graph by reference counting.
+
+An edge is a plain tuple ``(node, input_nr)``; a missing edge is ``None``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._errors import ERR_BACKWARD_TWICE, AutogradError
+
+if TYPE_CHECKING:
+    from ._tensor import Tensor
+
+__all__ = [
+    "Node",
+    "AccumulateGrad",
+    "GraphRoot",
+    "RemovableHandle",
+    "SavedTensor",
+    "gradient_edge",
+    "next_sequence_nr",
+]
+
+Edge = tuple["Node", int]
+
+_sequence = itertools.count()
+next_sequence_nr = _sequence.__next__
+
+
+class RemovableHandle:
+    """Handle returned by ``register_*hook``; ``handle.remove()`` unregisters.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.ones(2, requires_grad=True)
+        >>> h = x.register_hook(lambda g: g * 2)
+        >>> h.remove()
+    """
+
+    __slots__ = ("_hooks", "_key")
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict[int, Any]) -> None:
+        self._hooks: weakref.ref[dict[int, Any]] | dict[int, Any] = hooks
+        self._key = next(self._ids)
+
+    @property
+    def id(self) -> int:
+        return self._key
+
+    def remove(self) -> None:
+        """Unregister the hook; removing twice is harmless."""
+        self._hooks.pop(self._key, None)  # type: ignore[union-attr]
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def _add_hook(hooks: dict[int, Any], fn: Any) -> RemovableHandle:
+    if not callable(fn):
+        raise TypeError(f"a hook must be callable, got {type(fn).__name__}")
+    handle = RemovableHandle(hooks)
+    hooks[handle._key] = fn
+    return handle
+
+
+class Node:
+    """A function of the backward graph (``tensor.grad_fn``).
+
+    ``next_edges`` holds one edge per input of the forward op: a tuple
+    ``(node, input_nr)`` or ``None`` where that input needs no gradient.
+    ``apply`` takes one gradient per forward output (``None`` where none
+    arrived) and returns one gradient per forward input.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.ones(2, requires_grad=True)
+        >>> (x * 2).grad_fn.name()
+        'MulBackward0'
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_anomaly",
+        "_metadata",
+        "_post_hooks",
+        "_pre_hooks",
+        "_retains_grad",
+        "_special",
+        "_tensor_pre_hooks",
+        "next_edges",
+        "sequence_nr",
+        "topological_nr",
+    )
+
+    #: number of forward outputs (gradients this node receives)
+    num_outputs: int = 1
+    #: True for nodes whose apply may return an awaitable (async backward)
+    _is_async: bool = False
+    #: True for nodes that always take the engine's general path
+    _always_special: bool = False
+
+    next_edges: tuple[Edge | None, ...]
+    sequence_nr: int
+    topological_nr: int
+
+    def __init__(self, next_edges: tuple[Edge | None, ...]) -> None:
+        self.next_edges = next_edges
+        self.sequence_nr = next_sequence_nr()
+        topo = 0
+        for edge in next_edges:
+            if edge is not None and edge[0].topological_nr >= topo:
+                topo = edge[0].topological_nr + 1
+        self.topological_nr = topo
+        self._metadata: dict[str, Any] | None = None
+        self._pre_hooks: dict[int, Any] | None = None
+        self._post_hooks: dict[int, Any] | None = None
+        self._tensor_pre_hooks: dict[int, Any] | None = None
+        self._retains_grad: dict[int, Any] | None = None
+        self._anomaly: Any = None
+        #: set when hooks are registered: the engine then takes the general path
+        self._special = self._always_special
+
+    # -- identity ---------------------------------------------------------
+    def name(self) -> str:
+        """The node's name, as PyTorch spells it (``'MulBackward0'``)."""
+        return type(self).__name__
+
+    def _sequence_nr(self) -> int:
+        return self.sequence_nr
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    @property
+    def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
+        """``((node, input_nr), ...)`` per forward input; ``(None, 0)`` for none."""
+        return tuple((None, 0) if e is None else e for e in self.next_edges)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """A dict for the user's own annotations of this node."""
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    # -- execution ----------------------------------------------------------
+    def apply(self, grads: list[Any], F: Any) -> Any:
+        """Return one gradient per input (``F``: the array or tensor ops)."""
+        raise NotImplementedError
+
+    def release_variables(self) -> None:
+        """Free what was saved for backward (called unless retain_graph)."""
+
+    def __call__(self, *grads: Any) -> Any:
+        from ._ops._core import call_node
+
+        return call_node(self, grads)
+
+    # -- hooks -------------------------------------------------------------------
+    def register_hook(self, fn: Callable[..., Any]) -> RemovableHandle:
+        """Run ``fn(grad_inputs, grad_outputs)`` after the node ran.
+
+        A non-None return value replaces ``grad_inputs``.
+        """
+        if self._post_hooks is None:
+            self._post_hooks = {}
+        self._special = True
+        return _add_hook(self._post_hooks, fn)
+
+    def register_prehook(self, fn: Callable[..., Any]) -> RemovableHandle:
+        """Run ``fn(grad_outputs)`` before the node runs.
+
+        A non-None return value replaces ``grad_outputs``.
+        """
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        self._special = True
+        return _add_hook(self._pre_hooks, fn)
+
+    def _register_tensor_pre_hook(self, output_nr: int, fn: Any) -> RemovableHandle:
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = {}
+        self._special = True
+        hook = _TensorPreHook(output_nr, fn)
+        return _add_hook(self._tensor_pre_hooks, hook)
+
+    def _has_hooks(self) -> bool:
+        return bool(
+            self._pre_hooks or self._post_hooks or self._tensor_pre_hooks or self._retains_grad
+        )
+
+
+class _TensorPreHook:
+    """A hook registered on a tensor: applies to one input slot of its node."""
+
+    __slots__ = ("fn", "output_nr")
+
+    def __init__(self, output_nr: int, fn: Any) -> None:
+        self.output_nr = output_nr
+        self.fn = fn
+
+
+class AccumulateGrad(Node):
+    """Sink node of a leaf that requires grad: accumulates into ``leaf.grad``.
+
+    One per leaf, created on first use; the leaf refers to it weakly.
+    """
+
+    __slots__ = ("variable",)
+    _always_special = True
+
+    def __init__(self, variable: Tensor) -> None:
+        super().__init__(())
+        from ._engine import ACC_SEQ
+
+        self.sequence_nr = ACC_SEQ
+        self.variable = variable
+
+    def apply(self, grads: list[Any], F: Any) -> Any:
+        # The engine handles AccumulateGrad itself (staging, see _engine.py).
+        raise AutogradError("AccumulateGrad is run by the engine, not called directly")
+
+
+class GraphRoot(Node):
+    """Fans the initial gradients out to several roots."""
+
+    __slots__ = ("grads",)
+
+    def __init__(self, edges: tuple[Edge | None, ...], grads: list[Any]) -> None:
+        super().__init__(edges)
+        self.grads = grads
+
+    def apply(self, grads: list[Any], F: Any) -> Any:
+        return self.grads
+
+
+def gradient_edge(t: Tensor) -> Edge:
+    """The edge that gradients for ``t`` flow along: its grad_fn or accumulator."""
+    fn = t._fn if t._view_meta is None else t.grad_fn
+    if fn is not None:
+        return (fn, t.output_nr)
+    return (t._grad_accumulator(), 0)
+
+
+class SavedTensor:
+    """A tensor saved for backward: its data plus the version it was saved at.
+
+    Unpacking checks the version counter and raises the in-place error when
+    the tensor was modified since; after :meth:`release` it raises the
+    "backward through the graph a second time" error.  An output of the node
+    that saved it is kept without the tensor object (see NOTE [Graph ownership]).
+    """
+
+    __slots__ = ("data", "is_output", "output_nr", "requires_grad", "tensor", "vc", "version")
+
+    def __init__(self, t: Tensor, is_output: bool = False) -> None:
+        if t._inference:
+            raise AutogradError(
+                "Inference tensors cannot be saved for backward. To work around "
+                "you can make a clone to get a normal tensor and use it in autograd."
+            )
+        self.data = t.data
+        self.vc = t._vc
+        self.version = t._vc[0]
+        self.is_output = is_output
+        self.output_nr = t.output_nr
+        self.requires_grad = t.requires_grad
+        self.tensor: Tensor | None = None if is_output else t
+
+    def check(self, node: Node) -> None:
+        if self.vc[0] != self.version:
+            raise AutogradError(_version_error(self, node))
+
+    def unpack_tensor(self, node: Node) -> Tensor:
+        """The saved value as a Tensor connected to the graph (create_graph)."""
+        if self.tensor is not None:
+            return self.tensor
+        from ._tensor import Tensor
+
+        t = Tensor._make(self.data, self.requires_grad)
+        t._vc = self.vc
+        if self.requires_grad:
+            t._fn = node
+            t.output_nr = self.output_nr
+        return t
+
+
+def _version_error(saved: SavedTensor, node: Node) -> str:
+    from ._tensor import describe
+
+    where = ""
+    if saved.is_output:
+        where = f", which is output {saved.output_nr} of {node.name()},"
+    elif saved.tensor is not None and saved.tensor.grad_fn is not None:
+        fn = saved.tensor.grad_fn
+        where = f", which is output {saved.tensor.output_nr} of {fn.name()},"
+    from ._anomaly import is_anomaly_enabled
+
+    if is_anomaly_enabled():
+        hint = (
+            "Hint: the backtrace further above shows the operation that failed to compute "
+            "its gradient. The variable in question was changed in there or anywhere later. "
+            "Good luck!"
+        )
+    else:
+        hint = (
+            "Hint: enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with ae.detect_anomaly()."
+        )
+    return (
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{describe(saved.data)}]{where} is at version {saved.vc[0]}; "
+        f"expected version {saved.version} instead. {hint}"
+    )
+
+
+def freed_error() -> AutogradError:
+    return AutogradError(ERR_BACKWARD_TWICE)

@@ -1,0 +1,300 @@
+"""The general path of running one node, and committing a finished graph task.
+
+``GraphTask.run`` handles plain nodes inline; everything else comes here:
+hooks, grad() captures and pruning, AccumulateGrad, anomaly checks and user
+code that may be ``async``.  It is written once as a coroutine: when no user
+code suspends, ``evaluate_general`` finishes it synchronously (one
+``send(None)``), so the sync driver uses it too.
+
+# NOTE [Hook order]
+# As PyTorch's call_function: tensor pre-hooks (registered on the tensor the
+# gradient is for, in registration order), then retain_grad staging, then
+# node pre-hooks, then the node, then node post-hooks.  For grad() captures,
+# a node that does not run gets its tensor pre-hooks applied before the
+# capture; a node that runs is captured before them (PyTorch's behaviour).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Coroutine
+from typing import Any
+
+from ._errors import AutogradError
+from ._graph import AccumulateGrad, Node
+from ._tensor import Tensor
+
+__all__ = ["evaluate_general", "commit", "to_tensor", "to_raw"]
+
+
+def to_tensor(g: Any, dev: Any) -> Any:
+    """A raw gradient array as a Tensor (no graph); Tensors pass through."""
+    if g is None or isinstance(g, Tensor):
+        return g
+    backend = dev.backend
+    if not isinstance(g, backend.array_types):
+        g = backend.asarray(g)
+    return Tensor._make(g, False, dev)
+
+
+def to_raw(g: Any) -> Any:
+    if isinstance(g, Tensor):
+        return g.data
+    return g
+
+
+def evaluate_general(gt: Any, node: Node, buffer: list[Any]) -> Coroutine[Any, Any, None] | None:
+    """Run ``node``; None when it finished, else a coroutine to await."""
+    coro = _evaluate(gt, node, buffer)
+    try:
+        first = coro.send(None)
+    except StopIteration:
+        return None
+    return _Resume(coro, first).wait()  # type: ignore[return-value]
+
+
+class _Resume:
+    """Continue a coroutine that already suspended once, inside the caller's await."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Any, first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    async def wait(self) -> Any:
+        return await self
+
+    def __await__(self) -> Any:
+        coro = self.coro
+        value = self.first
+        while True:
+            try:
+                sent = yield value
+            except BaseException as exc:
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _node_device(node: Node, slot: int) -> Any:
+    dev = getattr(node, "out_devs", None)
+    if dev is not None:
+        return dev[slot] if isinstance(dev, tuple) else dev
+    if isinstance(node, AccumulateGrad):
+        return node.variable._device
+    from ._device import CPU
+
+    return CPU
+
+
+async def _tensor_pre_hooks(gt: Any, node: Node, inputs: list[Any]) -> list[Any]:
+    hooks = node.variable._hooks if isinstance(node, AccumulateGrad) else node._tensor_pre_hooks
+    if hooks:
+        inputs = list(inputs)
+        for hook in list(hooks.values()):
+            if isinstance(node, AccumulateGrad):
+                slot, fn = 0, hook
+            else:
+                slot, fn = hook.output_nr, hook.fn
+            g = inputs[slot]
+            if g is None:
+                continue
+            dev = _node_device(node, slot)
+            res = await _maybe_await(fn(to_tensor(g, dev)))
+            if res is not None:
+                if not isinstance(res, Tensor):
+                    raise TypeError(
+                        f"a tensor hook must return a Tensor or None, got {type(res).__name__}"
+                    )
+                old = to_tensor(g, dev)
+                if res.data.shape != old.data.shape:
+                    raise AutogradError(
+                        f"hook '{getattr(fn, '__name__', fn)}' has changed the size of value: "
+                        f"expected shape {tuple(old.data.shape)}, got {tuple(res.data.shape)}"
+                    )
+                inputs[slot] = res if gt.create_graph else res.data
+    retains = node._retains_grad
+    if retains:
+        for slot, ref in list(retains.items()):
+            t = ref()
+            g = inputs[slot]
+            if t is not None and g is not None:
+                gt.stage(t, g, "retain")
+    return inputs
+
+
+def _as_tuple(grads: list[Any], node: Node, create_graph: bool) -> tuple[Any, ...]:
+    if create_graph:
+        return tuple(grads)
+    return tuple(to_tensor(g, _node_device(node, i)) for i, g in enumerate(grads))
+
+
+async def _pre_hooks(gt: Any, node: Node, inputs: list[Any]) -> list[Any]:
+    hooks = node._pre_hooks
+    if not hooks:
+        return inputs
+    for fn in list(hooks.values()):
+        res = await _maybe_await(fn(_as_tuple(inputs, node, gt.create_graph)))
+        if res is not None:
+            res = list(res) if isinstance(res, (tuple, list)) else [res]
+            if len(res) != len(inputs):
+                raise AutogradError(
+                    f"a pre-hook of {node.name()} returned {len(res)} gradients, expected {len(inputs)}"
+                )
+            inputs = [r if gt.create_graph else to_raw(r) for r in res]
+    return inputs
+
+
+async def _post_hooks(gt: Any, node: Node, outs: Any, inputs: list[Any]) -> Any:
+    hooks = node._post_hooks
+    if not hooks:
+        return outs
+    grad_outputs = _as_tuple(inputs, node, gt.create_graph)
+    for fn in list(hooks.values()):
+        grad_inputs = tuple(
+            g if gt.create_graph else _out_tensor(node, i, g) for i, g in enumerate(outs)
+        )
+        res = await _maybe_await(fn(grad_inputs, grad_outputs))
+        if res is not None:
+            res = list(res) if isinstance(res, (tuple, list)) else [res]
+            if len(res) != len(outs):
+                raise AutogradError(
+                    f"a hook of {node.name()} returned {len(res)} gradients, expected {len(outs)}"
+                )
+            outs = [r if gt.create_graph else to_raw(r) for r in res]
+    return outs
+
+
+def _out_tensor(node: Node, i: int, g: Any) -> Any:
+    if g is None or isinstance(g, Tensor):
+        return g
+    edge = node.next_edges[i] if i < len(node.next_edges) else None
+    dev = None
+    if edge is not None and isinstance(edge[0], AccumulateGrad):
+        dev = edge[0].variable._device
+    if dev is None:
+        dev = _node_device(node, 0)
+    return to_tensor(g, dev)
+
+
+async def _evaluate(gt: Any, node: Node, buffer: list[Any]) -> None:
+    try:
+        gt.running_node = node
+        if gt.node_hook is not None:
+            gt.node_hook(node)
+        inputs = buffer
+        needed = gt.needed
+        if needed is not None:
+            is_needed = node in needed
+            caps = gt.captures.get(node)
+            if not is_needed:
+                inputs = await _tensor_pre_hooks(gt, node, inputs)
+            if caps:
+                for slot, idx in caps:
+                    gt.captured[idx] = inputs[slot]
+            if not is_needed:
+                gt.outstanding -= 1
+                return
+        if type(node) is AccumulateGrad:
+            inputs = await _tensor_pre_hooks(gt, node, inputs)
+            if inputs[0] is not None:
+                gt.stage(node.variable, inputs[0], "leaf")
+            gt.outstanding -= 1
+            return
+        inputs = await _tensor_pre_hooks(gt, node, inputs)
+        inputs = await _pre_hooks(gt, node, inputs)
+        outs = node.apply(inputs, gt.create_graph)
+        if inspect.isawaitable(outs):
+            outs = await outs
+        if not gt.keep_graph:
+            node.release_variables()
+        outs = await _post_hooks(gt, node, outs, inputs)
+        if gt.anomaly:
+            from ._anomaly import check_nan
+
+            check_nan(node, outs)
+        gt.outstanding -= 1
+        gt.route(node, outs)
+    except BaseException as exc:
+        gt._fail(node, exc)
+        if gt.anomaly and isinstance(exc, Exception):
+            from ._anomaly import report_error
+
+            report_error(node)
+        raise
+
+
+def commit(gt: Any) -> list[tuple[Any, Tensor]]:
+    """Write the staged gradients into ``.grad``; return post-accumulate hooks to run.
+
+    Follows PyTorch's AccumulateGrad: the first gradient is stored (a copy,
+    or a differentiable clone under create_graph); later ones are added in
+    place, or out of place building a graph under create_graph.
+    """
+    from ._ops import clone
+
+    create_graph = gt.create_graph
+    hooks: list[tuple[Any, Tensor]] = []
+    for t, (g, kind) in gt.staged.items():
+        if g is None:
+            continue
+        if kind == "retain":
+            if isinstance(g, Tensor):
+                new = g
+            else:
+                new = to_tensor(g, t._device)
+            if t._grad is None:
+                t._grad = clone(new) if create_graph else _fresh(new)
+            else:
+                t._grad = t._grad + new if create_graph else _fresh_add(t._grad, new)
+            continue
+        dev = t._device
+        if create_graph:
+            gt_ = g if isinstance(g, Tensor) else to_tensor(g, dev)
+            if gt_.data.dtype != t.data.dtype:
+                gt_ = gt_.to(dtype=t.data.dtype)
+            if t._grad is None:
+                t._grad = clone(gt_)
+            else:
+                t._grad = t._grad + gt_
+        else:
+            arr = to_raw(g)
+            if t._grad is None:
+                backend = dev.backend
+                t._grad = Tensor._make(
+                    backend.xp.array(arr, dtype=t.data.dtype, copy=True), False, dev
+                )
+            else:
+                old = t._grad
+                if old._rg and old._fn is not None:
+                    # the old grad carries a graph: replace it, do not mutate
+                    t._grad = Tensor._make(old.data + arr, False, dev)
+                else:
+                    old.data += arr
+                    old._vc[0] += 1
+        if t._post_acc_hooks:
+            for fn in list(t._post_acc_hooks.values()):
+                hooks.append((fn, t))
+    gt.staged = {}
+    return hooks
+
+
+def _fresh(new: Tensor) -> Tensor:
+    return Tensor._make(new.data.copy(), False, new._device)
+
+
+def _fresh_add(old: Tensor, new: Tensor) -> Tensor:
+    return Tensor._make(old.data + new.data, False, new._device)

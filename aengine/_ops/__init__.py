@@ -1,0 +1,63 @@
+"""The differentiable operators, grouped by family, and the Tensor methods."""
+
+from __future__ import annotations
+
+from .._creation import ones_like, zeros_like
+from ._arith import add, clamp, div, maximum, minimum, mul, neg, pow, rdiv, rpow, rsub, sub, where
+from ._compare import eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne
+from ._core import TENSOR_OPS
+from ._linalg import matmul
+from ._reduce import mean, sum
+from ._shape import (
+    astype,
+    broadcast_to,
+    clone,
+    contiguous,
+    expand,
+    flatten,
+    permute,
+    reshape,
+    squeeze,
+    sum_to,
+    to,
+    transpose,
+    unsqueeze,
+    view,
+)
+from ._unary import abs, cos, exp, expm1, log, log1p, relu, sigmoid, sign, sin, sqrt, square, tanh
+
+__all__ = [
+    "add", "sub", "mul", "div", "neg", "pow", "rsub", "rdiv", "rpow", "maximum", "minimum",
+    "where", "clamp", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+    "logical_not", "matmul", "sum", "mean", "reshape", "view", "flatten", "permute",
+    "transpose", "expand", "broadcast_to", "sum_to", "squeeze", "unsqueeze", "clone",
+    "contiguous", "to", "astype", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid",
+    "relu", "square", "log1p", "expm1", "abs", "sign", "ones_like", "zeros_like",
+]  # fmt: skip
+
+
+def _fill_tensor_ops() -> None:
+    """Give TENSOR_OPS (the ``F`` of create_graph rules) the names of ``_raw.RawOps``."""
+    F = TENSOR_OPS
+    for name in ("exp", "log", "sqrt", "sin", "cos", "tanh", "sign", "abs", "log1p", "expm1",
+                 "sigmoid", "matmul", "maximum", "minimum", "where", "zeros_like", "ones_like",
+                 "sum_to", "broadcast_to", "reshape", "permute"):  # fmt: skip
+        setattr(F, name, globals()[name])
+    F.astype = lambda x, dtype: to(x, dtype=dtype)
+    F.sum = lambda x, axis=None, keepdims=False: sum(x, axis, keepdims)
+    F.swapaxes = transpose
+    F.expand_dims = unsqueeze
+    F.zeros = _zeros
+    F.to_device = lambda x, device: to(x, device)
+    F.getitem = lambda x, idx: x[idx]
+
+
+def _zeros(shape: tuple[int, ...], like: object) -> object:
+    from .._creation import zeros
+
+    return zeros(*shape, dtype=like.dtype, device=like.device)  # type: ignore[attr-defined]
+
+
+_fill_tensor_ops()
+
+from . import _methods  # noqa: E402,F401  (attaches the Tensor methods)

@@ -1,0 +1,401 @@
+"""Arithmetic: + - * / ** @, neg, maximum, minimum, where, clamp.
+
+Binary ops take Tensors or Python scalars on either side.  A scalar is kept
+as a scalar (a node ``...Backward1``), never wrapped in a tensor: numpy then
+promotes it weakly, as PyTorch does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._dtype import result_dtype
+from .._tensor import Tensor
+from ._core import as_tensor_arg, node_class, record, same_device
+
+__all__ = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "pow",
+    "rsub",
+    "rdiv",
+    "rpow",
+    "maximum",
+    "minimum",
+    "where",
+    "clamp",
+]
+
+_SCALARS = (int, float, bool)
+
+
+def _tt(cls: Any, a: Tensor, b: Tensor, out: Any, saved: tuple[Tensor, ...]) -> Tensor:
+    dev = a._device
+    if b._device is not dev:
+        same_device(a, b)
+    if a.data.dtype != b.data.dtype:
+        rd = result_dtype(a, b)
+        if out.dtype != rd:
+            out = out.astype(rd)
+    return record(cls, out, dev, (a, b), saved, bcast=True)
+
+
+def _operands(a: Any, b: Any) -> tuple[Tensor, Any]:
+    """Normalise so that ``a`` is a Tensor; ``b`` stays a scalar if it is one."""
+    if not isinstance(b, (Tensor, *_SCALARS)):
+        b = as_tensor_arg(b, a)
+    return a, b
+
+
+def _fix_scalar_dtype(a: Tensor, b: Any, out: Any) -> Any:
+    rd = result_dtype(a, b)
+    if out.dtype != rd:
+        out = out.astype(rd)
+    return out
+
+
+# -- add / sub ------------------------------------------------------------------------
+AddBackward0 = node_class("AddBackward0", lambda F, g, s, n: (g, g))
+AddBackward1 = node_class("AddBackward1", lambda F, g, s, n: (g,))
+SubBackward0 = node_class("SubBackward0", lambda F, g, s, n: (g, -g))
+SubBackward1 = node_class("SubBackward1", lambda F, g, s, n: (g,))
+RsubBackward1 = node_class("RsubBackward1", lambda F, g, s, n: (-g,))
+
+
+def add(a: Any, b: Any) -> Tensor:
+    """``a + b`` with broadcasting.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.add(ae.ones(2), 1.5).tolist()
+        [2.5, 2.5]
+    """
+    if a.__class__ is not Tensor:
+        a, b = b, a
+        if a.__class__ is not Tensor:
+            a = as_tensor_arg(a)
+    if b.__class__ is Tensor:
+        return _tt(AddBackward0, a, b, a.data + b.data, ())
+    a, b = _operands(a, b)
+    if b.__class__ is Tensor:
+        return _tt(AddBackward0, a, b, a.data + b.data, ())
+    out = a.data + b
+    if out.dtype != a.data.dtype:
+        out = _fix_scalar_dtype(a, b, out)
+    return record(AddBackward1, out, a._device, (a,), bcast=out.dtype != a.data.dtype)
+
+
+def sub(a: Any, b: Any) -> Tensor:
+    """``a - b`` with broadcasting."""
+    if a.__class__ is not Tensor:
+        return rsub(b, a)
+    if b.__class__ is Tensor:
+        return _tt(SubBackward0, a, b, a.data - b.data, ())
+    a, b = _operands(a, b)
+    if b.__class__ is Tensor:
+        return _tt(SubBackward0, a, b, a.data - b.data, ())
+    out = a.data - b
+    if out.dtype != a.data.dtype:
+        out = _fix_scalar_dtype(a, b, out)
+    return record(SubBackward1, out, a._device, (a,), bcast=out.dtype != a.data.dtype)
+
+
+def rsub(a: Tensor, b: Any) -> Tensor:
+    """``b - a`` for a scalar ``b``."""
+    if b.__class__ is Tensor or not isinstance(b, _SCALARS):
+        return sub(as_tensor_arg(b, a), a)
+    out = b - a.data
+    if out.dtype != a.data.dtype:
+        out = _fix_scalar_dtype(a, b, out)
+    return record(RsubBackward1, out, a._device, (a,), bcast=out.dtype != a.data.dtype)
+
+
+# -- mul / div --------------------------------------------------------------------------
+def _mul_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    a, b = s
+    need = n.needs
+    return (g * b if need[0] else None, g * a if need[1] else None)
+
+
+MulBackward0 = node_class("MulBackward0", _mul_rule)
+MulBackward1 = node_class("MulBackward1", lambda F, g, s, n: (g * n.attrs,))
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    """``a * b`` with broadcasting."""
+    if a.__class__ is not Tensor:
+        a, b = b, a
+        if a.__class__ is not Tensor:
+            a = as_tensor_arg(a)
+    if b.__class__ is Tensor:
+        return _tt(MulBackward0, a, b, a.data * b.data, (a, b))
+    a, b = _operands(a, b)
+    if b.__class__ is Tensor:
+        return _tt(MulBackward0, a, b, a.data * b.data, (a, b))
+    out = a.data * b
+    if out.dtype != a.data.dtype:
+        out = _fix_scalar_dtype(a, b, out)
+    return record(MulBackward1, out, a._device, (a,), attrs=b, bcast=out.dtype != a.data.dtype)
+
+
+def _div_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    a, b = s
+    need = n.needs
+    ga = g / b if need[0] else None
+    gb = -g * a / (b * b) if need[1] else None
+    return (ga, gb)
+
+
+def _rdiv_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    (a,) = s  # out = c / a ; d/da = -c / a^2
+    return (-g * n.attrs / (a * a),)
+
+
+DivBackward0 = node_class("DivBackward0", _div_rule)
+DivBackward1 = node_class("DivBackward1", lambda F, g, s, n: (g / n.attrs,))
+RdivBackward1 = node_class("DivBackward0", _rdiv_rule)
+
+
+def _true_div_dtype(a: Tensor, out: Any) -> Any:
+    if out.dtype.kind not in "fc":
+        out = out.astype("float64")
+    return out
+
+
+def div(a: Any, b: Any) -> Tensor:
+    """``a / b`` (true division) with broadcasting."""
+    if a.__class__ is not Tensor:
+        return rdiv(b, a)
+    if b.__class__ is not Tensor:
+        a, b = _operands(a, b)
+    if b.__class__ is Tensor:
+        out = a.data / b.data
+        if a.data.dtype.kind not in "fc" and b.data.dtype.kind not in "fc":
+            return record(DivBackward0, out, same_device(a, b), (a, b), (a, b), bcast=True)
+        return _tt(DivBackward0, a, b, out, (a, b))
+    out = a.data / b
+    if out.dtype != a.data.dtype and a.data.dtype.kind in "fc":
+        out = out.astype(a.data.dtype)
+    return record(DivBackward1, out, a._device, (a,), attrs=b, bcast=out.dtype != a.data.dtype)
+
+
+def rdiv(a: Tensor, b: Any) -> Tensor:
+    """``b / a`` for a scalar ``b``."""
+    if b.__class__ is Tensor or not isinstance(b, _SCALARS):
+        return div(as_tensor_arg(b, a), a)
+    out = b / a.data
+    if out.dtype != a.data.dtype and a.data.dtype.kind in "fc":
+        out = out.astype(a.data.dtype)
+    return record(
+        RdivBackward1, out, a._device, (a,), (a,), attrs=b, bcast=out.dtype != a.data.dtype
+    )
+
+
+# -- neg ---------------------------------------------------------------------------------
+NegBackward0 = node_class("NegBackward0", lambda F, g, s, n: (-g,))
+
+
+def neg(a: Tensor) -> Tensor:
+    """``-a``."""
+    return record(NegBackward0, -a.data, a._device, (a,))
+
+
+# -- pow ---------------------------------------------------------------------------------
+def _pow_scalar_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    (a,) = s
+    p = n.attrs
+    if p == 0:
+        return (g * 0.0 * a,)
+    if p == 1:
+        return (g,)
+    if p == 2:
+        return (g * 2.0 * a,)
+    return (g * p * a ** (p - 1),)
+
+
+def _pow_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    a, b, out = s
+    need = n.needs
+    ga = gb = None
+    if need[0]:
+        # d/da a^b = b * a^(b-1); 0 where b == 0 (PyTorch's masked_fill)
+        ga = F.where(b == 0, 0.0, g * b * a ** (b - 1))
+    if need[1]:
+        # d/db a^b = a^b * log(a); 0 where a == 0 and b >= 0
+        ga_log = g * out * F.log(F.where(a == 0, 1.0, a))
+        gb = F.where((a == 0) & (b >= 0), 0.0, ga_log)
+    return (ga, gb)
+
+
+def _rpow_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    (out,) = s  # out = c ** a ; d/da = out * log(c)
+    c = n.attrs
+    if c == 0:
+        return (g * 0.0 * out,)
+    import math
+
+    return (g * out * math.log(c),)
+
+
+PowBackward0 = node_class("PowBackward0", _pow_scalar_rule)
+PowBackward1 = node_class("PowBackward1", _pow_rule)
+PowBackward2 = node_class("PowBackward2", _rpow_rule)
+
+
+def pow(a: Any, b: Any) -> Tensor:
+    """``a ** b``: a tensor to a scalar or tensor power (or a scalar to a tensor power)."""
+    if a.__class__ is not Tensor:
+        if isinstance(a, _SCALARS):
+            return rpow(b, a)
+        a = as_tensor_arg(a, b if isinstance(b, Tensor) else None)
+    if b.__class__ is not Tensor and not isinstance(b, _SCALARS):
+        b = as_tensor_arg(b, a)
+    if b.__class__ is Tensor:
+        out = a.data**b.data
+        dev = same_device(a, b)
+        if a.data.dtype != b.data.dtype:
+            rd = result_dtype(a, b)
+            if out.dtype != rd:
+                out = out.astype(rd)
+        return record(PowBackward1, out, dev, (a, b), (a, b), save_output=True, bcast=True)
+    out = a.data**b
+    if out.dtype != a.data.dtype:
+        out = _fix_scalar_dtype(a, b, out)
+    return record(
+        PowBackward0, out, a._device, (a,), (a,), attrs=b, bcast=out.dtype != a.data.dtype
+    )
+
+
+def rpow(a: Tensor, b: Any) -> Tensor:
+    """``b ** a`` for a scalar ``b``."""
+    out = b**a.data
+    if out.dtype != a.data.dtype:
+        out = _fix_scalar_dtype(a, b, out)
+    return record(
+        PowBackward2,
+        out,
+        a._device,
+        (a,),
+        attrs=b,
+        save_output=True,
+        bcast=out.dtype != a.data.dtype,
+    )
+
+
+# -- maximum / minimum / where / clamp ---------------------------------------------------------
+def _minmax_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    a, b = s
+    need = n.needs
+    # PyTorch splits the gradient evenly between equal inputs.
+    pick_a = (a > b) if n.attrs else (a < b)
+    tie = a == b
+    half = g * 0.5
+    ga = F.where(pick_a, g, F.where(tie, half, 0.0)) if need[0] else None
+    gb = F.where(pick_a, 0.0, F.where(tie, half, g)) if need[1] else None
+    return (ga, gb)
+
+
+MaximumBackward0 = node_class("MaximumBackward0", _minmax_rule)
+MinimumBackward0 = node_class("MinimumBackward0", _minmax_rule)
+
+
+def _minmax(cls: Any, a: Any, b: Any, is_max: bool) -> Tensor:
+    a = as_tensor_arg(a, b if isinstance(b, Tensor) else None)
+    b = as_tensor_arg(b, a)
+    xp = a._device.backend.xp
+    out = xp.maximum(a.data, b.data) if is_max else xp.minimum(a.data, b.data)
+    dev = same_device(a, b)
+    if a.data.dtype != b.data.dtype:
+        rd = result_dtype(a, b)
+        if out.dtype != rd:
+            out = out.astype(rd)
+    return record(cls, out, dev, (a, b), (a, b), attrs=is_max, bcast=True)
+
+
+def maximum(a: Any, b: Any) -> Tensor:
+    """Elementwise maximum; ties share the gradient equally (as PyTorch)."""
+    return _minmax(MaximumBackward0, a, b, True)
+
+
+def minimum(a: Any, b: Any) -> Tensor:
+    """Elementwise minimum; ties share the gradient equally (as PyTorch)."""
+    return _minmax(MinimumBackward0, a, b, False)
+
+
+def _where_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    cond = n.attrs
+    need = n.needs
+    return (
+        F.where(cond, g, 0.0) if need[0] else None,
+        F.where(cond, 0.0, g) if need[1] else None,
+    )
+
+
+WhereBackward0 = node_class("WhereBackward0", _where_rule)
+
+
+def where(condition: Any, a: Any, b: Any) -> Tensor:
+    """Pick ``a`` where ``condition`` holds, else ``b`` (broadcasting all three)."""
+    cond = condition.data if isinstance(condition, Tensor) else condition
+    like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
+    if like is None:
+        like = as_tensor_arg(a)
+    xp = like._device.backend.xp
+    cond = xp.asarray(cond, dtype=bool)
+    ta = a if isinstance(a, Tensor) else None
+    tb = b if isinstance(b, Tensor) else None
+    av = a.data if ta is not None else a
+    bv = b.data if tb is not None else b
+    out = xp.where(cond, av, bv)
+    if ta is not None and tb is not None:
+        same_device(ta, tb)
+        if ta.data.dtype != tb.data.dtype:
+            rd = result_dtype(ta, tb)
+            if out.dtype != rd:
+                out = out.astype(rd)
+    elif ta is not None or tb is not None:
+        t = ta if ta is not None else tb
+        other = b if ta is not None else a
+        assert t is not None
+        rd = result_dtype(t, other)
+        if out.dtype != rd:
+            out = out.astype(rd)
+    inputs = (ta if ta is not None else None, tb if tb is not None else None)
+    return record(WhereBackward0, out, like._device, inputs, attrs=cond, bcast=True)
+
+
+def _clamp_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    (a,) = s
+    lo, hi = n.attrs
+    mask = None
+    if lo is not None:
+        mask = a >= lo
+    if hi is not None:
+        m2 = a <= hi
+        mask = m2 if mask is None else (mask & m2)
+    return (F.where(mask, g, 0.0),)
+
+
+ClampBackward1 = node_class("ClampBackward1", _clamp_rule)
+
+
+def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """Limit values to [min, max] (either may be None); gradient 1 inside, 0 outside."""
+    if min is None and max is None:
+        raise ValueError("clamp needs at least one of min or max")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = a
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    xp = a._device.backend.xp
+    out = xp.clip(a.data, min, max)
+    if out.dtype != a.data.dtype:
+        out = out.astype(a.data.dtype)
+    return record(ClampBackward1, out, a._device, (a,), (a,), attrs=(min, max))

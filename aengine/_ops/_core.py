@@ -1,0 +1,263 @@
+"""The operator framework: backward nodes of ops, and recording a result.
+
+# NOTE [Operator rules]
+# An op's forward computes on backend arrays; when grad mode is on and an
+# input requires grad it records an ``OpNode`` whose class carries the
+# backward ``rule``.  A rule is ``rule(F, g, saved, node) -> grads``: ``F`` is
+# an ops namespace, raw arrays (``adapters``' backend ``raw``) for a plain
+# backward and differentiable aengine ops under create_graph, so one formula
+# serves every order of derivative; ``g`` the incoming gradient (a list, for
+# ops with several outputs); ``saved`` the unpacked saved values; ``node``
+# gives ``attrs`` (non-tensor arguments) and ``needs`` (which inputs want a
+# gradient).  It returns one gradient (or None) per input.  Undoing
+# broadcasting and dtype promotion is done once, here, from ``node.meta``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._anomaly import _anomaly, record_forward
+from .._device import Device
+from .._errors import AutogradError
+from .._grad_mode import _grad_enabled, _inference
+from .._graph import Node, SavedTensor, freed_error, gradient_edge
+from .._tensor import Tensor
+
+__all__ = [
+    "OpNode",
+    "node_class",
+    "wrap",
+    "record",
+    "as_tensor_arg",
+    "same_device",
+    "call_node",
+    "TENSOR_OPS",
+]
+
+
+class OpNode(Node):
+    """Backward node of a built-in op (see NOTE [Operator rules])."""
+
+    __slots__ = ("attrs", "dev", "meta", "needs", "out_devs", "saved")
+
+    rule: Any = None
+    saved: tuple[SavedTensor, ...] | None
+    attrs: Any
+    needs: tuple[bool, ...]
+    meta: tuple[Any, ...] | None
+    dev: Device
+    out_devs: Any
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        saved = self.saved
+        if saved is None:
+            raise freed_error()
+        if self.num_outputs == 1:
+            g = grads[0]
+            if g is None:
+                return (None,) * len(self.next_edges)
+        else:
+            g = grads
+        vals: list[Any] = []
+        if create_graph:
+            F = TENSOR_OPS
+            for s in saved:
+                if s.vc[0] != s.version:
+                    s.check(self)
+                vals.append(s.unpack_tensor(self))
+        else:
+            F = self.dev._backend.raw
+            for s in saved:
+                if s.vc[0] != s.version:
+                    s.check(self)
+                vals.append(s.data)
+        outs = self.rule(F, g, vals, self)
+        meta = self.meta
+        if meta is not None:
+            outs = _fix_outputs(F, outs, meta)
+        return outs
+
+    def release_variables(self) -> None:
+        if self.saved:
+            self.saved = None
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        """The tensors saved for backward (raises once they were freed)."""
+        if self.saved is None:
+            raise freed_error()
+        return tuple(s.unpack_tensor(self) for s in self.saved)
+
+
+def _fix_outputs(F: Any, outs: Any, meta: tuple[Any, ...]) -> Any:
+    """Sum broadcast gradients back to their input's shape; cast to its dtype."""
+    outs = list(outs)
+    for i, m in enumerate(meta):
+        g = outs[i]
+        if m is None or g is None:
+            continue
+        shape, dtype = m
+        if g.shape != shape:
+            g = F.sum_to(g, shape)
+        if g.dtype != dtype:
+            g = F.astype(g, dtype)
+        outs[i] = g
+    return outs
+
+
+def node_class(name: str, rule: Any, num_outputs: int = 1) -> type[OpNode]:
+    """A new OpNode subclass named ``name`` (e.g. 'MulBackward0') using ``rule``."""
+    return type(
+        name, (OpNode,), {"__slots__": (), "rule": staticmethod(rule), "num_outputs": num_outputs}
+    )
+
+
+def as_tensor_arg(x: Any, like: Tensor | None = None) -> Tensor:
+    """Turn an array or a nested sequence given to an op into a constant Tensor."""
+    if isinstance(x, Tensor):
+        return x
+    from .._creation import tensor
+
+    dev = like._device if like is not None else None
+    return tensor(x, device=dev) if dev is not None else tensor(x)
+
+
+def same_device(a: Tensor, b: Tensor) -> Device:
+    if a._device is not b._device:
+        raise AutogradError(
+            "Expected all tensors to be on the same device, but found at least two devices, "
+            f"{a._device} and {b._device}! Move one with .to(device)"
+        )
+    return a._device
+
+
+def wrap(out: Any, dev: Device) -> Tensor:
+    """A result array as a Tensor without graph (grad disabled or no input needs it)."""
+    backend = dev._backend or dev.backend
+    if out.__class__ is not backend.array_types[0]:
+        out = backend.asarray(out)
+    t = Tensor._make(out, False, dev)
+    if _inference.get():
+        t._inference = True
+    return t
+
+
+def record(
+    cls: type[OpNode],
+    out: Any,
+    dev: Device,
+    inputs: tuple[Any, ...],
+    saved: tuple[Tensor, ...] = (),
+    attrs: Any = None,
+    save_output: bool = False,
+    bcast: bool = False,
+) -> Tensor:
+    """Wrap ``out`` and, if grad mode is on and an input requires grad, record ``cls``.
+
+    ``inputs`` are the op's inputs (Tensors, or None / scalars for inputs that
+    take no gradient); ``saved`` tensors are saved with their version;
+    ``save_output`` appends the result itself to the saved values; ``bcast``
+    records the shapes/dtypes of inputs that differ from the result's, so that
+    their gradients are summed and cast back (see ``_fix_outputs``).
+    """
+    backend = dev._backend or dev.backend
+    if out.__class__ is not backend.array_types[0]:
+        out = backend.asarray(out)
+    t = Tensor._make(out, False, dev)
+    if not _grad_enabled.get():
+        if _inference.get():
+            t._inference = True
+        return t
+    rg = False
+    for x in inputs:
+        if x.__class__ is Tensor and x._rg:
+            rg = True
+            break
+    if not rg:
+        return t
+    edges = tuple(gradient_edge(x) if x.__class__ is Tensor and x._rg else None for x in inputs)
+    node = cls(edges)
+    node.dev = dev
+    node.attrs = attrs
+    node.needs = tuple(e is not None for e in edges)
+    node.meta = broadcast_meta(inputs, out) if bcast else None
+    node.out_devs = dev
+    t._rg = True
+    t._fn = node
+    packed: tuple[SavedTensor, ...] = ()
+    if saved:
+        packed = tuple(SavedTensor(s) for s in saved)
+    if save_output:
+        packed += (SavedTensor(t, True),)
+    node.saved = packed
+    if _anomaly.get()[0]:
+        record_forward(node)
+    return t
+
+
+def broadcast_meta(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...] | None:
+    """``meta`` for ``record``: (shape, dtype) per tensor input that differs from ``out``."""
+    meta: list[Any] | None = None
+    oshape, odtype = out.shape, out.dtype
+    for i, x in enumerate(inputs):
+        if x.__class__ is Tensor and x._rg:
+            d = x.data
+            if d.shape != oshape or d.dtype != odtype:
+                if meta is None:
+                    meta = [None] * len(inputs)
+                meta[i] = (d.shape, d.dtype)
+    return tuple(meta) if meta is not None else None
+
+
+def call_node(node: Node, grads: tuple[Any, ...]) -> Any:
+    """``grad_fn(*grads)``: run a node directly on gradient Tensors."""
+    if len(grads) != node.num_outputs:
+        raise TypeError(
+            f"{node.name()} expected {node.num_outputs} arguments, got {len(grads)} instead"
+        )
+    create_graph = _grad_enabled.get()
+    raw = [g if create_graph or g is None else g.data for g in grads]
+    outs = node.apply(raw, create_graph)
+    from .._node_exec import to_tensor
+
+    dev = getattr(node, "dev", None)
+    res = tuple(
+        to_tensor(o, dev) if o is not None and not isinstance(o, Tensor) else o for o in outs
+    )
+    return res[0] if len(res) == 1 else res
+
+
+class _TensorOps:
+    """The ``F`` of rules under create_graph: differentiable aengine ops.
+
+    Filled by ``aengine._ops`` once every op is defined (same names as the
+    raw namespace in ``_raw.py``).
+    """
+
+
+TENSOR_OPS: Any = _TensorOps()
+
+
+def as_view(t: Tensor, base: Tensor, view_fn: Any) -> Tensor:
+    """Mark ``t`` as a view of ``base``: shared version counter and data.
+
+    ``view_fn(F, x)`` rebuilds the view from its base's value ``x`` (array or
+    Tensor, with ``F`` the matching namespace); views of views compose, so
+    ``t._view_fn`` always starts from the root base ``t._base``.
+    """
+    root = base._base
+    if root is None:
+        t._base = base
+        t._view_fn = view_fn
+    else:
+        t._base = root
+        inner = base._view_fn
+
+        def composed(F: Any, x: Any, _inner: Any = inner, _outer: Any = view_fn) -> Any:
+            return _outer(F, _inner(F, x))
+
+        t._view_fn = composed
+    t._vc = base._vc
+    t._inference = base._inference
+    return t

@@ -1,0 +1,100 @@
+"""Attach the operators to Tensor as methods and Python operators."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._tensor import Tensor
+from . import _arith, _compare, _linalg, _reduce, _shape, _unary
+
+
+def _reflected(fn: Any, name: str) -> Any:
+    def m(self: Tensor, other: Any) -> Any:
+        return fn(other, self)
+
+    m.__name__ = m.__qualname__ = name
+    return m
+
+
+_T: Any = Tensor
+# Functions are assigned directly (no wrapper frame): ``self`` becomes their
+# first argument.  Their signatures for type checkers are declared in
+# _tensor.py under TYPE_CHECKING.
+_T.__add__ = _T.__radd__ = _arith.add
+_T.__sub__ = _arith.sub
+_T.__rsub__ = _arith.rsub
+_T.__mul__ = _T.__rmul__ = _arith.mul
+_T.__truediv__ = _arith.div
+_T.__rtruediv__ = _arith.rdiv
+_T.__pow__ = _arith.pow
+_T.__rpow__ = _arith.rpow
+_T.__neg__ = _arith.neg
+_T.__matmul__ = _linalg.matmul
+_T.__rmatmul__ = _reflected(_linalg.matmul, "__rmatmul__")
+_T.__abs__ = _unary.abs
+_T.__eq__ = _compare.eq
+_T.__ne__ = _compare.ne
+_T.__lt__ = _compare.lt
+_T.__le__ = _compare.le
+_T.__gt__ = _compare.gt
+_T.__ge__ = _compare.ge
+_T.__and__ = _compare.logical_and
+_T.__or__ = _compare.logical_or
+_T.__invert__ = _compare.logical_not
+
+for _fn in (
+    _arith.add, _arith.sub, _arith.mul, _arith.div, _arith.pow, _arith.maximum,
+    _arith.minimum, _arith.clamp, _linalg.matmul, _unary.exp, _unary.log, _unary.sqrt,
+    _unary.sin, _unary.cos, _unary.tanh, _unary.sigmoid, _unary.relu, _unary.square,
+    _unary.log1p, _unary.expm1, _unary.abs, _unary.sign, _reduce.sum, _reduce.mean,
+    _shape.reshape, _shape.view, _shape.flatten, _shape.permute, _shape.transpose,
+    _shape.expand, _shape.squeeze, _shape.unsqueeze, _shape.clone, _shape.contiguous,
+    _shape.to, _shape.broadcast_to, _compare.eq, _compare.ne, _compare.lt, _compare.le,
+    _compare.gt, _compare.ge,
+):  # fmt: skip
+    setattr(_T, _fn.__name__, _fn)
+_T.neg = _arith.neg
+_T.T = property(
+    lambda self: _shape.permute(self, tuple(reversed(range(self.ndim)))),
+    doc="The tensor with its dimensions reversed (a view).",
+)
+_T.mT = property(lambda self: _shape.transpose(self, -2, -1), doc="Transpose of the last two dims.")
+_T.view_as = lambda self, other: _shape.view(self, other.shape)
+_T.reshape_as = lambda self, other: _shape.reshape(self, other.shape)
+_T.expand_as = lambda self, other: _shape.expand(self, other.shape)
+_T.float = lambda self: _shape.to(self, dtype="float32")
+_T.double = lambda self: _shape.to(self, dtype="float64")
+_T.type_as = lambda self, other: _shape.to(self, dtype=other.dtype)
+
+
+async def _backward(
+    self: Tensor,
+    gradient: Any = None,
+    retain_graph: Any = None,
+    create_graph: bool = False,
+    inputs: Any = None,
+) -> None:
+    """Compute gradients of this tensor w.r.t. graph leaves (awaitable).
+
+    ``await loss.backward()``; for synchronous code use ``ae.sync.backward(loss)``.
+
+    Example::
+
+        >>> import aengine as ae, anyio
+        >>> x = ae.tensor(2.0, requires_grad=True)
+        >>> anyio.run((x * x).backward)
+        >>> x.grad.item()
+        4.0
+    """
+    from .._api import backward
+
+    await backward(
+        self,
+        None if gradient is None else gradient,
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        inputs=inputs,
+    )
+
+
+_T.backward = _backward

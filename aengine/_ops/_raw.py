@@ -1,0 +1,129 @@
+"""The raw ops namespace: what backward rules call when no graph is recorded.
+
+# NOTE [The F namespace]
+# Rules are written against ``F`` (see NOTE [Operator rules] in _core.py).
+# This class implements it on a backend's arrays; ``TENSOR_OPS`` implements
+# the same names with differentiable aengine ops.  Arithmetic and comparisons
+# use Python operators, which both kinds of values support.  Names:
+#   sum_to(x, shape)         sum a broadcast gradient back to ``shape``
+#   broadcast_to(x, shape)   reshape(x, shape)   astype(x, dtype)
+#   sum(x, axis, keepdims)   permute(x, axes)    swapaxes(x, a, b)
+#   matmul(a, b)             where(c, a, b)      expand_dims(x, axis)
+#   exp log sqrt sin cos tanh sign abs log1p expm1 sigmoid
+#   zeros_like(x)            ones_like(x)        zeros(shape, like)
+#   getitem(x, idx)          index_add(shape, idx, g, like)
+#   gather(x, dim, idx)      scatter_add(shape, dim, idx, g)
+#   cat(xs, axis)            to_device(x, device) maximum(a, b) minimum(a, b)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RawOps", "sum_to_axes"]
+
+
+def sum_to_axes(xshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Axes of an array of ``xshape`` to sum so that it reshapes to ``shape``."""
+    lead = len(xshape) - len(shape)
+    axes = list(range(lead))
+    for i, s in enumerate(shape):
+        if s == 1 and xshape[lead + i] != 1:
+            axes.append(lead + i)
+    return tuple(axes)
+
+
+class RawOps:
+    """``F`` over the arrays of one backend (numpy or CuPy)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        xp = self.xp = backend.xp
+        self.exp = xp.exp
+        self.log = xp.log
+        self.sqrt = xp.sqrt
+        self.sin = xp.sin
+        self.cos = xp.cos
+        self.tanh = xp.tanh
+        self.sign = xp.sign
+        self.abs = xp.abs
+        self.log1p = xp.log1p
+        self.expm1 = xp.expm1
+        self.matmul = xp.matmul
+        self.maximum = xp.maximum
+        self.minimum = xp.minimum
+        self.zeros_like = xp.zeros_like
+        self.ones_like = xp.ones_like
+
+    def sigmoid(self, x: Any) -> Any:
+        return 1.0 / (1.0 + self.xp.exp(-x))
+
+    def sum_to(self, x: Any, shape: tuple[int, ...]) -> Any:
+        xshape = x.shape
+        if xshape == shape:
+            return x
+        axes = sum_to_axes(xshape, shape)
+        if axes:
+            x = x.sum(axis=axes, keepdims=True)
+        if x.shape != shape:
+            x = x.reshape(shape)
+        return x
+
+    def broadcast_to(self, x: Any, shape: tuple[int, ...]) -> Any:
+        return self.xp.broadcast_to(x, shape)
+
+    def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
+        return self.xp.reshape(x, shape)
+
+    def astype(self, x: Any, dtype: Any) -> Any:
+        return self.xp.asarray(x).astype(dtype)
+
+    def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self.xp.sum(x, axis=axis, keepdims=keepdims)
+
+    def permute(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return self.xp.transpose(x, axes)
+
+    def swapaxes(self, x: Any, a: int, b: int) -> Any:
+        return self.xp.swapaxes(x, a, b)
+
+    def expand_dims(self, x: Any, axis: Any) -> Any:
+        return self.xp.expand_dims(x, axis)
+
+    def where(self, cond: Any, a: Any, b: Any) -> Any:
+        return self.xp.where(cond, a, b)
+
+    def zeros(self, shape: tuple[int, ...], like: Any) -> Any:
+        return self.xp.zeros(shape, dtype=like.dtype)
+
+    def getitem(self, x: Any, idx: Any) -> Any:
+        return x[idx]
+
+    def index_add(self, shape: tuple[int, ...], idx: Any, g: Any, basic: bool) -> Any:
+        out = self.xp.zeros(shape, dtype=g.dtype)
+        if basic:
+            out[idx] = g
+        else:
+            self.xp.add.at(out, idx, g)
+        return out
+
+    def gather(self, x: Any, dim: int, idx: Any) -> Any:
+        return self.xp.take_along_axis(x, idx, axis=dim)
+
+    def scatter_add(self, shape: tuple[int, ...], dim: int, idx: Any, g: Any) -> Any:
+        xp = self.xp
+        out = xp.zeros(shape, dtype=g.dtype)
+        grids = list(xp.indices(idx.shape, sparse=True))
+        grids[dim] = idx
+        xp.add.at(out, tuple(grids), g)
+        return out
+
+    def cat(self, xs: list[Any], axis: int) -> Any:
+        return self.xp.concatenate(xs, axis=axis)
+
+    def to_device(self, x: Any, device: Any) -> Any:
+        src = self.backend
+        dst = device.backend
+        if dst is src:
+            return x
+        return dst.from_numpy(src.to_numpy(x))

@@ -1,0 +1,293 @@
+"""Shape ops: reshape, view, flatten, permute, transpose, expand, squeeze... clone, to.
+
+Ops that return views of their input share its data and version counter
+(``as_view``), as PyTorch's view ops do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._device import Device
+from .._tensor import Tensor
+from ._core import as_view, node_class, record, wrap
+
+__all__ = [
+    "reshape",
+    "view",
+    "flatten",
+    "permute",
+    "transpose",
+    "expand",
+    "broadcast_to",
+    "sum_to",
+    "squeeze",
+    "unsqueeze",
+    "clone",
+    "contiguous",
+    "to",
+    "astype",
+]
+
+
+def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def _norm_dim(dim: int, ndim: int) -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
+    return dim % n if ndim else 0
+
+
+# -- reshape / view -----------------------------------------------------------------------
+def _reshape_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    return (F.reshape(g, n.attrs),)
+
+
+ViewBackward0 = node_class("ViewBackward0", _reshape_rule)
+ReshapeAliasBackward0 = node_class("ReshapeAliasBackward0", _reshape_rule)
+UnsafeViewBackward0 = node_class("UnsafeViewBackward0", _reshape_rule)
+
+
+def _resolve_shape(shape: tuple[int, ...], numel: int, old: tuple[int, ...]) -> tuple[int, ...]:
+    if shape.count(-1) > 1:
+        raise ValueError("only one dimension can be inferred (-1)")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise ValueError(f"invalid shape dimension {s}")
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise ValueError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise ValueError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+def reshape(x: Tensor, *shape: Any) -> Tensor:
+    """A tensor with the same data in a new shape (a view when possible).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.arange(6.0).reshape(2, -1).shape
+        (2, 3)
+    """
+    shp = _resolve_shape(_shape_arg(shape), x.data.size, x.data.shape)
+    out = x.data.reshape(shp)
+    t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
+    if out.base is not None:
+        as_view(t, x, lambda F, v, _s=shp: F.reshape(v, _s))
+    return t
+
+
+def view(x: Tensor, *shape: Any) -> Tensor:
+    """Like :func:`reshape`, but the result always shares the data (a view)."""
+    shp = _resolve_shape(_shape_arg(shape), x.data.size, x.data.shape)
+    out = x.data.view()
+    try:
+        out.shape = shp
+    except AttributeError as exc:
+        raise ValueError(
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
+        ) from exc
+    except Exception:
+        out = x.data.reshape(shp)
+    t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
+    return as_view(t, x, lambda F, v, _s=shp: F.reshape(v, _s))
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dimensions ``start_dim..end_dim`` into one."""
+    nd = x.data.ndim
+    if nd == 0:
+        return reshape(x, 1)
+    s, e = _norm_dim(start_dim, nd), _norm_dim(end_dim, nd)
+    if s > e:
+        raise ValueError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shp = x.data.shape
+    mid = 1
+    for d in shp[s : e + 1]:
+        mid *= d
+    return reshape(x, (*shp[:s], mid, *shp[e + 1 :]))
+
+
+def squeeze(x: Tensor, dim: Any = None) -> Tensor:
+    """Remove dimensions of size 1 (all of them, or those in ``dim``)."""
+    shp = x.data.shape
+    if dim is None:
+        new = tuple(s for s in shp if s != 1)
+    else:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        nd = {_norm_dim(d, len(shp)) for d in dims}
+        new = tuple(s for i, s in enumerate(shp) if not (i in nd and s == 1))
+    return _view_reshape(x, new)
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    """Insert a dimension of size 1 at ``dim``."""
+    nd = x.data.ndim + 1
+    if not -nd <= dim < nd:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})"
+        )
+    d = dim % nd
+    shp = x.data.shape
+    return _view_reshape(x, (*shp[:d], 1, *shp[d:]))
+
+
+def _view_reshape(x: Tensor, shp: tuple[int, ...]) -> Tensor:
+    out = x.data.reshape(shp)
+    t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
+    return as_view(t, x, lambda F, v, _s=shp: F.reshape(v, _s))
+
+
+# -- permute / transpose ----------------------------------------------------------------------
+def _permute_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    return (F.permute(g, n.attrs),)
+
+
+PermuteBackward0 = node_class("PermuteBackward0", _permute_rule)
+TransposeBackward0 = node_class("TransposeBackward0", _permute_rule)
+
+
+def permute(x: Tensor, *dims: Any) -> Tensor:
+    """Reorder the dimensions (a view)."""
+    axes = _shape_arg(dims)
+    nd = x.data.ndim
+    if len(axes) != nd:
+        raise ValueError(f"permute: number of dims ({len(axes)}) does not match ndim ({nd})")
+    axes = tuple(_norm_dim(a, nd) for a in axes)
+    if sorted(axes) != list(range(nd)):
+        raise ValueError(f"permute: dims {axes} are not a permutation of {tuple(range(nd))}")
+    inv = tuple(sorted(range(nd), key=axes.__getitem__))
+    out = x.data.transpose(axes)
+    t = record(PermuteBackward0, out, x._device, (x,), attrs=inv)
+    return as_view(t, x, lambda F, v, _a=axes: F.permute(v, _a))
+
+
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Swap two dimensions (a view)."""
+    nd = x.data.ndim
+    if nd == 0:
+        return _view_reshape(x, ())
+    d0, d1 = _norm_dim(dim0, nd), _norm_dim(dim1, nd)
+    axes = list(range(nd))
+    axes[d0], axes[d1] = axes[d1], axes[d0]
+    out = x.data.transpose(axes)
+    t = record(TransposeBackward0, out, x._device, (x,), attrs=tuple(axes))
+    return as_view(t, x, lambda F, v, _a=tuple(axes): F.permute(v, _a))
+
+
+# -- expand / broadcast_to / sum_to -------------------------------------------------------------
+def _expand_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    return (F.sum_to(g, n.attrs),)
+
+
+ExpandBackward0 = node_class("ExpandBackward0", _expand_rule)
+
+
+def expand(x: Tensor, *sizes: Any) -> Tensor:
+    """Broadcast to a larger shape without copying (-1 keeps a size); a view."""
+    shp = _shape_arg(sizes)
+    old = x.data.shape
+    if len(shp) < len(old):
+        raise ValueError(
+            f"expand: the number of sizes provided ({len(shp)}) must be greater or equal to "
+            f"the number of dimensions in the tensor ({len(old)})"
+        )
+    lead = len(shp) - len(old)
+    new = tuple((old[i - lead] if s == -1 and i >= lead else s) for i, s in enumerate(shp))
+    return broadcast_to(x, new)
+
+
+def broadcast_to(x: Tensor, shape: Any) -> Tensor:
+    """Broadcast ``x`` to ``shape`` (a read-only view)."""
+    shp = tuple(int(s) for s in shape)
+    out = x._device.backend.xp.broadcast_to(x.data, shp)
+    t = record(ExpandBackward0, out, x._device, (x,), attrs=x.data.shape)
+    return as_view(t, x, lambda F, v, _s=shp: F.broadcast_to(v, _s))
+
+
+SumToBackward0 = node_class("SumToBackward0", lambda F, g, s, n: (F.broadcast_to(g, n.attrs),))
+
+
+def sum_to(x: Tensor, shape: Any) -> Tensor:
+    """Sum ``x`` over broadcast dimensions so that it has ``shape``."""
+    from ._raw import sum_to_axes
+
+    shp = tuple(int(s) for s in shape)
+    if x.data.shape == shp:
+        return x
+    axes = sum_to_axes(x.data.shape, shp)
+    out = x.data.sum(axis=axes, keepdims=True) if axes else x.data
+    out = out.reshape(shp)
+    return record(SumToBackward0, out, x._device, (x,), attrs=x.data.shape)
+
+
+# -- clone / to ----------------------------------------------------------------------------------
+CloneBackward0 = node_class("CloneBackward0", lambda F, g, s, n: (g,))
+
+
+def clone(x: Tensor) -> Tensor:
+    """A copy of ``x`` with its own data; gradients flow through it."""
+    return record(CloneBackward0, x.data.copy(), x._device, (x,))
+
+
+def contiguous(x: Tensor) -> Tensor:
+    """``x`` itself if its data is C-contiguous, else a contiguous copy."""
+    if x.data.flags.c_contiguous:
+        return x
+    return clone(x)
+
+
+ToCopyBackward0 = node_class(
+    "ToCopyBackward0",
+    lambda F, g, s, n: (
+        F.to_device(F.astype(g, n.attrs[1]) if g.dtype != n.attrs[1] else g, n.attrs[0]),
+    ),
+)
+
+
+def to(x: Tensor, device: Any = None, dtype: Any = None, *, copy: bool = False) -> Tensor:
+    """Move to another device and/or convert the dtype; differentiable.
+
+    ``x.to("sim:0")``, ``x.to(dtype=ae.float32)``, ``x.to(ae.float32)``.
+    """
+    from .._dtype import as_dtype
+
+    if device is not None and not isinstance(device, (str, Device)):
+        device, dtype = None, device
+    dst = x._device if device is None else Device(device)
+    dt = as_dtype(dtype) or x.data.dtype
+    if dst is x._device and dt == x.data.dtype and not copy:
+        return x
+    src = x._device
+    data = x.data
+    if dst is not src:
+        data = dst.backend.from_numpy(src.backend.to_numpy(data))
+        if dst.backend is src.backend and data is x.data:
+            data = data.copy()
+    if data.dtype != dt:
+        data = data.astype(dt)
+    elif data is x.data:
+        data = data.copy()
+    if dt.kind not in "fc":
+        return wrap(data, dst)
+    t = record(ToCopyBackward0, data, dst, (x,), attrs=(src, x.data.dtype))
+    return t
+
+
+def astype(x: Tensor, dtype: Any) -> Tensor:
+    """``x.to(dtype=dtype)``."""
+    return to(x, dtype=dtype)

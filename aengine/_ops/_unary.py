@@ -1,0 +1,84 @@
+"""Elementwise functions of one tensor, each with its derivative beside it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._tensor import Tensor
+from ._core import as_tensor_arg, node_class, record
+
+__all__ = [
+    "exp",
+    "log",
+    "sqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "square",
+    "log1p",
+    "expm1",
+    "abs",
+    "sign",
+]
+
+
+def _unary(name: str, fwd: Any, rule: Any, save: str) -> Any:
+    """Define an elementwise op: ``fwd(xp, array)`` and ``rule(F, g, saved)``.
+
+    ``save`` is "input" or "output": the one value the rule needs.
+    """
+    cls = node_class(f"{name.capitalize()}Backward0", lambda F, g, s, n: (rule(F, g, s[0]),))
+    save_input = save == "input"
+
+    def op(x: Tensor) -> Tensor:
+        if x.__class__ is not Tensor:
+            x = as_tensor_arg(x)
+        out = fwd(x._device.backend.xp, x.data)
+        if save_input:
+            return record(cls, out, x._device, (x,), (x,))
+        return record(cls, out, x._device, (x,), save_output=True)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise ``{name}``, differentiable to any order."
+    return op
+
+
+exp = _unary("exp", lambda xp, a: xp.exp(a), lambda F, g, out: g * out, "output")
+log = _unary("log", lambda xp, a: xp.log(a), lambda F, g, x: g / x, "input")
+sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda F, g, out: g / (2.0 * out), "output")
+sin = _unary("sin", lambda xp, a: xp.sin(a), lambda F, g, x: g * F.cos(x), "input")
+cos = _unary("cos", lambda xp, a: xp.cos(a), lambda F, g, x: -g * F.sin(x), "input")
+tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda F, g, out: g * (1.0 - out * out), "output")
+sigmoid = _unary(
+    "sigmoid",
+    lambda xp, a: _sigmoid(xp, a),
+    lambda F, g, out: g * out * (1.0 - out),
+    "output",
+)
+relu = _unary(
+    "relu",
+    lambda xp, a: xp.maximum(a, 0).astype(a.dtype, copy=False),
+    lambda F, g, out: F.where(out > 0, g, 0.0),
+    "output",
+)
+square = _unary("square", lambda xp, a: a * a, lambda F, g, x: g * 2.0 * x, "input")
+log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda F, g, x: g / (x + 1.0), "input")
+expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda F, g, out: g * (out + 1.0), "output")
+abs = _unary("abs", lambda xp, a: xp.abs(a), lambda F, g, x: g * F.sign(x), "input")
+
+
+def _sigmoid(xp: Any, a: Any) -> Any:
+    # stable for large |a|: exp only of non-positive numbers
+    e = xp.exp(-xp.abs(a))
+    return xp.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(a.dtype, copy=False)
+
+
+SignBackward0 = node_class("SignBackward0", lambda F, g, s, n: (g * 0.0,))
+
+
+def sign(x: Tensor) -> Tensor:
+    """Elementwise sign (-1, 0 or 1); its gradient is zero."""
+    out = x._device.backend.xp.sign(x.data)
+    return record(SignBackward0, out, x._device, (x,))

@@ -1,0 +1,484 @@
+"""The Tensor: an array of a backend plus its place in the autograd graph.
+
+# NOTE [Tensor fields]
+# ``data`` is the backend array (numpy or CuPy); it is always an array, never
+# a numpy scalar.  ``_rg`` is requires_grad, ``_fn`` the grad_fn (None for
+# leaves), ``output_nr`` the index among its grad_fn's outputs.  ``_vc`` is the
+# version counter, a one-element list shared by a base and all its views and
+# bumped by every in-place op.  ``_base`` is the tensor a view was taken from
+# (always a non-view) and ``_view_fn`` rebuilds the view from the base (used
+# when an in-place op on the view rewrites the base's history, see _inplace.py).
+# ``_acc`` weakly refers to the AccumulateGrad node of a leaf.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._device import CPU, Device
+from ._dtype import is_floating
+from ._errors import AutogradError
+from ._graph import AccumulateGrad, Node, RemovableHandle, _add_hook
+
+__all__ = ["Tensor", "describe"]
+
+
+def describe(array: Any) -> str:
+    """``float32 tensor [2, 3]``: a tensor's dtype and shape, for messages."""
+    shape = ", ".join(str(s) for s in array.shape)
+    return f"{array.dtype} tensor [{shape}]"
+
+
+class Tensor:
+    """An n-dimensional array that records operations for autograd.
+
+    Create tensors with :func:`aengine.tensor` and friends; operations on
+    tensors that require grad build the backward graph, and
+    ``await loss.backward()`` (or ``ae.sync.backward(loss)``) fills ``.grad``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = (x * x).sum()
+        >>> ae.sync.backward(y)
+        >>> x.grad.tolist()
+        [2.0, 4.0]
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_acc",
+        "_base",
+        "_device",
+        "_fn",
+        "_grad",
+        "_hooks",
+        "_inference",
+        "_post_acc_hooks",
+        "_retains",
+        "_rg",
+        "_vc",
+        "_view_fn",
+        "_view_meta",
+        "data",
+        "output_nr",
+    )
+
+    __array_priority__ = 1000  # numpy defers binary operators to Tensor
+
+    def __init__(self, data: Any, *, requires_grad: bool = False, device: Any = None) -> None:
+        from ._creation import _to_array
+
+        dev = CPU if device is None else Device(device)
+        self.data = _to_array(data, None, dev)
+        self._init_fields(dev)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    def _init_fields(self, dev: Device) -> None:
+        self._rg = False
+        self._grad: Tensor | None = None
+        self._fn: Node | None = None
+        self.output_nr = 0
+        self._vc = [0]
+        self._base: Tensor | None = None
+        self._view_fn: Any = None
+        self._device = dev
+        self._acc: Any = None
+        self._hooks: dict[int, Any] | None = None
+        self._post_acc_hooks: dict[int, Any] | None = None
+        self._retains = False
+        self._inference = False
+        self._view_meta: Any = None
+
+    @staticmethod
+    def _make(data: Any, requires_grad: bool = False, dev: Device = CPU) -> Tensor:
+        """Fast constructor from a backend array (no checks, no copy)."""
+        t = object.__new__(Tensor)
+        t.data = data
+        t._rg = requires_grad
+        t._grad = None
+        t._fn = None
+        t.output_nr = 0
+        t._vc = [0]
+        t._base = None
+        t._view_fn = None
+        t._device = dev
+        t._acc = None
+        t._hooks = None
+        t._post_acc_hooks = None
+        t._retains = False
+        t._inference = False
+        t._view_meta = None
+        return t
+
+    # -- metadata -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape, a tuple of ints."""
+        return self.data.shape  # type: ignore[no-any-return]
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape, or its length along ``dim``."""
+        if dim is None:
+            return self.data.shape
+        return self.data.shape[dim]
+
+    @property
+    def dtype(self) -> Any:
+        """The element type (a numpy dtype, e.g. ``ae.float32``)."""
+        return self.data.dtype
+
+    @property
+    def device(self) -> Device:
+        """The device holding the data (``ae.device('cpu')``...)."""
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self.data.ndim  # type: ignore[no-any-return]
+
+    def dim(self) -> int:
+        """Number of dimensions."""
+        return self.data.ndim  # type: ignore[no-any-return]
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return int(self.data.size)
+
+    def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return int(self.data.shape[0])
+
+    def is_floating_point(self) -> bool:
+        """True for floating dtypes."""
+        return is_floating(self.data.dtype)
+
+    def is_inference(self) -> bool:
+        """True for tensors created in :class:`aengine.inference_mode`."""
+        return self._inference
+
+    # -- autograd attributes ---------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients flow to this tensor (settable on leaves)."""
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place on a leaf; returns ``self``."""
+        if self._fn is not None:
+            if requires_grad:
+                return self
+            raise AutogradError(
+                "you can only change requires_grad flags of leaf variables. If you want to "
+                "use a computed variable in a subgraph that doesn't require differentiation "
+                "use var_no_grad = var.detach()."
+            )
+        if requires_grad and not is_floating(self.data.dtype):
+            raise AutogradError(
+                f"only Tensors of floating point dtype can require gradients, got {self.data.dtype}; "
+                "convert first, e.g. ae.tensor(data, dtype=ae.float64, requires_grad=True)"
+            )
+        if requires_grad and self._inference:
+            raise AutogradError(
+                "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed."
+            )
+        self._rg = bool(requires_grad)
+        return self
+
+    @property
+    def grad_fn(self) -> Node | None:
+        """The node that created this tensor (None for leaves)."""
+        if self._view_meta is not None:
+            from ._inplace import refresh_view_grad_fn
+
+            refresh_view_grad_fn(self)
+        return self._fn
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors not produced by a recorded op."""
+        return self.grad_fn is None
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient (None until a backward reaches this leaf)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(
+                    f"assigned grad must be a Tensor or None, got {type(value).__name__}"
+                )
+            if value.data.shape != self.data.shape:
+                raise ValueError(
+                    f"assigned grad has shape {tuple(value.data.shape)} but the tensor has shape "
+                    f"{tuple(self.data.shape)}"
+                )
+            if value.data.dtype != self.data.dtype:
+                raise TypeError(
+                    f"assigned grad has dtype {value.data.dtype} but the tensor has dtype "
+                    f"{self.data.dtype}"
+                )
+            if value._device is not self._device:
+                raise ValueError(
+                    f"assigned grad is on {value._device} but the tensor is on {self._device}"
+                )
+        self._grad = value
+
+    @grad.deleter
+    def grad(self) -> None:
+        self._grad = None
+
+    @property
+    def retains_grad(self) -> bool:
+        """True when :meth:`retain_grad` was called on this non-leaf."""
+        return self._retains
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor during backward."""
+        if not self._rg:
+            raise AutogradError("can't retain_grad on Tensor that has requires_grad=False")
+        fn = self.grad_fn
+        if fn is None or self._retains:
+            return
+        self._retains = True
+        if fn._retains_grad is None:
+            fn._retains_grad = {}
+        fn._retains_grad[self.output_nr] = weakref.ref(self)
+        fn._special = True
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    def _is_view(self) -> bool:
+        return self._base is not None
+
+    def _grad_accumulator(self) -> AccumulateGrad:
+        acc = self._acc() if self._acc is not None else None
+        if acc is None:
+            if not self._rg:
+                raise AutogradError("a tensor that does not require grad has no grad accumulator")
+            acc = AccumulateGrad(self)
+            self._acc = weakref.ref(acc)
+        return acc
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Run ``hook(grad)`` when this tensor's gradient is computed.
+
+        A returned tensor replaces the gradient.  Works on leaves and
+        non-leaves; may be an ``async def`` under the async engine.
+
+        Example::
+
+            >>> import aengine as ae
+            >>> x = ae.ones(2, requires_grad=True)
+            >>> h = x.register_hook(lambda g: g * 10)
+            >>> ae.sync.backward(x.sum())
+            >>> x.grad.tolist()
+            [10.0, 10.0]
+        """
+        if not self._rg:
+            raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
+        fn = self.grad_fn
+        if fn is not None:
+            return fn._register_tensor_pre_hook(self.output_nr, hook)
+        if self._hooks is None:
+            self._hooks = {}
+        return _add_hook(self._hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> RemovableHandle:
+        """Run ``hook(tensor)`` after ``.grad`` of this leaf was updated."""
+        if not self._rg:
+            raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise AutogradError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = {}
+        return _add_hook(self._post_acc_hooks, hook)
+
+    # -- conversion ----------------------------------------------------------------------
+    def detach(self) -> Tensor:
+        """A tensor sharing data and version counter, cut from the graph."""
+        t = Tensor._make(self.data, False, self._device)
+        t._vc = self._vc
+        t._inference = self._inference
+        return t
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor from the graph in place (not allowed on views)."""
+        if self._base is not None:
+            raise AutogradError("Can't detach views in-place. Use detach() instead.")
+        self._fn = None
+        self._rg = False
+        self.output_nr = 0
+        return self
+
+    def numpy(self) -> Any:
+        """The data as a numpy array (shares memory on the cpu)."""
+        if self._rg:
+            raise AutogradError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
+            )
+        return self._device.backend.to_numpy(self.data)
+
+    def item(self) -> Any:
+        """The single value of a one-element tensor as a Python number."""
+        if self.data.size != 1:
+            raise ValueError(
+                f"a Tensor with {self.data.size} elements cannot be converted to Scalar"
+            )
+        return self.data.item()
+
+    def tolist(self) -> Any:
+        """The data as (nested) Python lists."""
+        return self._device.backend.to_numpy(self.data).tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise ValueError(
+                "the truth value of a tensor with more than one element is ambiguous; "
+                "use .any() or .all()"
+            )
+        return bool(self.data.item())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        arr = self._device.backend.to_numpy(self.data)
+        return np.asarray(arr, dtype=dtype)
+
+    def __repr__(self) -> str:
+        body = repr(self._device.backend.to_numpy(self.data))
+        body = body[body.index("(") + 1 : body.rindex(")")] if "(" in body else body
+        extras = []
+        if self._device is not CPU:
+            extras.append(f"device='{self._device}'")
+        if self._fn is not None:
+            extras.append(f"grad_fn=<{self._fn.name()}>")
+        elif self._rg:
+            extras.append("requires_grad=True")
+        suffix = "".join(", " + e for e in extras)
+        return f"tensor({body}{suffix})"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __iter__(self) -> Any:
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.data.shape[0]))
+
+    def __reduce__(self) -> Any:
+        raise TypeError("pickling aengine tensors is not supported; pickle t.detach().numpy()")
+
+    # The methods of the operators (sum, reshape, __add__...) are the functions
+    # of aengine._ops, assigned to the class by _ops/_methods.py; these
+    # declarations give type checkers their signatures.
+    if TYPE_CHECKING:
+
+        def __add__(self, other: Any) -> Tensor: ...
+        def __radd__(self, other: Any) -> Tensor: ...
+        def __sub__(self, other: Any) -> Tensor: ...
+        def __rsub__(self, other: Any) -> Tensor: ...
+        def __mul__(self, other: Any) -> Tensor: ...
+        def __rmul__(self, other: Any) -> Tensor: ...
+        def __truediv__(self, other: Any) -> Tensor: ...
+        def __rtruediv__(self, other: Any) -> Tensor: ...
+        def __pow__(self, other: Any) -> Tensor: ...
+        def __rpow__(self, other: Any) -> Tensor: ...
+        def __matmul__(self, other: Any) -> Tensor: ...
+        def __rmatmul__(self, other: Any) -> Tensor: ...
+        def __neg__(self) -> Tensor: ...
+        def __abs__(self) -> Tensor: ...
+        def __eq__(self, other: Any) -> Tensor: ...  # type: ignore[override]
+        def __ne__(self, other: Any) -> Tensor: ...  # type: ignore[override]
+        def __lt__(self, other: Any) -> Tensor: ...
+        def __le__(self, other: Any) -> Tensor: ...
+        def __gt__(self, other: Any) -> Tensor: ...
+        def __ge__(self, other: Any) -> Tensor: ...
+        def __and__(self, other: Any) -> Tensor: ...
+        def __or__(self, other: Any) -> Tensor: ...
+        def __invert__(self) -> Tensor: ...
+        def __getitem__(self, index: Any) -> Tensor: ...
+        def __setitem__(self, index: Any, value: Any) -> None: ...
+        def add(self, other: Any) -> Tensor: ...
+        def sub(self, other: Any) -> Tensor: ...
+        def mul(self, other: Any) -> Tensor: ...
+        def div(self, other: Any) -> Tensor: ...
+        def pow(self, other: Any) -> Tensor: ...
+        def neg(self) -> Tensor: ...
+        def maximum(self, other: Any) -> Tensor: ...
+        def minimum(self, other: Any) -> Tensor: ...
+        def clamp(self, min: Any = None, max: Any = None) -> Tensor: ...
+        def matmul(self, other: Any) -> Tensor: ...
+        def exp(self) -> Tensor: ...
+        def log(self) -> Tensor: ...
+        def sqrt(self) -> Tensor: ...
+        def sin(self) -> Tensor: ...
+        def cos(self) -> Tensor: ...
+        def tanh(self) -> Tensor: ...
+        def sigmoid(self) -> Tensor: ...
+        def relu(self) -> Tensor: ...
+        def square(self) -> Tensor: ...
+        def log1p(self) -> Tensor: ...
+        def expm1(self) -> Tensor: ...
+        def abs(self) -> Tensor: ...
+        def sign(self) -> Tensor: ...
+        def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor: ...
+        def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor: ...
+        def reshape(self, *shape: Any) -> Tensor: ...
+        def view(self, *shape: Any) -> Tensor: ...
+        def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor: ...
+        def permute(self, *dims: Any) -> Tensor: ...
+        def transpose(self, dim0: int, dim1: int) -> Tensor: ...
+        def expand(self, *sizes: Any) -> Tensor: ...
+        def broadcast_to(self, shape: Any) -> Tensor: ...
+        def squeeze(self, dim: Any = None) -> Tensor: ...
+        def unsqueeze(self, dim: int) -> Tensor: ...
+        def clone(self) -> Tensor: ...
+        def contiguous(self) -> Tensor: ...
+        def to(self, device: Any = None, dtype: Any = None, *, copy: bool = False) -> Tensor: ...
+        def eq(self, other: Any) -> Tensor: ...
+        def ne(self, other: Any) -> Tensor: ...
+        def lt(self, other: Any) -> Tensor: ...
+        def le(self, other: Any) -> Tensor: ...
+        def gt(self, other: Any) -> Tensor: ...
+        def ge(self, other: Any) -> Tensor: ...
+        def view_as(self, other: Tensor) -> Tensor: ...
+        def reshape_as(self, other: Tensor) -> Tensor: ...
+        def expand_as(self, other: Tensor) -> Tensor: ...
+        def float(self) -> Tensor: ...
+        def double(self) -> Tensor: ...
+        def type_as(self, other: Tensor) -> Tensor: ...
+        async def backward(
+            self,
+            gradient: Tensor | None = None,
+            retain_graph: bool | None = None,
+            create_graph: bool = False,
+            inputs: Any = None,
+        ) -> None: ...
+        @property
+        def T(self) -> Tensor: ...
+        @property
+        def mT(self) -> Tensor: ...

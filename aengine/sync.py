@@ -1,0 +1,23 @@
+"""Synchronous twins of the engine's entry points: no event loop needed.
+
+``ae.sync.backward`` and ``ae.sync.grad`` take the same parameters and give
+the same results as ``await ae.backward`` / ``await ae.grad``; they come from
+the same definition (see NOTE [One definition, two drivers] in _api.py).
+Called from inside a running event loop they still work but block it, and
+warn; a reentrant call made from a backward function nests without warning.
+
+Example::
+
+    >>> import aengine as ae
+    >>> x = ae.tensor([1.0, 2.0], requires_grad=True)
+    >>> ae.sync.backward((x ** 2).sum())
+    >>> x.grad.tolist()
+    [2.0, 4.0]
+"""
+
+from __future__ import annotations
+
+from ._api import sync_backward as backward
+from ._api import sync_grad as grad
+
+__all__ = ["backward", "grad"]
