@@ -1,0 +1,100 @@
+"""Compare aengine with PyTorch (the oracle) on first and second derivatives.
+
+``check_op(ae_fn, torch_fn, shapes)`` builds random inputs of the given
+shapes (float64 by default), runs both functions, and compares the outputs,
+the first derivatives (grad of a random weighted sum of the outputs) and
+the second derivatives (grad of the first derivatives, create_graph=True).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aengine as ae
+
+RTOL = {np.dtype("float64"): 1e-7, np.dtype("float32"): 1e-4}
+ATOL = {np.dtype("float64"): 1e-10, np.dtype("float32"): 1e-5}
+
+
+def torch_or_skip() -> Any:
+    return pytest.importorskip(
+        "torch", reason="torch 2.13.0 (CPU) is not installed: oracle comparison skipped"
+    )
+
+
+def _tnp(t: Any) -> np.ndarray:
+    return t.detach().numpy(force=True)
+
+
+def _outputs(res: Any) -> list[Any]:
+    return list(res) if isinstance(res, (tuple, list)) else [res]
+
+
+def check_op(
+    ae_fn: Callable[..., Any],
+    torch_fn: Callable[..., Any],
+    shapes: Sequence[tuple[int, ...]],
+    *,
+    dtype: str = "float64",
+    second_order: bool = True,
+    inputs: Sequence[np.ndarray] | None = None,
+    positive: bool = False,
+    seed: int = 0,
+) -> None:
+    """Assert that ``ae_fn`` and ``torch_fn`` agree in value, grad and grad-of-grad."""
+    torch = torch_or_skip()
+    rng = np.random.default_rng(seed)
+    if inputs is None:
+        arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
+        if positive:
+            arrays = [np.abs(a) + 0.5 for a in arrays]
+    else:
+        arrays = [np.asarray(a, dtype=dtype) for a in inputs]
+    dt = np.dtype(dtype)
+    rtol, atol = RTOL[dt], ATOL[dt]
+    xs = [ae.tensor(a, requires_grad=True) for a in arrays]
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    outs = [o for o in _outputs(ae_fn(*xs)) if o.requires_grad]
+    touts = [o for o in _outputs(torch_fn(*ts)) if o.requires_grad]
+    assert len(outs) == len(touts), "different number of differentiable outputs"
+    for o, to in zip(outs, touts):
+        np.testing.assert_allclose(o.detach().numpy(), _tnp(to), rtol=rtol, atol=atol)
+        assert o.dtype == np.dtype(str(to.dtype).replace("torch.", "")), (o.dtype, to.dtype)
+    if not outs:
+        return
+    weights = [rng.standard_normal(o.shape).astype(dtype) for o in outs]
+    loss = sum((o * ae.tensor(w)).sum() for o, w in zip(outs, weights))
+    tloss = sum((o * torch.tensor(w)).sum() for o, w in zip(touts, weights))
+    grads = ae.sync.grad(loss, xs, create_graph=second_order, allow_unused=True)
+    tgrads = torch.autograd.grad(tloss, ts, create_graph=second_order, allow_unused=True)
+    for g, tg in zip(grads, tgrads):
+        if tg is None:
+            assert g is None or np.all(g.detach().numpy() == 0)
+            continue
+        assert g is not None
+        assert g.shape == tuple(tg.shape)
+        np.testing.assert_allclose(g.detach().numpy(), _tnp(tg), rtol=rtol, atol=atol)
+    if not second_order:
+        return
+    pairs = [(g, tg) for g, tg in zip(grads, tgrads) if tg is not None and tg.requires_grad]
+    if not pairs:
+        return
+    vs = [rng.standard_normal(tuple(tg.shape)).astype(dtype) for _, tg in pairs]
+    l2 = sum((g * ae.tensor(v)).sum() for (g, _), v in zip(pairs, vs))
+    tl2 = sum((tg * torch.tensor(v)).sum() for (_, tg), v in zip(pairs, vs))
+    if not l2.requires_grad:
+        return
+    g2 = ae.sync.grad(l2, xs, allow_unused=True)
+    tg2 = torch.autograd.grad(tl2, ts, allow_unused=True)
+    for g, tg in zip(g2, tg2):
+        if tg is None:
+            assert g is None or np.allclose(g.numpy(), 0)
+            continue
+        if g is None:
+            np.testing.assert_allclose(_tnp(tg), 0, atol=atol)
+            continue
+        np.testing.assert_allclose(g.numpy(), _tnp(tg), rtol=rtol, atol=atol)

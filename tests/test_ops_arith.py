@@ -1,0 +1,98 @@
+"""First and second derivatives of the arithmetic and elementwise ops against PyTorch."""
+
+from __future__ import annotations
+
+import pytest
+
+import aengine as ae
+
+from .oracle import check_op
+
+BINARY_SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((2, 1), (1, 4)), ((), (2, 2)), ((0, 3), (3,))]
+
+
+@pytest.mark.parametrize("shapes", BINARY_SHAPES)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "minimum", "matmul_like"])
+def test_binary(op, shapes):
+    import operator
+
+    fns = {
+        "add": operator.add,
+        "sub": operator.sub,
+        "mul": operator.mul,
+        "div": operator.truediv,
+        "maximum": lambda a, b: a.maximum(b),
+        "minimum": lambda a, b: a.minimum(b),
+        "matmul_like": lambda a, b: a * b + a,
+    }
+    fn = fns[op]
+    check_op(fn, fn, shapes)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(
+    "name", ["exp", "sin", "cos", "tanh", "sigmoid", "relu", "square", "expm1", "abs", "neg"]
+)
+@pytest.mark.parametrize("shape", [(4,), (2, 3), (), (0,)])
+def test_unary(name, shape, dtype):
+    check_op(lambda x: getattr(x, name)(), lambda x: getattr(x, name)(), [shape], dtype=dtype)
+
+
+@pytest.mark.parametrize("name", ["log", "sqrt", "log1p"])
+@pytest.mark.parametrize("shape", [(4,), (2, 3), ()])
+def test_unary_positive(name, shape):
+    check_op(lambda x: getattr(x, name)(), lambda x: getattr(x, name)(), [shape], positive=True)
+
+
+@pytest.mark.parametrize("p", [2, 3, 0.5, -1.5, 0, 1])
+def test_pow_scalar(p):
+    check_op(lambda x: x**p, lambda x: x**p, [(5,)], positive=True)
+
+
+def test_pow_tensor_and_rpow():
+    check_op(lambda a, b: a**b, lambda a, b: a**b, [(4,), (4,)], positive=True)
+    check_op(lambda a: 2.0**a, lambda a: 2.0**a, [(4,)])
+
+
+def test_scalar_operands():
+    check_op(lambda a: 3.0 - a * 2.0 / 4.0 + 1.0, lambda a: 3.0 - a * 2.0 / 4.0 + 1.0, [(3,)])
+    check_op(lambda a: 1.0 / a, lambda a: 1.0 / a, [(3,)], positive=True)
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((2, 3), (3, 4)),
+        ((3,), (3,)),
+        ((3,), (3, 2)),
+        ((2, 3), (3,)),
+        ((5, 2, 3), (3, 4)),
+        ((2, 1, 2, 3), (4, 3, 2)),
+    ],
+)
+def test_matmul(shapes):
+    check_op(lambda a, b: a @ b, lambda a, b: a @ b, shapes)
+
+
+def test_where_and_clamp():
+    import numpy as np
+
+    torch = pytest.importorskip("torch")
+    cond = np.array([True, False, True, False])
+    check_op(
+        lambda a, b: ae.where(ae.tensor(cond), a, b),
+        lambda a, b: torch.where(torch.tensor(cond), a, b),
+        [(4,), (4,)],
+    )
+    check_op(lambda a: a.clamp(-0.5, 0.5), lambda a: a.clamp(-0.5, 0.5), [(6,)])
+    check_op(lambda a: a.clamp(min=0.1), lambda a: a.clamp(min=0.1), [(6,)])
+
+
+def test_float32_promotion_with_0d():
+    torch = pytest.importorskip("torch")
+    check_op(lambda a, b: a * b, lambda a, b: a * b, [(3,), ()], dtype="float32")
+    x = ae.ones(3, dtype=ae.float32)
+    y = ae.tensor(2.0)  # 0-d float64
+    assert (x * y).dtype == ae.float32
+    assert (x * 2.0).dtype == ae.float32
+    assert torch.ones(3).mul(torch.tensor(2.0, dtype=torch.float64)).dtype == torch.float32
