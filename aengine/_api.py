@@ -244,35 +244,40 @@ def _warn_if_in_loop(name: str) -> None:
 
 
 def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any, Any]:
-    """Make the async and the sync function from one generator definition."""
+    """Make the async and the sync function from one generator definition.
+
+    The generator yields each GraphTask it needs executed (any number of
+    them: composite functions such as gradcheck or jacobian use
+    ``yield from _grad(...)`` several times) and returns the result.
+    """
     from ._drivers import run_async, run_sync
 
     name = gen_fn.__name__.lstrip("_")
 
     @functools.wraps(gen_fn)
     async def async_fn(*args: Any, **kwargs: Any) -> Any:
-        gen = gen_fn(*args, **kwargs)
-        gt = next(gen)
         from ._engine_ctx import time_slice
 
-        await run_async(gt, time_slice())
+        gen = gen_fn(*args, **kwargs)
         try:
-            gen.send(None)
+            gt = next(gen)
+            while True:
+                await run_async(gt, time_slice())
+                gt = gen.send(None)
         except StopIteration as stop:
             return stop.value
-        raise AssertionError("unreachable")  # pragma: no cover
 
     @functools.wraps(gen_fn)
     def sync_fn(*args: Any, **kwargs: Any) -> Any:
         _warn_if_in_loop(name)
         gen = gen_fn(*args, **kwargs)
-        gt = next(gen)
-        run_sync(gt)
         try:
-            gen.send(None)
+            gt = next(gen)
+            while True:
+                run_sync(gt)
+                gt = gen.send(None)
         except StopIteration as stop:
             return stop.value
-        raise AssertionError("unreachable")  # pragma: no cover
 
     for fn in (async_fn, sync_fn):
         fn.__name__ = fn.__qualname__ = name

@@ -8,6 +8,8 @@
 # bumped by every in-place op.  ``_base`` is the tensor a view was taken from
 # (always a non-view) and ``_view_fn`` rebuilds the view from the base (used
 # when an in-place op on the view rewrites the base's history, see _inplace.py).
+# ``_creation`` says how a view was made when that restricts in-place use
+# (e.g. "multi_output:SplitBackward0", "no_grad", "inference"), else None.
 # ``_acc`` weakly refers to the AccumulateGrad node of a leaf.
 """
 
@@ -93,6 +95,7 @@ class Tensor:
         self._retains = False
         self._inference = False
         self._view_meta: Any = None
+        self._creation: str | None = None
 
     @staticmethod
     def _make(data: Any, requires_grad: bool = False, dev: Device = CPU) -> Tensor:
@@ -113,6 +116,7 @@ class Tensor:
         t._retains = False
         t._inference = False
         t._view_meta = None
+        t._creation = None
         return t
 
     # -- metadata -------------------------------------------------------------------

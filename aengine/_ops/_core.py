@@ -239,12 +239,15 @@ class _TensorOps:
 TENSOR_OPS: Any = _TensorOps()
 
 
-def as_view(t: Tensor, base: Tensor, view_fn: Any) -> Tensor:
+def as_view(t: Tensor, base: Tensor, view_fn: Any, creation: str | None = None) -> Tensor:
     """Mark ``t`` as a view of ``base``: shared version counter and data.
 
     ``view_fn(F, x)`` rebuilds the view from its base's value ``x`` (array or
     Tensor, with ``F`` the matching namespace); views of views compose, so
     ``t._view_fn`` always starts from the root base ``t._base``.
+    ``creation`` marks views that restrict in-place use: pass
+    ``"multi_output:<NodeName>"`` for outputs of ops returning several views
+    (split, chunk, unbind); views made in no_grad mode are marked "no_grad".
     """
     root = base._base
     if root is None:
@@ -260,4 +263,7 @@ def as_view(t: Tensor, base: Tensor, view_fn: Any) -> Tensor:
         t._view_fn = composed
     t._vc = base._vc
     t._inference = base._inference
+    if creation is None and not _grad_enabled.get() and base._rg:
+        creation = "no_grad"
+    t._creation = creation
     return t
