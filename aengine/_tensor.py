@@ -65,6 +65,7 @@ class Tensor:
         "_vc",
         "_view_fn",
         "_view_meta",
+        "_creation",
         "data",
         "output_nr",
     )
