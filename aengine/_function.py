@@ -1,0 +1,585 @@
+"""Custom differentiable functions: ``ae.Function`` and its backward node.
+
+# NOTE [Custom Function nodes]
+# As in PyTorch the ``ctx`` a forward receives IS the backward node: each
+# subclass ``F`` of :class:`Function` gets a node class named ``FBackward``
+# (subclass of :class:`BackwardCFunction`, which has a ``__dict__`` so the
+# user can store any attribute on ctx).  ``F.apply`` creates the node, runs
+# ``forward`` under no_grad, then, when grad mode is on and an input requires
+# grad, connects the tensor outputs to the node (inputs returned unchanged
+# become aliases, inputs marked dirty are rebased onto the node) and packs
+# the tensors given to ``save_for_backward`` as version-checked SavedTensors.
+#
+# The engine calls ``node.apply(grads, create_graph)``.  In a plain backward
+# the gradients are raw arrays: they are materialized (zeros for None unless
+# ``set_materialize_grads(False)``) and wrapped into Tensors for the user's
+# ``backward``, whose results are validated (count, shape, dtype; see
+# ``_finish``) and unwrapped.  Under create_graph grad mode is on while the
+# user's backward runs, so its results carry graphs.  An ``async def``
+# backward makes the node class ``_is_async`` (and ``_always_special``, so the
+# engine takes the general path, which awaits the coroutine ``apply``
+# returns).  With no event loop running in the thread (``ae.sync`` from plain
+# code) the coroutine is run to completion by ``anyio.run`` instead, so an
+# async backward also works synchronously.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ._anomaly import _anomaly, record_forward
+from ._errors import AutogradError
+from ._grad_mode import _grad_enabled, no_grad
+from ._graph import Node, SavedTensor, freed_error, gradient_edge
+from ._tensor import Tensor
+
+__all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
+
+_T = TypeVar("_T", bound=Callable[..., Any])
+
+
+class FunctionCtx:
+    """The methods a custom Function's ``ctx`` offers in ``forward``.
+
+    ``ctx`` is the backward node itself (a :class:`BackwardCFunction`), so
+    attributes set in forward (``ctx.k = 3``) are there in backward.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> class Mul2(ae.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.k = 2
+        ...         return x * 2
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         return g * ctx.k
+        >>> x = ae.ones(2, requires_grad=True)
+        >>> Mul2.apply(x).grad_fn.name()
+        'Mul2Backward'
+    """
+
+    # Set by apply; declared here for type checkers.
+    _to_save: tuple[Any, ...] | None
+    _saved: tuple[SavedTensor | None, ...] | None
+    _released: bool
+    _dirty: tuple[Tensor, ...]
+    _non_diff: tuple[Tensor, ...]
+    _materialize: bool
+    needs_input_grad: tuple[bool, ...]
+
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
+        """Save tensors (or None) for backward; read them back as ``ctx.saved_tensors``.
+
+        Saved tensors are version-checked: modifying one in place before
+        backward makes ``saved_tensors`` raise.
+        """
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_backward can only save tensors or None, but argument {i} is "
+                    f"{type(t).__name__}; store other values as ctx attributes (ctx.x = ...)"
+                )
+        self._to_save = tensors
+
+    def mark_dirty(self, *tensors: Tensor) -> None:
+        """Declare input tensors that forward modified in place (they must be returned)."""
+        self._dirty = tensors
+
+    def mark_non_differentiable(self, *tensors: Tensor) -> None:
+        """Declare outputs that get no gradient (``requires_grad`` False)."""
+        self._non_diff = tensors
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Whether backward receives zeros (True, the default) or None for missing grads."""
+        self._materialize = bool(value)
+
+
+class BackwardCFunction(Node, FunctionCtx):
+    """Backward node of a custom :class:`Function` (its class is ``<Name>Backward``).
+
+    It is also the ``ctx`` of forward and backward: ``saved_tensors``,
+    ``needs_input_grad`` and the user's attributes live here.
+    """
+
+    _forward_cls: Any = None
+
+    def __init__(self, next_edges: tuple[Any, ...]) -> None:
+        super().__init__(next_edges)
+        self._to_save = None
+        self._saved = None
+        self._released = False
+        self._dirty = ()
+        self._non_diff = ()
+        self._materialize = True
+        self.needs_input_grad = ()
+        self._in_meta: tuple[Any, ...] = ()
+        self._out_meta: tuple[Any, ...] = ()
+        self.num_outputs = 1  # type: ignore[misc]
+        self.out_devs: tuple[Any, ...] = ()
+
+    # -- saved tensors ------------------------------------------------------------------
+    @property
+    def saved_tensors(self) -> tuple[Tensor | None, ...]:
+        """The tensors given to ``save_for_backward`` (version-checked).
+
+        Raises the "backward through the graph a second time" error once the
+        graph was freed (a backward without ``retain_graph``).
+        """
+        if self._released:
+            raise freed_error()
+        saved = self._saved
+        if saved is None:
+            # during forward (not packed yet) or nothing saved
+            return tuple(self._to_save or ())
+        out: list[Tensor | None] = []
+        for s in saved:
+            if s is None:
+                out.append(None)
+                continue
+            s.check(self)
+            out.append(s.unpack_tensor(self))
+        return tuple(out)
+
+    @property
+    def saved_variables(self) -> tuple[Tensor | None, ...]:
+        """Alias of :attr:`saved_tensors` (PyTorch's older name)."""
+        return self.saved_tensors
+
+    def release_variables(self) -> None:
+        if self._saved is not None:
+            self._saved = None
+            self._released = True
+
+    # -- backward -----------------------------------------------------------------------
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        args = self._prepare(grads, create_graph)
+        cls = self._forward_cls
+        if type(self)._is_async:
+            if not create_graph and not _loop_running():
+                import anyio
+
+                return anyio.run(self._apply_async, args, create_graph)
+            return self._apply_async(args, create_graph)
+        res = cls._backward_fn(self, *args)
+        if inspect.isawaitable(res):
+            if hasattr(res, "close"):
+                res.close()
+            raise TypeError(
+                f"the backward of {cls.__name__} returned an awaitable but is not an "
+                "`async def`: declare it `async def backward(ctx, *grads)`"
+            )
+        return self._finish(res, create_graph)
+
+    async def _apply_async(self, args: list[Any], create_graph: bool) -> Any:
+        res = self._forward_cls._backward_fn(self, *args)
+        if inspect.isawaitable(res):
+            res = await res
+        return self._finish(res, create_graph)
+
+    def _prepare(self, grads: list[Any], create_graph: bool) -> list[Any]:
+        """The gradients as the user's backward receives them (Tensors, maybe zeros)."""
+        out_meta = self._out_meta
+        args: list[Any] = []
+        for i, g in enumerate(grads):
+            meta = out_meta[i] if i < len(out_meta) else None
+            if g is None:
+                if meta is not None and self._materialize:
+                    shape, dtype, dev = meta
+                    g = Tensor._make(dev.backend.xp.zeros(shape, dtype=dtype), False, dev)
+                args.append(g)
+            elif isinstance(g, Tensor):
+                args.append(g)
+            else:
+                dev = meta[2] if meta is not None else _cpu()
+                args.append(Tensor._make(g, False, dev))
+        return args
+
+    def _finish(self, res: Any, create_graph: bool) -> list[Any]:
+        """Validate the user's gradients: count, shape (sum broadcast), dtype."""
+        if not isinstance(res, tuple):
+            res = (res,)
+        n = len(self.next_edges)
+        if len(res) > n:
+            extra = res[n:]
+            if all(r is None for r in extra):
+                res = res[:n]
+        if len(res) != n:
+            raise AutogradError(
+                f"function {self.name()} returned an incorrect number of gradients "
+                f"(expected {n}, got {len(res)})"
+            )
+        in_meta = self._in_meta
+        outs: list[Any] = []
+        for i, g in enumerate(res):
+            meta = in_meta[i]
+            if g is None:
+                outs.append(None)
+                continue
+            if meta is None:
+                raise AutogradError(
+                    f"function {self.name()} returned a gradient different than None at "
+                    f"position {i + 1}, but the corresponding forward input was not a Tensor"
+                )
+            if self.next_edges[i] is None:
+                outs.append(None)  # input does not require grad: the gradient is dropped
+                continue
+            shape, dtype, dev = meta
+            if isinstance(g, Tensor):
+                gshape = g.data.shape
+            elif isinstance(g, dev.backend.array_types):
+                g = Tensor._make(g, False, dev)
+                gshape = g.data.shape
+            else:
+                raise TypeError(
+                    f"function {self.name()} returned a {type(g).__name__} as gradient "
+                    f"{i}; return Tensors (or None)"
+                )
+            if gshape != shape:
+                if not _expandable(shape, gshape):
+                    raise AutogradError(
+                        f"Function {self.name()} returned an invalid gradient at index {i} - "
+                        f"got {list(gshape)} but expected shape compatible with {list(shape)}"
+                    )
+                from ._ops import sum_to
+
+                g = sum_to(g, shape)
+            if g.data.dtype != dtype:
+                g = g.to(dtype=dtype)
+            outs.append(g if create_graph else g.data)
+        return outs
+
+
+def _cpu() -> Any:
+    from ._device import CPU
+
+    return CPU
+
+
+def _expandable(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` broadcasts to ``target`` (so target sums down to it)."""
+    if len(shape) > len(target):
+        return False
+    for s, t in zip(reversed(shape), reversed(target), strict=False):
+        if s != t and s != 1:
+            return False
+    return True
+
+
+def _loop_running() -> bool:
+    """Whether an async library (asyncio, trio) runs in this thread."""
+    try:
+        import sniffio
+
+        sniffio.current_async_library()
+    except Exception:
+        return False
+    return True
+
+
+class _FunctionMeta(type):
+    """Gives each Function subclass its backward node class ``<Name>Backward``."""
+
+    def __init__(cls, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> None:
+        super().__init__(name, bases, ns)
+        backward = ns.get("backward")
+        vjp = ns.get("vjp")
+        fn = backward if backward is not None else vjp
+        if fn is None:
+            for base in cls.__mro__[1:]:
+                fn = base.__dict__.get("backward") or base.__dict__.get("vjp")
+                if fn is not None:
+                    break
+        raw = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
+        is_async = inspect.iscoroutinefunction(raw) or bool(getattr(raw, "_ae_async", False))
+        node_cls = type(
+            f"{name}Backward",
+            (BackwardCFunction,),
+            {
+                "_forward_cls": cls,
+                "_is_async": is_async,
+                "_always_special": is_async,
+                "__module__": cls.__module__,
+            },
+        )
+        cls._backward_cls = node_cls  # type: ignore[attr-defined]
+        cls._both = backward is not None and vjp is not None  # type: ignore[attr-defined]
+
+
+class Function(metaclass=_FunctionMeta):
+    """Base class of custom differentiable functions.
+
+    Subclass it with static ``forward(ctx, *args)`` and ``backward(ctx,
+    *grads)`` (a plain ``def`` or an ``async def``, awaited by the async
+    engine without blocking the event loop) and call ``F.apply(*args)``.
+    ``backward`` returns one gradient per forward argument (None where there
+    is none).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> class Scale(ae.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x, k):
+        ...         ctx.k = k
+        ...         return x * k
+        ...     @staticmethod
+        ...     async def backward(ctx, g):
+        ...         return g * ctx.k, None
+        >>> x = ae.ones(2, requires_grad=True)
+        >>> ae.sync.backward(Scale.apply(x, 3.0).sum())
+        >>> x.grad.tolist()
+        [3.0, 3.0]
+    """
+
+    _backward_cls: type[BackwardCFunction]
+    _both: bool
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            f"{type(self).__name__} is a custom Function: do not instantiate it, call "
+            f"{type(self).__name__}.apply(*args)"
+        )
+
+    @staticmethod
+    def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        """Compute the outputs from the inputs (runs under no_grad)."""
+        raise NotImplementedError(
+            "You must implement the forward function for custom aengine Function."
+        )
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> Any:
+        """Optional: fill ``ctx`` after a ``forward(*args)`` that takes no ctx."""
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        """Return one gradient per forward input given one per forward output."""
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "aengine Function to use it with backward mode AD."
+        )
+
+    vjp = backward
+
+    @classmethod
+    def _backward_fn(cls, ctx: Any, *grads: Any) -> Any:
+        if cls._both:
+            raise AutogradError(
+                "Implementing both 'backward' and 'vjp' for a custom Function is not allowed. "
+                "You should only implement one of them."
+            )
+        backward = cls.backward
+        if backward is Function.backward and cls.vjp is not Function.vjp:
+            backward = cls.vjp
+        return backward(ctx, *grads)
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        """Run ``forward`` and record the backward node (when grad is needed)."""
+        if kwargs:
+            sig = inspect.signature(cls.forward)
+            params = list(sig.parameters)
+            bound = sig.bind(None, *args, **kwargs)
+            bound.apply_defaults()
+            args = tuple(bound.args[1:])
+            del params
+        return _apply(cls, args)
+
+
+def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
+    grad_on = _grad_enabled.get()
+    rg = [isinstance(a, Tensor) and a._rg for a in args]
+    is_recording = grad_on and any(rg)
+    edges = tuple(gradient_edge(a) if r else None for a, r in zip(args, rg, strict=True))
+    ctx = cls._backward_cls(edges if is_recording else ())
+    ctx.needs_input_grad = tuple(r and grad_on for r in rg)
+    ctx._in_meta = tuple(
+        (a.data.shape, a.data.dtype, a._device) if isinstance(a, Tensor) else None for a in args
+    )
+    versions = [a._vc[0] if isinstance(a, Tensor) else 0 for a in args]
+    new_style = cls.setup_context is not Function.setup_context
+    token = _grad_enabled.set(False)
+    try:
+        if new_style:
+            outputs = cls.forward(*args)
+            cls.setup_context(ctx, args, outputs)
+        else:
+            outputs = cls.forward(ctx, *args)
+    finally:
+        _grad_enabled.reset(token)
+    is_tuple = isinstance(outputs, tuple)
+    outs = list(outputs) if is_tuple else [outputs]
+    _check_dirty(ctx, args, outs, versions)
+    if not is_recording:
+        return outputs
+    _connect(ctx, args, outs)
+    if _anomaly.get()[0]:
+        record_forward(ctx)
+    return tuple(outs) if is_tuple else outs[0]
+
+
+def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any], versions: list[int]) -> None:
+    for t in ctx._dirty:
+        pos = next((i for i, a in enumerate(args) if a is t), None)
+        if pos is None:
+            raise AutogradError("mark_dirty only accepts input tensors, but received a tensor "
+                                "that was not an input.")  # fmt: skip
+        if not any(o is t for o in outs):
+            raise AutogradError(
+                "Some elements marked as dirty during the forward method were not returned "
+                "as output. The inputs that are modified inplace must all be outputs of the "
+                "Function."
+            )
+        if t._vc[0] == versions[pos]:
+            t._vc[0] += 1  # modified through .data: count the in-place change
+
+
+def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> None:
+    """Make the tensor outputs outputs of ``ctx`` (see NOTE [Custom Function nodes])."""
+    from ._ops._core import as_view
+
+    dirty = ctx._dirty
+    non_diff = ctx._non_diff
+    ctx.num_outputs = len(outs)  # type: ignore[misc]
+    out_meta: list[Any] = []
+    devs: list[Any] = []
+    seen: dict[int, Tensor] = {}
+    for i, o in enumerate(outs):
+        if not isinstance(o, Tensor):
+            out_meta.append(None)
+            devs.append(_cpu())
+            continue
+        is_input = any(a is o for a in args)
+        if any(d is o for d in dirty):
+            if o._fn is None and o._rg:
+                raise AutogradError(
+                    "a leaf Variable that requires grad is being used in an in-place operation."
+                )
+            if o._base is not None and (o._base._rg or o._rg):
+                raise AutogradError(
+                    f"{ctx.name()}: mark_dirty on a view that requires grad is not supported; "
+                    "modify (and mark dirty) the base tensor instead"
+                )
+            o._rg = True
+            o._fn = ctx
+            o.output_nr = i
+            o._view_meta = None
+        elif any(n is o for n in non_diff):
+            if is_input:
+                o = as_view(Tensor._make(o.data, False, o._device), o, _identity)
+                outs[i] = o
+            o._rg = False
+        else:
+            if is_input or o._rg or o._fn is not None or id(o) in seen:
+                # an input (or a tensor already in a graph) returned: an alias of it
+                o = as_view(Tensor._make(o.data, False, o._device), o, _identity)
+                outs[i] = o
+            o._rg = True
+            o._fn = ctx
+            o.output_nr = i
+        seen[id(outs[i])] = outs[i]
+        out_meta.append((o.data.shape, o.data.dtype, o._device))
+        devs.append(o._device)
+    ctx._out_meta = tuple(out_meta)
+    ctx.out_devs = tuple(devs)
+    to_save = ctx._to_save
+    if to_save:
+        packed: list[SavedTensor | None] = []
+        for t in to_save:
+            if t is None:
+                packed.append(None)
+                continue
+            out = next((o for o in outs if o is t), None)
+            if out is not None and out._fn is ctx:
+                packed.append(SavedTensor(out, True))
+            else:
+                packed.append(SavedTensor(t))
+        ctx._saved = tuple(packed)
+    else:
+        ctx._saved = ()
+    ctx._to_save = None
+
+
+def _identity(F: Any, x: Any) -> Any:
+    return x
+
+
+class _DelayedError(Node):
+    """Node attached to gradients of a once_differentiable backward under create_graph."""
+
+    def __init__(self, edges: tuple[Any, ...], msg: str, n: int) -> None:
+        super().__init__(edges)
+        self.msg = msg
+        self.num_outputs = n  # type: ignore[misc]
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        raise AutogradError(self.msg)
+
+
+_ONCE_MSG = "trying to differentiate twice a function that was marked with @once_differentiable"
+
+
+def once_differentiable(fn: _T) -> _T:
+    """Decorate a ``backward`` that cannot itself be differentiated.
+
+    It runs under no_grad; under create_graph its results are attached to a
+    node that raises if a higher-order backward reaches it.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> class Exp(ae.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         y = x.exp()
+        ...         ctx.save_for_backward(y)
+        ...         return y
+        ...     @staticmethod
+        ...     @ae.once_differentiable
+        ...     def backward(ctx, g):
+        ...         (y,) = ctx.saved_tensors
+        ...         return g * y
+    """
+
+    def wrap_results(args: tuple[Any, ...], outputs: Any, grad_on: bool) -> Any:
+        if not grad_on:
+            return outputs
+        edges = tuple(gradient_edge(a) for a in args if isinstance(a, Tensor) and a._rg)
+        if not edges:
+            return outputs
+        is_tuple = isinstance(outputs, tuple)
+        outs = list(outputs) if is_tuple else [outputs]
+        err = _DelayedError(edges, _ONCE_MSG, len(outs))
+        for i, o in enumerate(outs):
+            if isinstance(o, Tensor):
+                t = Tensor._make(o.data, True, o._device)
+                t._fn = err
+                t.output_nr = i
+                outs[i] = t
+        return tuple(outs) if is_tuple else outs[0]
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(ctx: Any, *args: Any) -> Any:
+            grad_on = _grad_enabled.get()
+            with no_grad():
+                outputs = await fn(ctx, *args)
+            return wrap_results(args, outputs, grad_on)
+
+        return async_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def wrapper(ctx: Any, *args: Any) -> Any:
+        grad_on = _grad_enabled.get()
+        with no_grad():
+            outputs = fn(ctx, *args)
+        return wrap_results(args, outputs, grad_on)
+
+    return wrapper  # type: ignore[return-value]
