@@ -98,19 +98,25 @@ class Node:
         'MulBackward0'
     """
 
+    # NOTE [Hot and cold fields]
+    # The fields every node needs are slots; the rarely used ones (hooks,
+    # metadata, anomaly info) default to None at class level and land in the
+    # instance __dict__ only when set, so creating a node stays cheap.
     __slots__ = (
+        "__dict__",
         "__weakref__",
-        "_anomaly",
-        "_metadata",
-        "_post_hooks",
-        "_pre_hooks",
-        "_retains_grad",
         "_special",
-        "_tensor_pre_hooks",
         "next_edges",
         "sequence_nr",
         "topological_nr",
     )
+
+    _metadata: dict[str, Any] | None = None
+    _pre_hooks: dict[int, Any] | None = None
+    _post_hooks: dict[int, Any] | None = None
+    _tensor_pre_hooks: dict[int, Any] | None = None
+    _retains_grad: dict[int, Any] | None = None
+    _anomaly: Any = None
 
     #: number of forward outputs (gradients this node receives)
     num_outputs: int = 1
@@ -131,12 +137,6 @@ class Node:
             if edge is not None and edge[0].topological_nr >= topo:
                 topo = edge[0].topological_nr + 1
         self.topological_nr = topo
-        self._metadata: dict[str, Any] | None = None
-        self._pre_hooks: dict[int, Any] | None = None
-        self._post_hooks: dict[int, Any] | None = None
-        self._tensor_pre_hooks: dict[int, Any] | None = None
-        self._retains_grad: dict[int, Any] | None = None
-        self._anomaly: Any = None
         #: set when hooks are registered: the engine then takes the general path
         self._special = self._always_special
 
@@ -219,6 +219,9 @@ class _TensorPreHook:
         self.output_nr = output_nr
         self.fn = fn
 
+    def __call__(self, grad: Any) -> Any:
+        return self.fn(grad)
+
 
 class AccumulateGrad(Node):
     """Sink node of a leaf that requires grad: accumulates into ``leaf.grad``.
@@ -271,7 +274,12 @@ class SavedTensor:
     that saved it is kept without the tensor object (see NOTE [Graph ownership]).
     """
 
-    __slots__ = ("data", "is_output", "output_nr", "requires_grad", "tensor", "vc", "version")
+    __slots__ = ("__dict__", "data", "tensor", "vc", "version")
+
+    # Only saved outputs set these (in the instance dict): cheap for inputs.
+    is_output: bool = False
+    output_nr: int = 0
+    requires_grad: bool = False
 
     def __init__(self, t: Tensor, is_output: bool = False) -> None:
         if t._inference:
@@ -280,12 +288,15 @@ class SavedTensor:
                 "you can make a clone to get a normal tensor and use it in autograd."
             )
         self.data = t.data
-        self.vc = t._vc
-        self.version = t._vc[0]
-        self.is_output = is_output
-        self.output_nr = t.output_nr
-        self.requires_grad = t.requires_grad
-        self.tensor: Tensor | None = None if is_output else t
+        vc = self.vc = t._vc
+        self.version = vc[0]
+        if is_output:
+            self.is_output = True
+            self.output_nr = t.output_nr
+            self.requires_grad = t._rg
+            self.tensor: Tensor | None = None
+        else:
+            self.tensor = t
 
     def check(self, node: Node) -> None:
         if self.vc[0] != self.version:

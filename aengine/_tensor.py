@@ -27,6 +27,14 @@ from ._graph import AccumulateGrad, Node, RemovableHandle, _add_hook
 __all__ = ["Tensor", "describe"]
 
 
+_NONLEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during ae.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If "
+    "you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead."
+)
+
+
 def describe(array: Any) -> str:
     """``float32 tensor [2, 3]``: a tensor's dtype and shape, for messages."""
     shape = ", ".join(str(s) for s in array.shape)
@@ -50,25 +58,30 @@ class Tensor:
         [2.0, 4.0]
     """
 
+    # See NOTE [Hot and cold fields] in _graph.py: the fields every tensor
+    # needs are slots, the others default at class level and live in the
+    # instance __dict__ only once set.
     __slots__ = (
+        "__dict__",
         "__weakref__",
-        "_acc",
-        "_base",
         "_device",
         "_fn",
-        "_grad",
-        "_hooks",
-        "_inference",
-        "_post_acc_hooks",
-        "_retains",
         "_rg",
         "_vc",
-        "_view_fn",
-        "_view_meta",
-        "_creation",
         "data",
         "output_nr",
     )
+
+    _grad: Tensor | None = None
+    _base: Tensor | None = None
+    _view_fn: Any = None
+    _acc: Any = None
+    _hooks: dict[int, Any] | None = None
+    _post_acc_hooks: dict[int, Any] | None = None
+    _retains: bool = False
+    _inference: bool = False
+    _view_meta: Any = None
+    _creation: str | None = None
 
     __array_priority__ = 1000  # numpy defers binary operators to Tensor
 
@@ -83,20 +96,10 @@ class Tensor:
 
     def _init_fields(self, dev: Device) -> None:
         self._rg = False
-        self._grad: Tensor | None = None
         self._fn: Node | None = None
         self.output_nr = 0
         self._vc = [0]
-        self._base: Tensor | None = None
-        self._view_fn: Any = None
         self._device = dev
-        self._acc: Any = None
-        self._hooks: dict[int, Any] | None = None
-        self._post_acc_hooks: dict[int, Any] | None = None
-        self._retains = False
-        self._inference = False
-        self._view_meta: Any = None
-        self._creation: str | None = None
 
     @staticmethod
     def _make(data: Any, requires_grad: bool = False, dev: Device = CPU) -> Tensor:
@@ -104,20 +107,10 @@ class Tensor:
         t = object.__new__(Tensor)
         t.data = data
         t._rg = requires_grad
-        t._grad = None
         t._fn = None
         t.output_nr = 0
         t._vc = [0]
-        t._base = None
-        t._view_fn = None
         t._device = dev
-        t._acc = None
-        t._hooks = None
-        t._post_acc_hooks = None
-        t._retains = False
-        t._inference = False
-        t._view_meta = None
-        t._creation = None
         return t
 
     # -- metadata -------------------------------------------------------------------
@@ -216,8 +209,17 @@ class Tensor:
 
     @property
     def grad(self) -> Tensor | None:
-        """The accumulated gradient (None until a backward reaches this leaf)."""
-        return self._grad
+        """The accumulated gradient (None until a backward reaches this leaf).
+
+        Reading it on a non-leaf that does not retain grad warns, as PyTorch
+        does: such a tensor's ``.grad`` is never populated.
+        """
+        g = self._grad
+        if g is None and self._fn is not None and not self._retains:
+            import warnings
+
+            warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return g
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:

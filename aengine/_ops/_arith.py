@@ -80,9 +80,10 @@ def add(a: Any, b: Any) -> Tensor:
             a = as_tensor_arg(a)
     if b.__class__ is Tensor:
         return _tt(AddBackward0, a, b, a.data + b.data, ())
-    a, b = _operands(a, b)
-    if b.__class__ is Tensor:
-        return _tt(AddBackward0, a, b, a.data + b.data, ())
+    if b.__class__ is not float and b.__class__ is not int:
+        a, b = _operands(a, b)
+        if b.__class__ is Tensor:
+            return _tt(AddBackward0, a, b, a.data + b.data, ())
     out = a.data + b
     if out.dtype != a.data.dtype:
         out = _fix_scalar_dtype(a, b, out)
@@ -95,9 +96,10 @@ def sub(a: Any, b: Any) -> Tensor:
         return rsub(b, a)
     if b.__class__ is Tensor:
         return _tt(SubBackward0, a, b, a.data - b.data, ())
-    a, b = _operands(a, b)
-    if b.__class__ is Tensor:
-        return _tt(SubBackward0, a, b, a.data - b.data, ())
+    if b.__class__ is not float and b.__class__ is not int:
+        a, b = _operands(a, b)
+        if b.__class__ is Tensor:
+            return _tt(SubBackward0, a, b, a.data - b.data, ())
     out = a.data - b
     if out.dtype != a.data.dtype:
         out = _fix_scalar_dtype(a, b, out)
@@ -133,9 +135,10 @@ def mul(a: Any, b: Any) -> Tensor:
             a = as_tensor_arg(a)
     if b.__class__ is Tensor:
         return _tt(MulBackward0, a, b, a.data * b.data, (a, b))
-    a, b = _operands(a, b)
-    if b.__class__ is Tensor:
-        return _tt(MulBackward0, a, b, a.data * b.data, (a, b))
+    if b.__class__ is not float and b.__class__ is not int:
+        a, b = _operands(a, b)
+        if b.__class__ is Tensor:
+            return _tt(MulBackward0, a, b, a.data * b.data, (a, b))
     out = a.data * b
     if out.dtype != a.data.dtype:
         out = _fix_scalar_dtype(a, b, out)

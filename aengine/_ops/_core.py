@@ -21,7 +21,7 @@ from .._anomaly import _anomaly, record_forward
 from .._device import Device
 from .._errors import AutogradError
 from .._grad_mode import _grad_enabled, _inference
-from .._graph import Node, SavedTensor, freed_error, gradient_edge
+from .._graph import Node, SavedTensor, freed_error, gradient_edge, next_sequence_nr
 from .._tensor import Tensor
 
 __all__ = [
@@ -161,39 +161,81 @@ def record(
     records the shapes/dtypes of inputs that differ from the result's, so that
     their gradients are summed and cast back (see ``_fix_outputs``).
     """
+    # Hot path of every forward op: kept flat, one branch per arity.
     backend = dev._backend or dev.backend
     if out.__class__ is not backend.array_types[0]:
         out = backend.asarray(out)
-    t = Tensor._make(out, False, dev)
+    t = _new_tensor(Tensor)
+    t.data = out
+    t._rg = False
+    t._fn = None
+    t.output_nr = 0
+    t._vc = [0]
+    t._device = dev
     if not _grad_enabled.get():
         if _inference.get():
             t._inference = True
         return t
-    rg = False
-    for x in inputs:
-        if x.__class__ is Tensor and x._rg:
-            rg = True
-            break
-    if not rg:
-        return t
-    edges = tuple(gradient_edge(x) if x.__class__ is Tensor and x._rg else None for x in inputs)
-    node = cls(edges)
+    if len(inputs) == 1:
+        x = inputs[0]
+        if x.__class__ is not Tensor or not x._rg:
+            return t
+        edges: tuple[Any, ...] = (
+            (x._fn, x.output_nr)
+            if x._fn is not None and x._view_meta is None
+            else gradient_edge(x),
+        )
+        needs: tuple[bool, ...] = _NEEDS1
+    elif len(inputs) == 2:
+        a, b = inputs
+        ra = a.__class__ is Tensor and a._rg
+        rb = b.__class__ is Tensor and b._rg
+        if not (ra or rb):
+            return t
+        edges = (gradient_edge(a) if ra else None, gradient_edge(b) if rb else None)
+        needs = (ra, rb)
+    else:
+        flags = [x.__class__ is Tensor and x._rg for x in inputs]
+        if not any(flags):
+            return t
+        edges = tuple(gradient_edge(x) if f else None for x, f in zip(inputs, flags))
+        needs = tuple(flags)
+    # Node.__init__ inlined (this runs once per recorded op).
+    node = _new_tensor(cls)
+    node.next_edges = edges
+    node.sequence_nr = next_sequence_nr()
+    topo = 0
+    for e in edges:
+        if e is not None and e[0].topological_nr >= topo:
+            topo = e[0].topological_nr + 1
+    node.topological_nr = topo
+    node._special = cls._always_special
     node.dev = dev
     node.attrs = attrs
-    node.needs = tuple(e is not None for e in edges)
+    node.needs = needs
     node.meta = broadcast_meta(inputs, out) if bcast else None
     node.out_devs = dev
     t._rg = True
     t._fn = node
-    packed: tuple[SavedTensor, ...] = ()
     if saved:
-        packed = tuple(SavedTensor(s) for s in saved)
-    if save_output:
-        packed += (SavedTensor(t, True),)
-    node.saved = packed
+        if len(saved) == 1:
+            packed: tuple[SavedTensor, ...] = (SavedTensor(saved[0]),)
+        else:
+            packed = tuple([SavedTensor(s) for s in saved])
+        if save_output:
+            packed += (SavedTensor(t, True),)
+        node.saved = packed
+    elif save_output:
+        node.saved = (SavedTensor(t, True),)
+    else:
+        node.saved = ()
     if _anomaly.get()[0]:
         record_forward(node)
     return t
+
+
+_NEEDS1 = (True,)
+_new_tensor = object.__new__
 
 
 def broadcast_meta(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...] | None:

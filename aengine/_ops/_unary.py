@@ -35,10 +35,11 @@ def _unary(name: str, fwd: Any, rule: Any, save: str) -> Any:
     def op(x: Tensor) -> Tensor:
         if x.__class__ is not Tensor:
             x = as_tensor_arg(x)
-        out = fwd(x._device.backend.xp, x.data)
+        dev = x._device
+        out = fwd((dev._backend or dev.backend).xp, x.data)
         if save_input:
-            return record(cls, out, x._device, (x,), (x,))
-        return record(cls, out, x._device, (x,), save_output=True)
+            return record(cls, out, dev, (x,), (x,))
+        return record(cls, out, dev, (x,), save_output=True)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise ``{name}``, differentiable to any order."
