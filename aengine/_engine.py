@@ -63,20 +63,22 @@ def compute_dependencies(root: Node, min_topo_nr: int) -> dict[Node, int]:
     below ``min_topo_nr`` cannot reach any requested input and are skipped.
     """
     deps: dict[Node, int] = {}
-    seen = {root}
     stack = [root]
     pop, push = stack.pop, stack.append
+    get = deps.get
     while stack:
         fn = pop()
         for edge in fn.next_edges:
             if edge is None:
                 continue
             nxt = edge[0]
-            deps[nxt] = deps.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
+            c = get(nxt)
+            if c is None:
+                deps[nxt] = 1
                 if nxt.topological_nr >= min_topo_nr:
                     push(nxt)
+            else:
+                deps[nxt] = c + 1
     return deps
 
 
@@ -268,25 +270,30 @@ class GraphTask:
                         nxt, nr = edge
                         g = outs[i]
                         d = deps[nxt] - 1
-                        buf = not_ready.get(nxt)
+                        deps[nxt] = d
+                        if d:
+                            # not ready yet: keep the gradient in its InputBuffer
+                            buf = not_ready.get(nxt)
+                            if buf is None:
+                                buf = [None] * nxt.num_outputs
+                                buf[nr] = g
+                                not_ready[nxt] = buf
+                            elif buf[nr] is None:
+                                buf[nr] = g
+                            elif g is not None:
+                                buf[nr] = buf[nr] + g
+                            continue
+                        buf = not_ready.pop(nxt, None) if not_ready else None
                         if buf is None:
                             if nxt.num_outputs == 1:
                                 buf = [g]
                             else:
                                 buf = [None] * nxt.num_outputs
                                 buf[nr] = g
-                        else:
-                            old = buf[nr]
-                            if old is None:
-                                buf[nr] = g
-                            elif g is not None:
-                                buf[nr] = old + g
-                        if d:
-                            deps[nxt] = d
-                            not_ready[nxt] = buf
-                            continue
-                        del deps[nxt]
-                        not_ready.pop(nxt, None)
+                        elif buf[nr] is None:
+                            buf[nr] = g
+                        elif g is not None:
+                            buf[nr] = buf[nr] + g
                         self.outstanding += 1
                         # Run it directly when it would be popped next anyway.
                         if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):

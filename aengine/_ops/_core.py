@@ -29,6 +29,7 @@ __all__ = [
     "node_class",
     "wrap",
     "record",
+    "record_multi",
     "as_tensor_arg",
     "same_device",
     "call_node",
@@ -59,19 +60,26 @@ class OpNode(Node):
                 return (None,) * len(self.next_edges)
         else:
             g = grads
-        vals: list[Any] = []
         if create_graph:
             F = TENSOR_OPS
+            vals = []
             for s in saved:
                 if s.vc[0] != s.version:
                     s.check(self)
                 vals.append(s.unpack_tensor(self))
         else:
             F = self.dev._backend.raw
-            for s in saved:
+            if len(saved) == 1:
+                s = saved[0]
                 if s.vc[0] != s.version:
                     s.check(self)
-                vals.append(s.data)
+                vals = (s.data,)
+            else:
+                vals = []
+                for s in saved:
+                    if s.vc[0] != s.version:
+                        s.check(self)
+                    vals.append(s.data)
         outs = self.rule(F, g, vals, self)
         meta = self.meta
         if meta is not None:
@@ -236,6 +244,53 @@ def record(
 
 _NEEDS1 = (True,)
 _new_tensor = object.__new__
+
+
+def record_multi(
+    cls: type[OpNode],
+    outs: Any,
+    dev: Device,
+    inputs: tuple[Any, ...],
+    saved: tuple[Tensor, ...] = (),
+    attrs: Any = None,
+) -> list[Tensor]:
+    """Like :func:`record` for ops with several outputs (split, chunk, unbind).
+
+    Wraps each array of ``outs``; if a node is recorded (``cls.num_outputs ==
+    len(outs)``) every output gets it as ``grad_fn`` and its position as
+    ``output_nr``.  The rule then receives a list of gradients with None for
+    outputs that got none (see NOTE [Operator rules]).
+    """
+    backend = dev._backend or dev.backend
+    at = backend.array_types[0]
+    ts = [Tensor._make(o if o.__class__ is at else backend.asarray(o), False, dev) for o in outs]
+    if not _grad_enabled.get():
+        if _inference.get():
+            for t in ts:
+                t._inference = True
+        return ts
+    rg = False
+    for x in inputs:
+        if x.__class__ is Tensor and x._rg:
+            rg = True
+            break
+    if not rg:
+        return ts
+    edges = tuple(gradient_edge(x) if x.__class__ is Tensor and x._rg else None for x in inputs)
+    node = cls(edges)
+    node.dev = dev
+    node.attrs = attrs
+    node.needs = tuple(e is not None for e in edges)
+    node.meta = None
+    node.out_devs = dev
+    for i, t in enumerate(ts):
+        t._rg = True
+        t._fn = node
+        t.output_nr = i
+    node.saved = tuple(SavedTensor(s) for s in saved) if saved else ()
+    if _anomaly.get()[0]:
+        record_forward(node)
+    return ts
 
 
 def broadcast_meta(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...] | None:

@@ -25,11 +25,12 @@ __all__ = [
 
 
 def _unary(name: str, fwd: Any, rule: Any, save: str) -> Any:
-    """Define an elementwise op: ``fwd(xp, array)`` and ``rule(F, g, saved)``.
+    """Define an elementwise op: ``fwd(xp, array)`` and its node rule.
 
-    ``save`` is "input" or "output": the one value the rule needs.
+    ``rule(F, g, (v,), node)`` returns ``(grad,)`` where ``v`` is the one
+    saved value: the input or the output, as ``save`` says.
     """
-    cls = node_class(f"{name.capitalize()}Backward0", lambda F, g, s, n: (rule(F, g, s[0]),))
+    cls = node_class(f"{name.capitalize()}Backward0", rule)
     save_input = save == "input"
 
     def op(x: Tensor) -> Tensor:
@@ -46,28 +47,30 @@ def _unary(name: str, fwd: Any, rule: Any, save: str) -> Any:
     return op
 
 
-exp = _unary("exp", lambda xp, a: xp.exp(a), lambda F, g, out: g * out, "output")
-log = _unary("log", lambda xp, a: xp.log(a), lambda F, g, x: g / x, "input")
-sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda F, g, out: g / (2.0 * out), "output")
-sin = _unary("sin", lambda xp, a: xp.sin(a), lambda F, g, x: g * F.cos(x), "input")
-cos = _unary("cos", lambda xp, a: xp.cos(a), lambda F, g, x: -g * F.sin(x), "input")
-tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda F, g, out: g * (1.0 - out * out), "output")
+exp = _unary("exp", lambda xp, a: xp.exp(a), lambda F, g, s, n: (g * s[0],), "output")
+log = _unary("log", lambda xp, a: xp.log(a), lambda F, g, s, n: (g / s[0],), "input")
+sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda F, g, s, n: (g / (2.0 * s[0]),), "output")
+sin = _unary("sin", lambda xp, a: xp.sin(a), lambda F, g, s, n: (g * F.cos(s[0]),), "input")
+cos = _unary("cos", lambda xp, a: xp.cos(a), lambda F, g, s, n: (-g * F.sin(s[0]),), "input")
+tanh = _unary(
+    "tanh", lambda xp, a: xp.tanh(a), lambda F, g, s, n: (g * (1.0 - s[0] * s[0]),), "output"
+)
 sigmoid = _unary(
     "sigmoid",
     lambda xp, a: _sigmoid(xp, a),
-    lambda F, g, out: g * out * (1.0 - out),
+    lambda F, g, s, n: (g * s[0] * (1.0 - s[0]),),
     "output",
 )
 relu = _unary(
     "relu",
     lambda xp, a: xp.maximum(a, 0).astype(a.dtype, copy=False),
-    lambda F, g, out: F.where(out > 0, g, 0.0),
+    lambda F, g, s, n: (F.where(s[0] > 0, g, 0.0),),
     "output",
 )
-square = _unary("square", lambda xp, a: a * a, lambda F, g, x: g * 2.0 * x, "input")
-log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda F, g, x: g / (x + 1.0), "input")
-expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda F, g, out: g * (out + 1.0), "output")
-abs = _unary("abs", lambda xp, a: xp.abs(a), lambda F, g, x: g * F.sign(x), "input")
+square = _unary("square", lambda xp, a: a * a, lambda F, g, s, n: (g * 2.0 * s[0],), "input")
+log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda F, g, s, n: (g / (s[0] + 1.0),), "input")
+expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda F, g, s, n: (g * (s[0] + 1.0),), "output")
+abs = _unary("abs", lambda xp, a: xp.abs(a), lambda F, g, s, n: (g * F.sign(s[0]),), "input")
 
 
 def _sigmoid(xp: Any, a: Any) -> Any:
