@@ -1,0 +1,371 @@
+"""The scheduler with plain calls and no event loop (STYLE rule 3).
+
+Small graphs are made by hand from ``Node`` subclasses whose ``apply``
+multiplies plain numpy arrays, so these tests exercise GraphTask alone:
+``prepare`` (dependencies, exec_info), ``run`` (ready order, InputBuffer
+accumulation, completion), staging and ``commit``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aengine as ae
+from aengine._engine import (
+    ACC_SEQ,
+    YIELD,
+    GraphTask,
+    compute_dependencies,
+    current_graph_task,
+    init_to_execute,
+)
+from aengine._graph import AccumulateGrad, GraphRoot, Node
+from aengine._node_exec import commit
+
+
+class Scale(Node):
+    """Multiplies its gradient by ``k`` for every input; logs its name when run."""
+
+    def __init__(self, name: str, edges: tuple[Any, ...], log: list[str], k: float = 1.0) -> None:
+        super().__init__(edges)
+        self._name = name
+        self.log = log
+        self.k = k
+
+    def name(self) -> str:
+        return self._name
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        self.log.append(self._name)
+        g = grads[0]
+        return tuple(None if g is None else g * self.k for _ in self.next_edges)
+
+
+class Fail(Scale):
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        self.log.append(self._name)
+        raise ValueError("node failed")
+
+
+class TwoOut(Scale):
+    """A node with two forward outputs (two gradient slots)."""
+
+    num_outputs = 2
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        self.log.append(self._name)
+        a, b = grads
+        total = (0 if a is None else a) + (0 if b is None else 2 * b)
+        return tuple(total for _ in self.next_edges)
+
+
+def leaf(n: int = 1) -> ae.Tensor:
+    return ae.zeros(n, dtype=ae.float64, requires_grad=True)
+
+
+def acc(t: ae.Tensor) -> tuple[AccumulateGrad, int]:
+    return (t._grad_accumulator(), 0)
+
+
+def run_to_end(gt: GraphTask) -> None:
+    """Drive ``gt`` with plain calls, as a driver does."""
+    while True:
+        step = gt.run()
+        if step is None:
+            return
+        assert step is YIELD  # nothing in these graphs suspends
+
+
+def one(x: float = 1.0) -> np.ndarray:
+    return np.array([x])
+
+
+# ---- dependencies and exec_info --------------------------------------------------------
+
+
+def test_compute_dependencies_counts_in_edges() -> None:
+    log: list[str] = []
+    x = leaf()
+    a = Scale("a", (acc(x),), log)
+    b = Scale("b", (a_edge := (a, 0), acc(x)), log)
+    c = Scale("c", ((a, 0), (b, 0), None), log)
+    deps = compute_dependencies(c, 0)
+    assert deps == {a: 2, b: 1, acc(x)[0]: 2}
+    assert a_edge == (a, 0)
+    assert c not in deps  # the root has no in-edges
+
+
+def test_compute_dependencies_prunes_below_min_topological_nr() -> None:
+    log: list[str] = []
+    x = leaf()
+    low = Scale("low", (acc(x),), log)
+    mid = Scale("mid", ((low, 0),), log)
+    top = Scale("top", ((mid, 0),), log)
+    assert (low.topological_nr, mid.topological_nr, top.topological_nr) == (1, 2, 3)
+    deps = compute_dependencies(top, mid.topological_nr)
+    # mid is counted and low (its child) too, but nothing below low is explored
+    assert deps == {mid: 1, low: 1}
+
+
+def test_init_to_execute_needed_and_captures() -> None:
+    log: list[str] = []
+    x, y = leaf(), leaf()
+    a = Scale("a", (acc(x),), log)
+    b = Scale("b", (acc(y),), log)
+    root = Scale("root", ((a, 0), (b, 0)), log)
+    needed, captures = init_to_execute(root, [acc(x)], accumulate=False, min_topo_nr=0)
+    assert captures == {acc(x)[0]: [(0, 0)]}
+    assert needed == {a, root}  # b does not lead to x
+    needed, captures = init_to_execute(root, [acc(x), acc(y)], accumulate=True, min_topo_nr=0)
+    assert captures == {}
+    assert needed == {a, b, root, acc(x)[0], acc(y)[0]}
+
+
+def test_init_to_execute_captures_at_a_nonleaf_prune_below() -> None:
+    log: list[str] = []
+    x = leaf()
+    low = Scale("low", (acc(x),), log)
+    mid = Scale("mid", ((low, 0),), log)
+    root = Scale("root", ((mid, 0), (low, 0)), log)
+    outputs = [(mid, 0)]
+    needed, captures = init_to_execute(root, outputs, False, mid.topological_nr)
+    assert captures == {mid: [(0, 0)]}
+    assert needed == {root}  # mid is captured, not run; low is below the capture
+
+
+def test_prepare_single_root_is_queued_directly_and_multi_uses_graph_root() -> None:
+    log: list[str] = []
+    x = leaf()
+    a = Scale("a", (acc(x),), log)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.prepare([(a, 0)], [one()], None, accumulate=True)
+    assert [entry[2] for entry in gt.heap] == [a] and gt.outstanding == 1
+    gt2 = GraphTask(keep_graph=False, create_graph=False)
+    gt2.prepare([(a, 0), (a, 0)], [one(), one()], None, accumulate=True)
+    (root,) = [entry[2] for entry in gt2.heap]
+    assert isinstance(root, GraphRoot) and gt2.dependencies[a] == 2
+
+
+def test_prepare_with_nothing_to_run_queues_nothing() -> None:
+    log: list[str] = []
+    x, y = leaf(), leaf()
+    a = Scale("a", (acc(x),), log)
+    y._grad_accumulator()
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.prepare([(a, 0)], [one()], [acc(y)], accumulate=False)
+    assert gt.heap == [] and gt.outstanding == 0
+    run_to_end(gt)
+    assert gt.captured == [None] and log == []
+
+
+# ---- ready order ----------------------------------------------------------------------
+
+
+def test_ready_order_larger_sequence_nr_first() -> None:
+    log: list[str] = []
+    x = leaf()
+    first = Scale("first", (acc(x),), log)
+    second = Scale("second", (acc(x),), log)
+    third = Scale("third", (acc(x),), log)
+    assert first.sequence_nr < second.sequence_nr < third.sequence_nr
+    root = GraphRoot(((second, 0), (first, 0), (third, 0)), [one(), one(), one()])
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.dependencies = compute_dependencies(root, 0)
+    gt.push(root, [None])
+    run_to_end(gt)
+    assert log == ["third", "second", "first"]
+
+
+def test_accumulate_grad_runs_as_soon_as_ready() -> None:
+    log: list[str] = []
+    order: list[str] = []
+    x, y = leaf(), leaf()
+    a = Scale("a", (acc(x),), log)  # x's accumulator is ready after a
+    b = Scale("b", (acc(y),), log)
+    c = Scale("c", ((a, 0),), log)  # created after b: runs before b
+    root = Scale("root", ((c, 0), (b, 0)), log)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.node_hook = lambda n: order.append(n.name() if not isinstance(n, AccumulateGrad) else (
+        "acc_x" if n.variable is x else "acc_y"))  # fmt: skip
+    gt.prepare([(root, 0)], [one()], None, accumulate=True)
+    run_to_end(gt)
+    # c then b (larger sequence_nr first); y's accumulator, ready after b,
+    # runs before a, which has been ready since c ran
+    assert order == ["root", "c", "b", "acc_y", "a", "acc_x"]
+    assert acc(x)[0].sequence_nr == ACC_SEQ
+
+
+def test_fifo_among_equal_sequence_nr() -> None:
+    log: list[str] = []
+    x = leaf()
+    n1 = Scale("n1", (acc(x),), log)
+    n2 = Scale("n2", (acc(x),), log)
+    n2.sequence_nr = n1.sequence_nr
+    root = Scale("root", ((n1, 0), (n2, 0)), log)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.prepare([(root, 0)], [one()], None, accumulate=True)
+    run_to_end(gt)
+    assert log == ["root", "n1", "n2"]
+
+
+def test_diamond_waits_for_all_inputs() -> None:
+    log: list[str] = []
+    x = leaf()
+    bottom = Scale("bottom", (acc(x),), log, k=10.0)
+    left = Scale("left", ((bottom, 0),), log, k=2.0)
+    right = Scale("right", ((bottom, 0),), log, k=3.0)
+    top = Scale("top", ((left, 0), (right, 0)), log)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.prepare([(top, 0)], [one()], None, accumulate=True)
+    assert gt.dependencies[bottom] == 2
+    run_to_end(gt)
+    assert log == ["top", "right", "left", "bottom"]
+    assert gt.outstanding == 0 and gt.not_ready == {}
+    assert not any(gt.dependencies.values())
+    np.testing.assert_array_equal(gt.staged[x][0], [50.0])
+
+
+# ---- InputBuffer --------------------------------------------------------------------
+
+
+def test_input_buffer_sums_without_mutating_inputs() -> None:
+    log: list[str] = []
+    x = leaf(2)
+    left = Scale("left", (acc(x),), log)
+    right = Scale("right", (acc(x),), log)
+    g1, g2 = np.array([1.0, 2.0]), np.array([10.0, 20.0])
+    root = GraphRoot(((left, 0), (right, 0)), [g1, g2])
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.dependencies = compute_dependencies(root, 0)
+    gt.push(root, [None])
+    run_to_end(gt)
+    np.testing.assert_array_equal(gt.staged[x][0], [11.0, 22.0])
+    np.testing.assert_array_equal(g1, [1.0, 2.0])  # D5/D6: no in-place sum
+    np.testing.assert_array_equal(g2, [10.0, 20.0])
+
+
+def test_input_buffer_slots_of_a_multi_output_node() -> None:
+    log: list[str] = []
+    x = leaf()
+    two = TwoOut("two", (acc(x),), log)
+    root = GraphRoot(((two, 0), (two, 1), (two, 1)), [one(1.0), one(3.0), one(4.0)])
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.dependencies = compute_dependencies(root, 0)
+    gt.push(root, [None])
+    run_to_end(gt)
+    np.testing.assert_array_equal(gt.staged[x][0], [1.0 + 2 * 7.0])
+
+
+def test_none_gradients_flow_as_none() -> None:
+    log: list[str] = []
+    x = leaf()
+    a = Scale("a", (acc(x),), log)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.prepare([(a, 0)], [None], None, accumulate=True)
+    run_to_end(gt)
+    assert log == ["a"] and gt.staged == {} and gt.outstanding == 0
+
+
+# ---- time slices, completion, staging --------------------------------------------------
+
+
+def test_run_yields_at_the_deadline_and_resumes() -> None:
+    log: list[str] = []
+    x = leaf()
+    node: Node = Scale("n0", (acc(x),), log)
+    for i in range(1, 100):
+        node = Scale(f"n{i}", ((node, 0),), log)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.prepare([(node, 0)], [one()], None, accumulate=True)
+    steps = 0
+    while (step := gt.run(deadline=0.0)) is not None:
+        assert step is YIELD and gt.outstanding == 1
+        steps += 1
+    assert steps >= 3 and len(log) == 100 and gt.outstanding == 0
+    assert current_graph_task() is None  # reset after each run
+
+
+def test_current_graph_task_inside_nodes() -> None:
+    seen: list[Any] = []
+
+    class Peek(Scale):
+        def apply(self, grads: list[Any], create_graph: bool) -> Any:
+            seen.append(current_graph_task())
+            return super().apply(grads, create_graph)
+
+    x = leaf()
+    p = Peek("peek", (acc(x),), [])
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.prepare([(p, 0)], [one()], None, accumulate=True)
+    run_to_end(gt)
+    assert seen == [gt] and current_graph_task() is None
+
+
+def test_staging_leaves_grad_untouched_until_commit() -> None:
+    log: list[str] = []
+    x = leaf(2)
+    a = Scale("a", (acc(x),), log, k=3.0)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.prepare([(a, 0)], [np.array([1.0, 2.0])], None, accumulate=True)
+    run_to_end(gt)
+    assert x.grad is None and gt.outstanding == 0
+    gt.check_complete()
+    assert commit(gt) == []
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 6.0])
+    assert gt.staged == {}
+
+
+def test_failing_node_stops_the_task_and_stages_nothing_visible() -> None:
+    log: list[str] = []
+    x, y = leaf(), leaf()
+    bad = Fail("bad", (acc(x),), log)
+    good = Scale("good", (acc(y),), log)  # created later: runs first, y is staged
+    root = Scale("root", ((bad, 0), (good, 0)), log)
+    later = Scale("later", ((root, 0),), log)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.prepare([(later, 0)], [one()], None, accumulate=True)
+    with pytest.raises(ValueError, match="node failed"):
+        run_to_end(gt)
+    assert log == ["later", "root", "good", "bad"]
+    assert isinstance(gt.error, ValueError) and gt.error_node is bad
+    assert y in gt.staged and x.grad is None and y.grad is None
+    assert gt.run() is None  # a failed task runs nothing more
+
+
+def test_check_complete_reports_stuck_nodes() -> None:
+    log: list[str] = []
+    x = leaf()
+    a = Scale("a", (acc(x),), log)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.not_ready[a] = [one()]
+    with pytest.raises(ae.AutogradError, match="could not compute gradients for some functions"):
+        gt.check_complete()
+
+
+def test_stage_sums_and_commit_accumulates_in_place() -> None:
+    x = leaf(2)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.stage(x, np.array([1.0, 1.0]), "leaf")
+    gt.stage(x, np.array([2.0, 3.0]), "leaf")
+    gt.stage(x, None, "leaf")
+    commit(gt)
+    g = x.grad
+    np.testing.assert_array_equal(g.numpy(), [3.0, 4.0])
+    gt.stage(x, np.array([1.0, 1.0]), "leaf")
+    commit(gt)
+    assert x.grad is g and g._version == 1  # in place, version bumped
+    np.testing.assert_array_equal(g.numpy(), [4.0, 5.0])
+
+
+def test_commit_copies_the_first_gradient() -> None:
+    x = leaf(2)
+    arr = np.array([1.0, 2.0])
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.stage(x, arr, "leaf")
+    commit(gt)
+    gt.stage(x, np.array([1.0, 1.0]), "leaf")
+    commit(gt)
+    np.testing.assert_array_equal(arr, [1.0, 2.0])  # the staged array was not reused
