@@ -20,6 +20,8 @@ from ._anomaly import is_anomaly_enabled
 from ._engine import GraphTask, current_graph_task
 from ._errors import AutogradError
 from ._graph import gradient_edge
+from ._node_exec import to_tensor
+from ._ops import ones_like, zeros_like
 from ._tensor import Tensor
 
 __all__ = ["backward", "grad", "sync_backward", "sync_grad", "queue_callback"]
@@ -41,8 +43,6 @@ def _make_grads(
     outputs: tuple[Tensor, ...], grads: tuple[Any, ...], create_graph: bool
 ) -> list[Any]:
     """Validate or create the initial gradients (PyTorch's _make_grads)."""
-    from ._ops import ones_like
-
     result: list[Any] = []
     for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
         if not isinstance(out, Tensor):
@@ -106,12 +106,15 @@ def _root_edges(outputs: tuple[Tensor, ...], grads: list[Any]) -> tuple[list[Any
 def _new_graph_task(keep_graph: bool, create_graph: bool) -> GraphTask:
     parent = current_graph_task()
     depth = 0 if parent is None else parent.depth + 1
-    return GraphTask(
+    gt = GraphTask(
         keep_graph=keep_graph,
         create_graph=create_graph,
         depth=depth,
         anomaly=is_anomaly_enabled(),
     )
+    if parent is not None and not parent.checkpoint_valid:
+        gt.checkpoint_valid = False  # valid only if every enclosing backward is plain
+    return gt
 
 
 def _backward(
@@ -203,9 +206,6 @@ def _grad(
     gt.roots = outs
     gt.prepare(edges, root_grads, out_edges, accumulate=False)
     yield gt
-    from ._node_exec import to_tensor
-    from ._ops import zeros_like
-
     result: list[Tensor | None] = []
     for t, g in zip(ins, gt.captured, strict=True):
         if g is None:
@@ -250,7 +250,7 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     them: composite functions such as gradcheck or jacobian use
     ``yield from _grad(...)`` several times) and returns the result.
     """
-    from ._drivers import run_async, run_sync
+    from ._reentrant import drive_async_entry, drive_sync_entry
 
     name = gen_fn.__name__.lstrip("_")
 
@@ -262,7 +262,7 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
         try:
             gt = next(gen)
             while True:
-                await run_async(gt, time_slice())
+                await drive_async_entry(gt, time_slice())
                 gt = gen.send(None)
         except StopIteration as stop:
             return stop.value
@@ -274,7 +274,7 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
         try:
             gt = next(gen)
             while True:
-                run_sync(gt)
+                drive_sync_entry(gt)
                 gt = gen.send(None)
         except StopIteration as stop:
             return stop.value

@@ -8,13 +8,15 @@ event loop once per time slice rather than per node.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Coroutine
 from typing import Any
 
-from ._engine import YIELD, GraphTask, wrap_node_error
+from ._engine import YIELD, GraphTask, _current, wrap_node_error
 from ._errors import AutogradError
 from ._grad_mode import _grad_enabled
+from ._node_exec import commit
 
 __all__ = ["run_sync", "run_async", "DEFAULT_TIME_SLICE"]
 
@@ -99,7 +101,13 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                 if step is YIELD:
                     await checkpoint()
                 else:
-                    await step
+                    # async user code resumed here still runs inside gt (nested
+                    # backward, queue_callback): GraphTask.run reset it on return
+                    tok = _current.set(gt)
+                    try:
+                        await step
+                    finally:
+                        _current.reset(tok)
             except BaseException as exc:
                 if gt.error is None:
                     gt.error = exc  # cancellation: stop scheduling this graph task
@@ -119,14 +127,19 @@ def _check(gt: GraphTask) -> None:
 
 async def _post(gt: GraphTask) -> None:
     """Commit staged gradients, then post-accumulate hooks and final callbacks."""
-    import inspect
-
-    from ._node_exec import commit
 
     if gt.create_graph and any(kind == "leaf" for _, kind in gt.staged.values()):
         if gt.captures is None:
             warnings.warn(_WARNED_CREATE_GRAPH, UserWarning, stacklevel=4)
     hooks = commit(gt)
+    tok = _current.set(gt)  # callbacks may queue callbacks or run a nested backward
+    try:
+        await _run_post(gt, hooks)
+    finally:
+        _current.reset(tok)
+
+
+async def _run_post(gt: GraphTask, hooks: list[Any]) -> None:
     for fn, t in hooks:
         res = fn(t)
         if inspect.isawaitable(res):

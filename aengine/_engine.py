@@ -37,13 +37,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._errors import AutogradError, BackwardError
-from ._graph import GraphRoot, Node
+from ._graph import ACC_SEQ, GraphRoot, Node
 
 __all__ = ["GraphTask", "YIELD", "current_graph_task", "compute_dependencies", "ACC_SEQ"]
 
 YIELD = object()
-#: AccumulateGrad nodes run first (PyTorch gives them UINT64_MAX).
-ACC_SEQ = 1 << 62
+_evaluate_general: Any = None
 
 _current: contextvars.ContextVar[GraphTask | None] = contextvars.ContextVar(
     "aengine_graph_task", default=None
@@ -316,9 +315,10 @@ class GraphTask:
 
     # -- the general path (hooks, captures, accumulation, async user code) -----------------
     def _slow(self, node: Node, buffer: list[Any]) -> Any:
-        from ._node_exec import evaluate_general
-
-        return evaluate_general(self, node, buffer)
+        global _evaluate_general
+        if _evaluate_general is None:  # import cycle: _node_exec needs this module's users
+            from ._node_exec import evaluate_general as _evaluate_general
+        return _evaluate_general(self, node, buffer)
 
     def route(self, node: Node, outs: Any) -> None:
         """Send a finished node's gradients on to its next nodes."""

@@ -37,6 +37,9 @@ __all__ = [
 
 Edge = tuple["Node", int]
 
+#: AccumulateGrad nodes run first in a ready queue (PyTorch gives them UINT64_MAX).
+ACC_SEQ = 1 << 62
+
 _sequence = itertools.count()
 next_sequence_nr = _sequence.__next__
 
@@ -234,8 +237,6 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable: Tensor) -> None:
         super().__init__(())
-        from ._engine import ACC_SEQ
-
         self.sequence_nr = ACC_SEQ
         self.variable = variable
 
