@@ -6,7 +6,11 @@ import contextvars
 
 from ._drivers import DEFAULT_TIME_SLICE
 
-__all__ = ["time_slice"]
+__all__ = ["time_slice", "reentrant_depth_limit", "DEFAULT_REENTRANT_DEPTH_LIMIT"]
+
+#: graph tasks nested on one stack before a nested sync backward moves to a new
+#: thread (PyTorch's MAX_DEPTH); see NOTE [Reentrant stacks] in _reentrant.py
+DEFAULT_REENTRANT_DEPTH_LIMIT = 60
 
 _time_slice: contextvars.ContextVar[float] = contextvars.ContextVar(
     "aengine_time_slice", default=DEFAULT_TIME_SLICE
@@ -16,3 +20,13 @@ _time_slice: contextvars.ContextVar[float] = contextvars.ContextVar(
 def time_slice() -> float:
     """Seconds an async backward runs before yielding to the event loop."""
     return _time_slice.get()
+
+
+_reentrant_depth_limit: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "aengine_reentrant_depth_limit", default=DEFAULT_REENTRANT_DEPTH_LIMIT
+)
+
+
+def reentrant_depth_limit() -> int:
+    """Graph tasks nested on one stack before a nested sync backward gets a new thread."""
+    return _reentrant_depth_limit.get()

@@ -1,0 +1,160 @@
+"""Reentrant backward: a graph task started while the engine runs a node.
+
+A backward function or a hook may itself call ``ae.sync.backward/grad`` or
+``await ae.backward/grad``.  The new graph task gets ``depth = parent depth +
+1`` (``_api._new_graph_task``) and its own CPU queue, and the caller runs it
+to completion before its node returns, so every nested graph task finishes
+before any other pending node of the outer one runs (PyTorch's
+``test_reentrant_priority``).
+
+# NOTE [Reentrant stacks]
+# Python's stack is the limit, not the graph: CPython 3.11 raises
+# RecursionError around 1000 frames, and one level of sync nesting costs
+# about a dozen frames (driver, GraphTask.run, the node, the user's function,
+# the sync twin...).  So:
+#
+# * A nested *async* call (``await ae.backward`` from a node) runs its graph
+#   task in a fresh task of a task group and waits for it, instead of
+#   awaiting it inline: a chain of nested awaits inside one task is resumed
+#   through every level (RecursionError between depth 900 and 2000, measured),
+#   while a task per level keeps each task's await chain one level deep, at
+#   any depth.  Errors come back unwrapped (no ExceptionGroup); cancelling the
+#   outer call cancels the nested task (structured: nothing is left behind).
+# * A nested *sync* call (``ae.sync.backward`` from a node, whatever drives
+#   the outer graph task) runs on the caller's stack while fewer than
+#   ``reentrant_depth_limit()`` graph tasks (default 60, PyTorch's MAX_DEPTH)
+#   are nested on this stack and the stack is not deep already; beyond that
+#   it runs in a new OS thread that starts with a fresh stack, and the caller
+#   blocks until it finishes (PyTorch hands the graph task to a pool thread).
+#   The thread gets a copy of the caller's contextvars (current graph task,
+#   grad and anomaly modes), so depth keeps counting.
+# * A nested async call made while the enclosing graph task is driven
+#   synchronously (an ``async def`` backward run by ``ae.sync.backward``)
+#   runs synchronously too: it must not suspend, as the rest of a sync
+#   backward.  This makes one ``async def backward`` usable from both APIs.
+#
+# A thread-with-its-own-event-loop hop is not used for async calls: a fresh
+# task already bounds the stack, and user code awaiting objects of the outer
+# loop (events, locks, streams) would break on another loop.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+import threading
+from typing import Any
+
+from ._drivers import run_async, run_sync
+from ._engine import GraphTask, current_graph_task
+from ._engine_ctx import reentrant_depth_limit
+
+__all__ = ["drive_sync_entry", "drive_async_entry", "stack_depth"]
+
+#: graph tasks nested on the current stack (this thread, this task)
+_stack: contextvars.ContextVar[int] = contextvars.ContextVar("aengine_stack", default=0)
+#: True while the innermost running graph task is driven by the sync driver
+_sync_driven: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "aengine_sync_driven", default=False
+)
+
+#: a nested sync call hops to a thread when the stack is deeper than this
+#: share of the recursion limit, whatever the depth count says
+_STACK_SHARE = 0.5
+
+
+def stack_depth() -> int:
+    """How many graph tasks are nested on the current stack (0 outside backward)."""
+    return _stack.get()
+
+
+def _frames_deep(limit: int) -> bool:
+    f: Any = sys._getframe(2)
+    n = 0
+    while f is not None:
+        n += 1
+        if n > limit:
+            return True
+        f = f.f_back
+    return False
+
+
+def drive_sync_entry(gt: GraphTask) -> None:
+    """Run ``gt`` for a sync entry point (top-level or nested)."""
+    n = _stack.get()
+    if current_graph_task() is not None and (
+        n >= reentrant_depth_limit() or _frames_deep(int(sys.getrecursionlimit() * _STACK_SHARE))
+    ):
+        _run_in_thread(gt)
+        return
+    t1 = _stack.set(n + 1)
+    t2 = _sync_driven.set(True)
+    try:
+        run_sync(gt)
+    finally:
+        _sync_driven.reset(t2)
+        _stack.reset(t1)
+
+
+def _run_in_thread(gt: GraphTask) -> None:
+    """Run a nested graph task on a new thread (fresh stack); block until done."""
+    ctx = contextvars.copy_context()
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        _stack.set(1)
+        _sync_driven.set(True)
+        try:
+            run_sync(gt)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=ctx.run, args=(body,), name=f"aengine-reentrant-{gt.depth}")
+    thread.start()
+    thread.join()
+    if failure:
+        exc = failure[0]
+        try:
+            raise exc
+        finally:
+            del exc, failure
+
+
+async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
+    """Run ``gt`` for an async entry point (top-level or nested)."""
+    if current_graph_task() is None:
+        t1 = _stack.set(1)
+        t2 = _sync_driven.set(False)
+        try:
+            await run_async(gt, time_slice)
+        finally:
+            _sync_driven.reset(t2)
+            _stack.reset(t1)
+        return
+    if _sync_driven.get():
+        drive_sync_entry(gt)  # see NOTE [Reentrant stacks]: must not suspend
+        return
+    await _run_in_new_task(gt, time_slice)
+
+
+async def _run_in_new_task(gt: GraphTask, time_slice: float) -> None:
+    import anyio
+
+    failure: list[BaseException] = []
+
+    async def child() -> None:
+        _stack.set(1)
+        _sync_driven.set(False)
+        try:
+            await run_async(gt, time_slice)
+        except Exception as exc:  # cancellation goes through the task group
+            failure.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child, name=f"aengine-reentrant-{gt.depth}")
+    if failure:
+        exc = failure[0]
+        try:
+            raise exc
+        finally:
+            del exc, failure
