@@ -12,6 +12,23 @@ code suspends, ``evaluate_general`` finishes it synchronously (one
 # node pre-hooks, then the node, then node post-hooks.  For grad() captures,
 # a node that does not run gets its tensor pre-hooks applied before the
 # capture; a node that runs is captured before them (PyTorch's behaviour).
+# AccumulateGrad runs the same sequence: the leaf's tensor hooks, the node's
+# pre-hooks (given ``(g,)``), staging, then its post-hooks, called as
+# ``hook((), (g,))`` (it produces nothing and received g).  Each group of
+# hooks of a node is snapshotted before it runs, as in PyTorch: a hook
+# removed by an earlier hook of the same group still runs this time.  Any hook may be ``async def``: it is awaited, so the event
+# loop keeps running; under ``ae.sync`` with no event loop in the thread it
+# is run to completion by ``anyio.run`` (see ``await_user``).
+#
+# NOTE [Post-accumulate hooks run at commit]
+# PyTorch runs ``register_post_accumulate_grad_hook`` hooks inside
+# AccumulateGrad, right after ``.grad`` is written, so they come before that
+# node's post-hooks and before the rest of the graph runs.  aengine writes
+# leaf gradients only when the whole graph task succeeded (an error or a
+# cancellation leaves every ``.grad`` untouched), so these hooks run at
+# commit, after every node (and every AccumulateGrad post-hook) ran and
+# every ``.grad`` was written, in the order the leaves were reached; final
+# callbacks (``queue_callback``) run after them.
 """
 
 from __future__ import annotations
@@ -85,8 +102,39 @@ class _Resume:
 
 async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
+        if not _loop_running():
+            return run_detached(value)
         return await value
     return value
+
+
+await_user = _maybe_await
+
+
+def _loop_running() -> bool:
+    """Whether an async library (asyncio, trio) runs in this thread."""
+    try:
+        import sniffio
+
+        sniffio.current_async_library()
+    except Exception:
+        return False
+    return True
+
+
+def run_detached(awaitable: Any) -> Any:
+    """Run ``awaitable`` to completion in a new event loop (no loop in this thread).
+
+    Used when ``ae.sync`` drives async user code (hooks, async backward,
+    callbacks) from plain code: the context (grad mode, the running graph
+    task) is copied into the loop.
+    """
+    import anyio
+
+    async def main() -> Any:
+        return await awaitable
+
+    return anyio.run(main)
 
 
 def _node_device(node: Node, slot: int) -> Any:
@@ -210,8 +258,12 @@ async def _evaluate(gt: Any, node: Node, buffer: list[Any]) -> None:
                 return
         if type(node) is AccumulateGrad:
             inputs = await _tensor_pre_hooks(gt, node, inputs)
+            if node._pre_hooks:
+                inputs = await _pre_hooks(gt, node, inputs)
             if inputs[0] is not None:
                 gt.stage(node.variable, inputs[0], "leaf")
+            if node._post_hooks:
+                await _post_hooks(gt, node, (), inputs)
             gt.outstanding -= 1
             return
         inputs = await _tensor_pre_hooks(gt, node, inputs)

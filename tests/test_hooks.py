@@ -1,0 +1,681 @@
+"""Hooks (E1-E15): tensor hooks, node pre/post hooks, AccumulateGrad and post-accumulate hooks.
+
+Each scenario is one ``async def scenario(L)`` written against a small library
+adapter ``L``; it runs with torch (the oracle), with ``ae.sync`` and with the
+awaitable API under asyncio and trio, and the logs and gradients must match.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+import aengine as ae
+from tests.conftest import torch_or_skip
+
+# -- library adapters -----------------------------------------------------------------------
+
+
+class TorchLib:
+    name = "torch"
+
+    def __init__(self) -> None:
+        self.torch = torch = torch_or_skip()
+        self.Function = torch.autograd.Function
+
+    def tensor(self, data: Any, requires_grad: bool = False) -> Any:
+        return self.torch.tensor(data, dtype=self.torch.float64, requires_grad=requires_grad)
+
+    async def backward(self, t: Any, grad: Any = None, **kw: Any) -> None:
+        self.torch.autograd.backward(t, grad, **kw)
+
+    async def grad(self, outs: Any, ins: Any, grad_outputs: Any = None, **kw: Any) -> Any:
+        return self.torch.autograd.grad(outs, ins, grad_outputs, **kw)
+
+
+class AeSyncLib:
+    name = "ae"
+    Function = ae.Function
+
+    def tensor(self, data: Any, requires_grad: bool = False) -> Any:
+        return ae.tensor(data, dtype=ae.float64, requires_grad=requires_grad)
+
+    async def backward(self, t: Any, grad: Any = None, **kw: Any) -> None:
+        ae.sync.backward(t, grad, **kw)
+
+    async def grad(self, outs: Any, ins: Any, grad_outputs: Any = None, **kw: Any) -> Any:
+        return ae.sync.grad(outs, ins, grad_outputs, **kw)
+
+
+class AeAsyncLib(AeSyncLib):
+    async def backward(self, t: Any, grad: Any = None, **kw: Any) -> None:
+        await ae.backward(t, grad, **kw)
+
+    async def grad(self, outs: Any, ins: Any, grad_outputs: Any = None, **kw: Any) -> Any:
+        return await ae.grad(outs, ins, grad_outputs, **kw)
+
+
+def run_plain(coro: Any) -> Any:
+    """Run a scenario coroutine that never suspends (torch, ae.sync)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise AssertionError("scenario suspended without an event loop")
+
+
+def to_py(x: Any) -> Any:
+    """Tensors (torch or aengine) to numpy, recursively, for comparison."""
+    if isinstance(x, dict):
+        return {k: to_py(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_py(v) for v in x]
+    if hasattr(x, "detach"):
+        return np.asarray(x.detach().numpy(), dtype=np.float64)
+    return x
+
+
+def assert_same(got: Any, expected: Any, path: str = "result") -> None:
+    got, expected = to_py(got), to_py(expected)
+    _same(got, expected, path)
+
+
+def _same(got: Any, expected: Any, path: str) -> None:
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and got.keys() == expected.keys(), path
+        for k in expected:
+            _same(got[k], expected[k], f"{path}[{k!r}]")
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected), f"{path}: {got} != {expected}"
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            _same(g, e, f"{path}[{i}]")
+    elif isinstance(expected, np.ndarray):
+        np.testing.assert_allclose(got, expected, err_msg=path)
+    else:
+        assert got == expected, f"{path}: {got!r} != {expected!r}"
+
+
+def acc_of(t: Any) -> Any:
+    """The AccumulateGrad node of leaf ``t`` (same spelling in both libraries)."""
+    return t.view_as(t).grad_fn.next_functions[0][0]
+
+
+# -- scenarios ------------------------------------------------------------------------------
+
+
+async def e1_hooks(L: Any) -> Any:
+    x = L.tensor(np.ones((2, 2)), requires_grad=True)
+    y = L.tensor(np.ones((2, 2)) * 4, requires_grad=True)
+    z = x * y + x + y * y + 1
+    counter = [0]
+
+    def bw_hook(inc: int, grad: Any) -> None:
+        counter[0] += inc
+
+    h1 = z.register_hook(lambda g: bw_hook(1, g))
+    await L.backward(z, L.tensor(np.ones((2, 2))), retain_graph=True)
+    c1 = counter[0]
+    z.register_hook(lambda g: bw_hook(2, g))
+    await L.backward(z, L.tensor(np.ones((2, 2))), retain_graph=True)
+    c2 = counter[0]
+    h1.remove()
+    await L.backward(z, L.tensor(np.ones((2, 2))), retain_graph=True)
+    c3 = counter[0]
+    # a hook doubling what reaches y through z, then one on y itself
+    x.grad = None
+    y.grad = None
+    z.register_hook(lambda g: g * 2)
+    await L.backward(z, L.tensor(np.ones((2, 2))), retain_graph=True)
+    gy1 = y.grad.clone()
+    y.grad = None
+    y.register_hook(lambda g: g * 2)
+    await L.backward(z, L.tensor(np.ones((2, 2))))
+    return [c1, c2, c3, gy1, y.grad, x.grad]
+
+
+def _mul2(L: Any) -> Any:
+    class Mul2(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g * 2
+
+    return Mul2
+
+
+async def e2_grad_fn_prehooks(L: Any, custom: bool = True) -> Any:
+    log: dict[str, Any] = {"pre": 0, "post": 0, "seen_pre_in_post": []}
+
+    def pre_double(grad_output: Any) -> Any:
+        log["pre"] += 1
+        return (grad_output[0] * 2,)
+
+    def pre_none(grad_output: Any) -> None:
+        log["pre"] += 1
+
+    def pre_same(grad_output: Any) -> Any:
+        log["pre"] += 1
+        return grad_output
+
+    def post(grad_input: Any, grad_output: Any) -> None:
+        log["post"] += 1
+        log["seen_pre_in_post"].append(log["pre"])
+        log.setdefault("gi", []).append(grad_input[0])
+        log.setdefault("go", []).append(grad_output[0])
+
+    out = {}
+    a = L.tensor(1.0, requires_grad=True)
+    b = _mul2(L).apply(a) if custom else a * 2
+    b.grad_fn.register_hook(post)
+    b.grad_fn.register_hook(post)
+    for _ in range(3):
+        b.grad_fn.register_prehook(pre_double)
+    await L.backward(b)
+    out["a.grad"] = a.grad
+    out["log"] = log
+    a2 = L.tensor(1.0, requires_grad=True)
+    b2 = _mul2(L).apply(a2) if custom else a2 * 2
+    b2.grad_fn.register_prehook(pre_none)
+    b2.grad_fn.register_prehook(pre_same)
+    await L.backward(b2)
+    out["a2.grad"] = a2.grad
+    return out
+
+
+async def e2_builtin(L: Any) -> Any:
+    return await e2_grad_fn_prehooks(L, custom=False)
+
+
+async def e3_prehooks_multiple_outputs(L: Any) -> Any:
+    class DoubleMulAndAdd(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            y = x * 3
+            z = x + 1
+            ctx.mark_non_differentiable(z)
+            return x * 2, y, z
+
+        @staticmethod
+        def backward(ctx: Any, g1: Any, g2: Any, g3: Any) -> Any:
+            return g1 * 2 + g2 * 3
+
+    seen: list[Any] = []
+
+    def pre(grad_outputs: Any) -> Any:
+        seen.append([g is None for g in grad_outputs])
+        return tuple(None if g is None else g * 2 for g in grad_outputs)
+
+    a = L.tensor([1.0, 2.0], requires_grad=True)
+    b, c, d = DoubleMulAndAdd.apply(a)
+    b.grad_fn.register_prehook(pre)
+    await L.backward(b.sum() + c.sum())
+    return [a.grad, seen, d.requires_grad]
+
+
+async def e4_remove_hooks(L: Any) -> Any:
+    log: list[int] = []
+    a = L.tensor(1.0, requires_grad=True)
+    b = a * 2
+    handles: list[Any] = []
+
+    def h1(g: Any) -> None:
+        log.append(1)
+        handles[2].remove()  # removed while the node's pre-hooks run: still runs now
+        handles[2].remove()  # twice is harmless
+
+    def h2(g: Any) -> None:
+        log.append(2)
+
+    def h3(g: Any) -> None:
+        log.append(3)
+
+    def h4(g: Any) -> None:
+        log.append(4)
+
+    for h in (h1, h2, h3, h4):
+        handles.append(b.grad_fn.register_prehook(h))
+    handles[1].remove()  # removed before backward
+    await L.backward(b, retain_graph=True)
+    log.append(0)
+    await L.backward(b)  # h3 is gone for the next backward
+    return log
+
+
+async def e5_prehook_ordering(L: Any) -> Any:
+    log: list[int] = []
+
+    def hook1(g: Any) -> Any:
+        log.append(1)
+        return g * 3
+
+    def hook2(gs: Any) -> Any:
+        log.append(2)
+        return tuple(g * 2 for g in gs)
+
+    a = L.tensor(1.0, requires_grad=True)
+    b = a.clone()
+    b.grad_fn.register_prehook(hook2)
+    b.register_hook(hook1)
+    b.grad_fn.register_prehook(hook2)
+    acc = acc_of(a)
+    a.register_hook(hook1)
+    acc.register_prehook(hook2)
+    await L.backward(b.sum(), retain_graph=True)
+    logs = [list(log)]
+    grads = [a.grad]
+    log.clear()
+    res = await L.grad(b.sum(), (a,), retain_graph=True)
+    logs.append(list(log))
+    grads.append(res[0])
+    log.clear()
+    await L.backward(b.sum(), inputs=(b,))
+    logs.append(list(log))
+    grads.append(b.grad)
+    return [logs, grads]
+
+
+async def e6_retain_grad_observes_tensor_hooks(L: Any) -> Any:
+    a = L.tensor(1.0, requires_grad=True)
+    b = a.clone()
+    b.register_hook(lambda g: g * 2)
+    b.retain_grad()
+    b.register_hook(lambda g: g * 2)
+    await L.backward(b)
+    r1 = b.grad
+    a2 = L.tensor(1.0, requires_grad=True)
+    b2 = a2.clone()
+    b2.retain_grad()
+    b2.register_hook(lambda g: g * 2)
+    await L.backward(b2)
+    return [r1, b2.grad, a.grad, a2.grad]
+
+
+async def e7_acc_hooks(L: Any) -> Any:
+    seen: list[Any] = []
+    a = L.tensor([1.0, 2.0], requires_grad=True)
+    b = a * 3
+    acc = acc_of(a)
+    a.register_hook(lambda g: g * 5)
+
+    def pre(grad_outputs: Any) -> Any:
+        seen.append(("pre", grad_outputs[0]))
+        return (grad_outputs[0] + 1,)
+
+    def post(grad_inputs: Any, grad_outputs: Any) -> None:
+        seen.append(("post", len(grad_inputs), grad_outputs[0]))
+
+    acc.register_prehook(pre)
+    acc.register_hook(post)
+    await L.backward(b.sum())
+    out = [seen, a.grad]
+
+    # backward(inputs=[b]): hooks of other leaves' accumulators never run
+    c = L.tensor(1.0, requires_grad=True)
+    d = L.tensor(2.0, requires_grad=True)
+    e = c * d
+
+    def boom(*args: Any) -> None:
+        raise RuntimeError("must not run")
+
+    acc_of(d).register_prehook(boom)
+    acc_of(d).register_hook(boom)
+    await L.backward(e, inputs=[c])
+    out.append(c.grad)
+    return out
+
+
+async def e8_hooks_with_grad(L: Any) -> Any:
+    counts = {"tensor": 0, "pre": 0, "post": 0}
+
+    def th(g: Any) -> None:
+        counts["tensor"] += 1
+
+    def pre(g: Any) -> None:
+        counts["pre"] += 1
+
+    def post(gi: Any, go: Any) -> None:
+        counts["post"] += 1
+
+    def setup() -> tuple[Any, Any, Any]:
+        a = L.tensor(1.0, requires_grad=True)
+        b = a * 2
+        c = b * 2
+        a.register_hook(th)
+        b.register_hook(th)
+        for node in (b.grad_fn, acc_of(a)):
+            node.register_prehook(pre)
+            node.register_hook(post)
+        return a, b, c
+
+    res = []
+    a, b, c = setup()
+    await L.grad(c, b)
+    res.append(dict(counts))
+    counts.update(tensor=0, pre=0, post=0)
+    a, b, c = setup()
+    await L.grad(c, (a, b))
+    res.append(dict(counts))
+    counts.update(tensor=0, pre=0, post=0)
+    a, b, c = setup()
+    await L.backward(c)
+    res.append(dict(counts))
+    counts.update(tensor=0, pre=0, post=0)
+    a, b, c = setup()
+    await L.backward(c, inputs=(a, b))
+    res.append(dict(counts))
+    return res
+
+
+async def e11_hook_none(L: Any) -> Any:
+    info: dict[str, Any] = {}
+
+    class MyFunction(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any, y: Any) -> Any:
+            info["needs"] = tuple(ctx.needs_input_grad)
+            return x + y, x * 2
+
+        @staticmethod
+        def backward(ctx: Any, gx: Any, gy: Any) -> Any:
+            return gx + gy * 2, None
+
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    y = L.tensor([3.0, 4.0])
+    rx, ry = MyFunction.apply(x, y)
+    got: list[bool] = []
+    rx.register_hook(lambda g: got.append(g is not None))
+    ry.register_hook(lambda g: got.append(g is not None))
+    await L.backward(rx.sum() + ry.sum())
+    return [info["needs"], got, x.grad, y.grad is None]
+
+
+async def e12_post_acc_hooks(L: Any) -> Any:
+    log: list[Any] = []
+    t = L.tensor([1.0, 2.0], requires_grad=True)
+    u = L.tensor([3.0], requires_grad=True)
+
+    def simple(name: str) -> Any:
+        def hook(tensor: Any) -> None:
+            log.append((name, tensor.grad.clone()))
+
+        return hook
+
+    t.register_post_accumulate_grad_hook(simple("t1"))
+    handle = t.register_post_accumulate_grad_hook(simple("t2"))
+    u.register_post_accumulate_grad_hook(simple("u"))
+    await L.backward((t * 2).sum() + (u * 3).sum())
+    handle.remove()
+    await L.backward((t * 2).sum())
+    return [sorted(log, key=lambda e: e[0])[:2], [e[0] for e in log].count("t2"), t.grad, u.grad]
+
+
+async def e_optimizer_in_backward(L: Any) -> Any:
+    """E12 e2e: an SGD step in a post-accumulate hook equals the plain loop."""
+    w1 = L.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    w2 = L.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    x = L.tensor([0.3, 0.1, -0.7])
+
+    def step(p: Any) -> None:
+        p.data -= 0.1 * p.grad.data
+        p.grad = None
+
+    w1.register_post_accumulate_grad_hook(step)
+    for _ in range(3):
+        await L.backward(((w1 * x).sum() - 1.0) ** 2)
+        await L.backward(((w2 * x).sum() - 1.0) ** 2)
+        w2.data -= 0.1 * w2.grad.data
+        w2.grad = None
+    return [w1.detach(), w2.detach()]
+
+
+async def e_two_leaves_order(L: Any) -> Any:
+    """Full order log over a small graph: tensor, node pre and post hooks everywhere."""
+    log: list[str] = []
+    a = L.tensor([1.0, 2.0], requires_grad=True)
+    w = L.tensor([0.5, -1.0], requires_grad=True)
+    h = a * w
+    s = h.exp()
+    out = (s + h).sum()
+    for name, t in (("a", a), ("w", w), ("h", h), ("s", s)):
+        t.register_hook(lambda g, n=name: log.append(f"tensor:{n}"))
+    for name, node in (
+        ("sum", out.grad_fn),
+        ("add", out.grad_fn.next_functions[0][0]),
+        ("exp", s.grad_fn),
+        ("mul", h.grad_fn),
+        ("acc_a", acc_of(a)),
+        ("acc_w", acc_of(w)),
+    ):
+        node.register_prehook(lambda go, n=name: log.append(f"pre:{n}"))
+        node.register_hook(lambda gi, go, n=name: log.append(f"post:{n}"))
+    await L.backward(out)
+    return [log, a.grad, w.grad]
+
+
+SCENARIOS = [
+    e1_hooks,
+    e2_grad_fn_prehooks,
+    e2_builtin,
+    e3_prehooks_multiple_outputs,
+    e4_remove_hooks,
+    e5_prehook_ordering,
+    e6_retain_grad_observes_tensor_hooks,
+    e7_acc_hooks,
+    e8_hooks_with_grad,
+    e11_hook_none,
+    e12_post_acc_hooks,
+    e_optimizer_in_backward,
+    e_two_leaves_order,
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)
+def test_sync_matches_torch(scenario: Any) -> None:
+    expected = run_plain(scenario(TorchLib()))
+    got = run_plain(scenario(AeSyncLib()))
+    assert_same(got, expected)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)
+async def test_async_matches_torch(scenario: Any) -> None:
+    expected = run_plain(scenario(TorchLib()))
+    got = await scenario(AeAsyncLib())
+    assert_same(got, expected)
+
+
+# -- aengine-specific behaviour -------------------------------------------------------------
+
+
+def test_post_accumulate_order_differs_from_torch() -> None:
+    """NOTE [Post-accumulate hooks run at commit]: after every node and AccumulateGrad post-hook."""
+    log: list[str] = []
+    t = ae.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    acc = acc_of(t)
+    t.register_hook(lambda g: (log.append("tensor"), g - 2)[1])
+    acc.register_prehook(lambda go: (log.append("acc_pre"), (go[0] / 5,))[1])
+    acc.register_hook(lambda gi, go: log.append(f"acc_post:{gi}:{go[0].tolist()}"))
+
+    def post_acc(tensor: ae.Tensor) -> None:
+        log.append(f"post_acc:{tensor.grad.tolist()}")
+        tensor.grad = tensor.grad + 0.5
+
+    t.register_post_accumulate_grad_hook(post_acc)
+    ae.sync.backward(t.sum())
+    assert log == [
+        "tensor",
+        "acc_pre",
+        "acc_post:():[-0.2, -0.2, -0.2]",
+        "post_acc:[-0.2, -0.2, -0.2]",
+    ]
+    np.testing.assert_allclose(t.grad.numpy(), [0.3, 0.3, 0.3])
+
+
+def test_post_accumulate_hook_errors() -> None:
+    t = ae.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(ae.AutogradError, match="cannot be registered on non-leaf tensors"):
+        (t * 2).register_post_accumulate_grad_hook(lambda x: None)
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        ae.ones(2).register_post_accumulate_grad_hook(lambda x: None)
+    t.register_post_accumulate_grad_hook(lambda x: x)
+    with pytest.raises(RuntimeError, match="hooks should return None."):
+        ae.sync.backward(t.sum())
+
+
+def test_post_accumulate_hook_not_run_when_backward_fails() -> None:
+    t = ae.tensor([1.0, 2.0], requires_grad=True)
+    calls: list[int] = []
+    t.register_post_accumulate_grad_hook(lambda x: calls.append(1))
+    y = t * 2
+
+    def boom(g: ae.Tensor) -> None:
+        raise ValueError("boom")
+
+    (y * 3).sum()
+    z = y.sum() + (t * 3).sum()
+    y.register_hook(boom)
+    with pytest.raises(ae.BackwardError, match="boom") as info:
+        ae.sync.backward(z)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert calls == [] and t.grad is None
+
+
+def test_hook_on_tensor_not_requiring_grad() -> None:
+    torch = torch_or_skip()
+    with pytest.raises(RuntimeError, match="cannot register a hook on a tensor that doesn't"):
+        torch.ones(2).register_hook(lambda g: g)
+    with pytest.raises(RuntimeError, match="cannot register a hook on a tensor that doesn't"):
+        ae.ones(2).register_hook(lambda g: g)
+
+
+def test_tensor_hook_bad_return() -> None:
+    x = ae.ones(2, requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: 3)
+    with pytest.raises(ae.BackwardError, match="must return a Tensor or None") as info:
+        ae.sync.backward(y.sum())
+    assert isinstance(info.value.__cause__, TypeError)
+
+
+def test_hook_closure_cycle_is_collected() -> None:
+    """E15: a hook whose closure holds its node lives with the graph, dies with it."""
+
+    class Holder:
+        pass
+
+    a = ae.tensor([1.0], requires_grad=True)
+    b = a * 2
+    c = b.exp()
+    node = c.grad_fn
+    calls: list[int] = []
+    marker = Holder()
+
+    def hook(go: Any, node: Any = node, marker: Any = marker) -> None:
+        calls.append(1)
+
+    node.register_prehook(hook)
+    ref = weakref.ref(marker)
+    del marker, node
+    gc.collect()
+    ae.sync.backward(c.sum(), retain_graph=True)
+    gc.collect()
+    ae.sync.backward(c.sum())
+    assert calls == [1, 1]
+    del c, b, hook
+    gc.collect()
+    assert ref() is None
+
+
+def test_retain_grad_cycle_is_collected() -> None:
+    x = ae.tensor([1.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    ref = weakref.ref(y)
+    fn_ref = weakref.ref(y.grad_fn)
+    ae.sync.backward(y.sum())
+    del y
+    gc.collect()
+    assert ref() is None and fn_ref() is None
+
+
+@pytest.mark.anyio
+async def test_async_hook_lets_other_tasks_run() -> None:
+    """An async tensor hook waiting on an Event does not block the event loop."""
+    order: list[str] = []
+    ev = anyio.Event()
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+
+    async def hook(g: ae.Tensor) -> ae.Tensor:
+        order.append("hook waits")
+        await ev.wait()
+        order.append("hook resumes")
+        return g * 2
+
+    async def other() -> None:
+        order.append("other runs")
+        ev.set()
+
+    y.register_hook(hook)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ae.backward, y.sum())
+            await anyio.sleep(0)
+            tg.start_soon(other)
+    assert order == ["hook waits", "other runs", "hook resumes"]
+    assert x.grad.tolist() == [6.0, 6.0]
+
+
+@pytest.mark.anyio
+async def test_async_node_hooks_and_post_accumulate() -> None:
+    log: list[str] = []
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+
+    async def pre(go: Any) -> Any:
+        await anyio.sleep(0)
+        log.append("pre")
+        return (go[0] * 2,)
+
+    async def post(gi: Any, go: Any) -> None:
+        await anyio.sleep(0)
+        log.append("post")
+
+    async def post_acc(t: ae.Tensor) -> None:
+        await anyio.sleep(0)
+        log.append(f"post_acc:{t.grad.tolist()}")
+
+    y.grad_fn.register_prehook(pre)
+    y.grad_fn.register_hook(post)
+    acc_of(x).register_hook(post)
+    x.register_post_accumulate_grad_hook(post_acc)
+    await ae.backward(y.sum())
+    assert log == ["pre", "post", "post", "post_acc:[6.0, 6.0]"]
+
+
+def test_async_hooks_under_sync_without_loop() -> None:
+    """ae.sync runs async hooks that really suspend (in a loop of their own)."""
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+
+    async def hook(g: ae.Tensor) -> ae.Tensor:
+        await anyio.sleep(0)
+        return g * 2
+
+    async def pre(go: Any) -> Any:
+        await anyio.sleep(0)
+        return (go[0] + 1,)
+
+    y.register_hook(hook)
+    y.grad_fn.register_prehook(pre)
+    ae.sync.backward(y.sum())
+    assert x.grad.tolist() == [9.0, 9.0]
