@@ -1,0 +1,16 @@
+"""Benchmarks of aengine side by side with PyTorch, HIPS autograd, MyGrad and numpy.
+
+``python -m bench`` (``make bench``) runs every workload; ``python -m bench
+--quick`` (``make bench-quick``) runs tiny sizes once, as a smoke test.
+Results go to ``bench/results/latest.json`` and ``latest.md``; see
+``docs/performance.md`` for the method and the latest numbers.
+
+Layout:
+
+- ``harness``: timing, interleaving of systems, statistics, gradient checks.
+- ``systems``: one adapter per system for the graph workloads.
+- ``workloads``: chain, wide and mlp (graph definitions and the numpy floor).
+- ``service``: loop lag, concurrency, fixed cost and memory.
+- ``report``: the markdown tables and the M4 targets.
+- ``profile``: ``python -m bench.profile`` profiles aengine's backward.
+"""

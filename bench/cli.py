@@ -1,0 +1,263 @@
+"""``python -m bench``: run the workloads, write JSON and markdown, print the tables.
+
+python -m bench                    # everything, full sizes (several minutes)
+python -m bench --quick            # tiny sizes, one repeat: a smoke test
+python -m bench --only chain,wide  # some workloads (a family or an exact name)
+python -m bench --repeats 3        # fewer repeats than the defaults
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .harness import OK, check_grads, interleave, summarize
+from .report import evaluate_targets, markdown
+from .service import run_concurrency, run_fixedcost, run_looplag, run_memory
+from .systems import REFERENCE, System, all_systems
+from .workloads import GraphWorkload, chain, mlp, wide
+
+__all__ = ["main", "FULL", "QUICK"]
+
+FAMILIES = ("chain", "wide", "mlp", "looplag", "concurrency", "fixedcost", "memory")
+
+#: sizes and repeats of the full run
+FULL: dict[str, Any] = {
+    "chain": [(3_000, "chain-small", 7), (30_000, "chain-large", 5)],
+    "wide": [(10_000, "wide", 5)],
+    "mlp": [((1024, 4, 256), "mlp-large", 7), ((128, 4, 256), "mlp-small", 15)],
+    "looplag": {"nodes": 30_000, "repeats": 5},
+    "concurrency": {"requests": 16, "width": 512, "depth": 3, "batch": 64, "repeats": 7},
+    "fixedcost": {"calls": 2000, "repeats": 7},
+    "memory": {"depth": 64, "width": 256, "batch": 64, "repeats": 2},
+    "pause": 0.1,
+}
+
+#: tiny sizes, one repeat: every adapter and workload in seconds (CI smoke)
+QUICK: dict[str, Any] = {
+    "chain": [(30, "chain-small", 1), (300, "chain-large", 1)],
+    "wide": [(50, "wide", 1)],
+    "mlp": [((32, 4, 16), "mlp-large", 1), ((8, 4, 16), "mlp-small", 1)],
+    "looplag": {"nodes": 300, "repeats": 1},
+    "concurrency": {"requests": 4, "width": 32, "depth": 3, "batch": 8, "repeats": 1},
+    "fixedcost": {"calls": 20, "repeats": 1},
+    "memory": {"depth": 4, "width": 32, "batch": 8, "repeats": 1},
+    "pause": 0.0,
+}
+
+
+def run_graph(
+    wl: GraphWorkload,
+    systems: list[System],
+    repeats: int,
+    pause: float,
+    log: Any,
+) -> dict[str, Any]:
+    """Time one graph workload on every available system; check gradients vs torch."""
+    avail = [s for s in systems if s.available]
+    runs = interleave({s.name: (lambda s=s: s.trial(wl)) for s in avail}, repeats, pause, 1, log)
+    ref_rec = runs.get(REFERENCE)
+    ref = None if ref_rec is None else ref_rec["extras"].get("grads")
+    keys = ["forward", "backward"] if wl.timing == "split" else ["step"]
+    rows = []
+    for s in systems:
+        if not s.available:
+            rows.append({"system": s.name, "status": f"unavailable: {s.reason}", "metrics": {}})
+            continue
+        rec = runs[s.name]
+        if rec["error"] is not None:
+            status = f"error: {rec['error']}"
+        elif ref is None:
+            status = "unchecked: torch unavailable"
+        else:
+            status = check_grads(rec["extras"].get("grads"), ref, wl.rtol, wl.atol)
+        metrics = {k: summarize(rec["metrics"].get(k, [])) for k in keys}
+        rows.append({"system": s.name, "status": status, "metrics": metrics})
+    metrics = [{"key": k, "unit": "ms", "scale": 1e3, "better": "lower"} for k in keys]
+    return {
+        "name": wl.name,
+        "family": wl.family,
+        "description": wl.description,
+        "nodes": wl.nodes,
+        "metrics": metrics,
+        "ratios": True,
+        "reference": REFERENCE,
+        "rows": rows,
+    }
+
+
+def _machine() -> str:
+    model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs, {model}, {platform.system()} {platform.release()}"
+
+
+def _versions(systems: list[System]) -> str:
+    import numpy as np
+
+    parts = [f"python {platform.python_version()}", f"numpy {np.__version__}"]
+    for s in systems:
+        if s.available and s.module not in ("numpy",) and s.version:
+            entry = f"{s.module} {s.version}"
+            if entry not in parts:
+                parts.append(entry)
+    for mod in ("anyio", "trio"):
+        try:
+            from importlib.metadata import version
+
+            parts.append(f"{mod} {version(mod)}")
+        except Exception:
+            pass
+    return ", ".join(parts)
+
+
+def _wanted(only: str | None, family: str, name: str) -> bool:
+    if not only:
+        return True
+    picks = {p.strip() for p in only.split(",") if p.strip()}
+    return family in picks or name in picks
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks; returns the process exit status (1 if a check failed)."""
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (smoke test)")
+    p.add_argument("--only", help=f"comma-separated families or names: {', '.join(FAMILIES)}")
+    p.add_argument("--repeats", type=int, help="override every workload's repeat count")
+    p.add_argument("--pause", type=float, help="seconds of pause before each trial")
+    p.add_argument("--out", default=str(Path(__file__).parent / "results"), help="output folder")
+    args = p.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    pause = cfg["pause"] if args.pause is None else args.pause
+
+    def reps(n: int) -> int:
+        return n if args.repeats is None else max(1, args.repeats)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    systems = all_systems()
+    _freeze_heap()
+    t_start = time.perf_counter()
+    workloads: list[dict[str, Any]] = []
+    graph: list[tuple[GraphWorkload, str, int]] = []
+    for nodes, role, n in cfg["chain"]:
+        graph.append((chain(nodes), role, n))
+    for branches, role, n in cfg["wide"]:
+        graph.append((wide(branches), role, n))
+    for (width, depth, batch), role, n in cfg["mlp"]:
+        graph.append((mlp(width, depth, batch), role, n))
+    for wl, role, n in graph:
+        if not _wanted(args.only, wl.family, wl.name):
+            continue
+        log(f"[bench] {wl.name}: {wl.description} ({reps(n)} repeats)")
+        rec = run_graph(wl, systems, reps(n), pause, log)
+        rec["role"] = role
+        workloads.append(rec)
+    special = [
+        ("looplag", lambda c: run_looplag(c["nodes"], reps(c["repeats"]), pause, log)),
+        (
+            "concurrency",
+            lambda c: run_concurrency(
+                c["requests"], c["width"], c["depth"], c["batch"], reps(c["repeats"]), pause, log
+            ),
+        ),
+        ("fixedcost", lambda c: run_fixedcost(c["calls"], reps(c["repeats"]), pause, log)),
+        (
+            "memory",
+            lambda c: run_memory(c["depth"], c["width"], c["batch"], reps(c["repeats"]), log),
+        ),
+    ]
+    for family, fn in special:
+        if _wanted(args.only, family, family):
+            log(f"[bench] {family}")
+            rec = fn(cfg[family])
+            rec["role"] = family
+            workloads.append(rec)
+
+    cmd = "python -m bench" + ("" if argv is None else " " + " ".join(argv)).rstrip()
+    if argv is None:
+        cmd = "python -m bench " + " ".join(sys.argv[1:])
+    results: dict[str, Any] = {
+        "meta": {
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "machine": _machine(),
+            "versions": _versions(systems),
+            "command": cmd.strip(),
+            "quick": bool(args.quick),
+            "repeats": "per workload (see FULL in bench/cli.py)"
+            if args.repeats is None and not args.quick
+            else (args.repeats or 1),
+            "pause": pause,
+            "seconds": None,
+        },
+        "systems": {
+            s.name: {"available": s.available, "reason": s.reason, "version": s.version}
+            for s in systems
+        },
+        "workloads": workloads,
+    }
+    results["targets"] = evaluate_targets(results)
+    results["meta"]["seconds"] = round(time.perf_counter() - t_start, 1)
+    text = markdown(results)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(results, indent=1, default=_jsonable))
+    (out / "latest.md").write_text(text)
+    print(text)
+    log(f"[bench] done in {results['meta']['seconds']} s; wrote {out / 'latest.json'}")
+    failed = [
+        (wl["name"], r["system"], r["status"])
+        for wl in workloads
+        for r in wl["rows"]
+        if not (r["status"] == OK or r["status"].startswith(("unavailable", "not measured")))
+    ]
+    for name, system, status in failed:
+        log(f"[bench] CHECK {name} / {system}: {status}")
+    return 1 if failed else 0
+
+
+def _freeze_heap() -> None:
+    """Move every object alive after the imports out of the collector's sight.
+
+    torch's import leaves a heap on which one ``gc.collect()`` takes
+    0.1-0.5 s; the collection before each trial (NOTE [Interleaving]) then
+    only walks what the benchmarks themselves allocated.
+    """
+    import anyio
+    import anyio.to_thread  # noqa: F401
+
+    for backend in ("asyncio", "trio"):
+        try:
+            anyio.run(anyio.sleep, 0, backend=backend)  # import the backend's machinery
+        except Exception:
+            pass
+    gc.collect()
+    gc.freeze()
+
+
+def _jsonable(x: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(x, np.ndarray):
+            return x.tolist()
+        if isinstance(x, np.generic):
+            return x.item()
+    except Exception:
+        pass
+    return str(x)

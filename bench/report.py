@@ -1,0 +1,201 @@
+"""Markdown tables of a results record, and the M4 targets checked against it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .systems import FLOOR, REFERENCE
+
+__all__ = ["markdown", "evaluate_targets"]
+
+
+def _row(rows: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    for r in rows:
+        if r["system"] == name:
+            return r
+    return None
+
+
+def _median(wl: dict[str, Any] | None, system: str, key: str) -> float | None:
+    if wl is None:
+        return None
+    r = _row(wl["rows"], system)
+    if r is None or not r["status"].startswith("ok"):
+        return None
+    m = r["metrics"].get(key)
+    return None if m is None else m["median"]
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.{digits}g}"
+
+
+def _table(wl: dict[str, Any]) -> list[str]:
+    ref = wl.get("reference", REFERENCE)
+    has_floor = _row(wl["rows"], FLOOR) is not None and wl.get("reference") != FLOOR
+    head = ["system", "check"]
+    for m in wl["metrics"]:
+        head.append(f"{m['key']} ({m['unit']}) median (min-max)")
+        if wl.get("ratios", True):
+            head.append(f"x {ref}")
+            if has_floor:
+                head.append("x floor")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in wl["rows"]:
+        cells = [r["system"], r["status"] if len(r["status"]) < 60 else r["status"][:57] + "..."]
+        for m in wl["metrics"]:
+            st = r["metrics"].get(m["key"])
+            if st is None or st["median"] is None:
+                cells.append("-")
+            else:
+                s = m["scale"]
+                cells.append(
+                    f"{_fmt(st['median'] * s)} ({_fmt(st['min'] * s)}-{_fmt(st['max'] * s)})"
+                )
+            if wl.get("ratios", True):
+                value = _median(wl, r["system"], m["key"]) if st else None
+                for other in [ref] + ([FLOOR] if has_floor else []):
+                    base = _median(wl, other, m["key"])
+                    cells.append(f"{value / base:.2f}" if value is not None and base else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The whole report: machine, command, one table per workload, the targets."""
+    meta = results["meta"]
+    out = [
+        f"# aengine benchmarks ({'quick' if meta['quick'] else 'full'} run)",
+        "",
+        f"- date: {meta['date']}",
+        f"- machine: {meta['machine']}",
+        f"- versions: {meta['versions']}",
+        f"- command: `{meta['command']}`",
+        f"- repeats: {meta['repeats']}; pause between trials: {meta['pause']} s; "
+        "systems interleaved, one warm-up round not counted",
+        "- ratios are of medians: a time ratio below 1 means faster than the column's system; "
+        "a throughput ratio above 1 means more requests per second",
+        "",
+    ]
+    for name, info in results["systems"].items():
+        if not info["available"]:
+            out.append(f"- {name}: unavailable ({info['reason']})")
+    for wl in results["workloads"]:
+        out += ["", f"## {wl['name']}", "", wl["description"], ""]
+        out += _table(wl)
+    targets = results.get("targets", [])
+    if targets:
+        out += [
+            "",
+            "## M4 targets",
+            "",
+            "| target | measured | limit | status |",
+            "|---|---|---|---|",
+        ]
+        for t in targets:
+            status = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
+            out.append(f"| {t['target']} | {t['measured']} | {t['limit']} | {status} |")
+    return "\n".join(out) + "\n"
+
+
+def _by_role(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {wl.get("role", wl["name"]): wl for wl in results["workloads"]}
+
+
+def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The M4 targets, each with its measured value and met / missed / not measured."""
+    wls = _by_role(results)
+    targets: list[dict[str, Any]] = []
+
+    def add(target: str, value: float | None, limit: float, fmt: str, higher: bool = False) -> None:
+        met = None if value is None else (value >= limit if higher else value <= limit)
+        targets.append(
+            {
+                "target": target,
+                "measured": "-" if value is None else fmt.format(value),
+                "limit": ("at least " if higher else "at most ") + fmt.format(limit),
+                "met": met,
+                "value": value,
+            }
+        )
+
+    def ratio(wl: dict[str, Any] | None, a: str, b: str, key: str) -> float | None:
+        x, y = _median(wl, a, key), _median(wl, b, key)
+        return None if x is None or not y else x / y
+
+    ae = "aengine sync"
+    for role in ("chain-small", "chain-large", "wide"):
+        wl = wls.get(role)
+        if wl is None:
+            continue
+        n = wl["name"]
+        add(f"{n} backward vs torch", ratio(wl, ae, REFERENCE, "backward"), 0.5, "{:.2f}x")
+        add(f"{n} backward vs numpy floor", ratio(wl, ae, FLOOR, "backward"), 5.0, "{:.2f}x")
+        for other in ("HIPS autograd", "MyGrad"):
+            add(
+                f"{n} backward vs {other} (below 1: faster)",
+                ratio(wl, ae, other, "backward"),
+                1.0,
+                "{:.2f}x",
+            )
+        for backend in ("asyncio", "trio"):
+            add(
+                f"{n} async ({backend}) backward vs sync",
+                ratio(wl, f"aengine async ({backend})", ae, "backward"),
+                1.15,
+                "{:.2f}x",
+            )
+        add(f"{n} forward vs torch", ratio(wl, ae, REFERENCE, "forward"), 1.0, "{:.2f}x")
+    for role, limit in (("mlp-large", 1.05), ("mlp-small", 1.3)):
+        wl = wls.get(role)
+        if wl is not None:
+            add(f"{wl['name']} step vs numpy floor", ratio(wl, ae, FLOOR, "step"), limit, "{:.2f}x")
+    wl = wls.get("looplag")
+    if wl is not None:
+        for backend in ("asyncio", "trio"):
+            v = _median(wl, f"aengine async ({backend})", "worst")
+            add(
+                f"loop lag, worst wake-up delay (median of runs), {backend}",
+                None if v is None else v * 1e3,
+                2.0,
+                "{:.2f} ms",
+            )
+    wl = wls.get("concurrency")
+    if wl is not None:
+        rows = [r["system"] for r in wl["rows"]]
+        ae_rows = [s for s in rows if s.startswith("aengine concurrent tasks (asyncio)")]
+        ref = wl.get("reference", "")
+        if ae_rows:
+            add(
+                "concurrency: aengine tasks (asyncio) vs torch in threads",
+                ratio(wl, ae_rows[0], ref, "throughput"),
+                1.2,
+                "{:.2f}x",
+                higher=True,
+            )
+    wl = wls.get("fixedcost")
+    if wl is not None:
+        add(
+            "fixed cost: ae.sync.grad vs torch.autograd.grad (1-node graph)",
+            ratio(wl, "ae.sync.grad", "torch.autograd.grad", "per_call"),
+            1.0,
+            "{:.2f}x",
+        )
+        for backend in ("asyncio", "trio"):
+            v = _median(wl, f"await ae.grad ({backend})", "per_call")
+            add(
+                f"fixed cost: await ae.grad on a running loop ({backend})",
+                None if v is None else v * 1e6,
+                30.0,
+                "{:.1f} us",
+            )
+    wl = wls.get("memory")
+    if wl is not None:
+        add("memory: peak vs numpy floor", ratio(wl, ae, FLOOR, "peak"), 1.2, "{:.2f}x")
+    return targets

@@ -1,0 +1,582 @@
+"""Workloads about running inside a program: loop lag, concurrency, fixed cost, memory.
+
+Each ``run_*`` function returns a workload record (see ``report``): a name, a
+description, the metrics and one row per system with its status (the
+gradient check against torch) and its samples.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+from .harness import OK, check_grads, interleave, summarize
+from .systems import FLOOR
+from .workloads import chain, mlp_floor_backward, mlp_floor_forward, mlp_fn, mlp_params
+
+__all__ = ["run_looplag", "run_concurrency", "run_fixedcost", "run_memory"]
+
+
+def _rows(
+    names: list[str],
+    runs: dict[str, dict[str, Any]],
+    checks: dict[str, str],
+    unavailable: dict[str, str],
+) -> list[dict[str, Any]]:
+    rows = []
+    for name in names:
+        if name in unavailable:
+            rows.append(
+                {"system": name, "status": f"unavailable: {unavailable[name]}", "metrics": {}}
+            )
+            continue
+        rec = runs[name]
+        status = checks.get(name, OK)
+        if rec["error"] is not None:
+            status = f"error: {rec['error']}"
+        metrics = {k: summarize(v) for k, v in rec["metrics"].items()}
+        extras = {k: v for k, v in rec["extras"].items() if k != "grads"}
+        rows.append({"system": name, "status": status, "metrics": metrics, "extras": extras})
+    return rows
+
+
+def _have(module: str) -> str:
+    try:
+        __import__(module)
+    except Exception as exc:
+        return f"import {module} failed: {type(exc).__name__}: {exc}"
+    return ""
+
+
+# -- loop lag -------------------------------------------------------------------
+
+
+async def _lag_during(backward: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+    """Run ``backward`` while a task sleeping 1 ms records how late it wakes."""
+    import anyio
+
+    lags: list[float] = []
+    state = {"active": False, "stop": False}
+
+    async def ticker() -> None:
+        while not state["stop"]:
+            t = perf_counter()
+            await anyio.sleep(0.001)
+            if state["active"]:
+                lags.append(perf_counter() - t - 0.001)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.sleep(0.01)
+        state["active"] = True
+        t0 = perf_counter()
+        grads = await backward()
+        t1 = perf_counter()
+        await anyio.sleep(0.005)  # the wake-up right after a blocking call counts
+        state["active"] = False
+        state["stop"] = True
+    return {
+        "worst": max(lags) if lags else float("nan"),
+        "p99": float(np.percentile(lags, 99)) if lags else float("nan"),
+        "backward": t1 - t0,
+        "wakeups": len(lags),
+        "grads": grads,
+    }
+
+
+def run_looplag(nodes: int, repeats: int, pause: float, log: Callable[[str], None]) -> dict:
+    """Loop lag while an async backward of a ``nodes``-node chain runs on the loop."""
+    import anyio
+
+    wl = chain(nodes)
+    unavailable: dict[str, str] = {}
+    for mod, names in (
+        ("torch", ["torch direct in a coroutine (asyncio)", "torch in anyio.to_thread (asyncio)"]),
+        ("trio", ["aengine async (trio)", "idle loop (trio)"]),
+    ):
+        why = _have(mod)
+        if why:
+            unavailable.update(dict.fromkeys(names, why))
+
+    def ae_trial(backend: str) -> Callable[[], dict[str, Any]]:
+        def trial() -> dict[str, Any]:
+            import aengine as ae
+
+            x = ae.tensor(wl.params[0], requires_grad=True)
+            loss = wl.fn(ae, [], x)
+
+            async def bwd() -> Any:
+                (g,) = await ae.grad(loss, [x])
+                return [g.numpy()]
+
+            return anyio.run(_lag_during, bwd, backend=backend)  # type: ignore[no-any-return]
+
+        return trial
+
+    def torch_trial(threaded: bool) -> Callable[[], dict[str, Any]]:
+        def trial() -> dict[str, Any]:
+            import torch
+
+            x = torch.tensor(wl.params[0], requires_grad=True)
+            loss = wl.fn(torch, [], x)
+
+            async def bwd() -> Any:
+                if threaded:
+                    (g,) = await anyio.to_thread.run_sync(torch.autograd.grad, loss, [x])
+                else:
+                    (g,) = torch.autograd.grad(loss, [x])
+                return [g.numpy()]
+
+            return anyio.run(_lag_during, bwd, backend="asyncio")  # type: ignore[no-any-return]
+
+        return trial
+
+    def idle_trial(backend: str) -> Callable[[], dict[str, Any]]:
+        async def bwd() -> Any:
+            await anyio.sleep(0.1)
+            return None
+
+        return lambda: anyio.run(_lag_during, bwd, backend=backend)  # type: ignore[no-any-return]
+
+    trials = {
+        "aengine async (asyncio)": ae_trial("asyncio"),
+        "aengine async (trio)": ae_trial("trio"),
+        "torch direct in a coroutine (asyncio)": torch_trial(False),
+        "torch in anyio.to_thread (asyncio)": torch_trial(True),
+        "idle loop (asyncio)": idle_trial("asyncio"),
+        "idle loop (trio)": idle_trial("trio"),
+    }
+    names = list(trials)
+    runnable = {k: v for k, v in trials.items() if k not in unavailable}
+    runs = interleave(runnable, repeats, pause, warmup=0, log=log)
+    ref = _reference_chain_grads(wl)
+    checks = {}
+    for name, rec in runs.items():
+        grads = rec["extras"].get("grads")
+        if name.startswith("idle"):
+            checks[name] = OK
+        elif ref is None:
+            checks[name] = "unchecked: torch unavailable"
+        else:
+            checks[name] = check_grads(grads, ref, wl.rtol, wl.atol)
+    return {
+        "name": "looplag",
+        "family": "looplag",
+        "description": (
+            f"a task sleeping 1 ms records how late it wakes while a backward of the "
+            f"{wl.nodes - 1}-node chain runs on the same event loop (default settings)"
+        ),
+        "metrics": [
+            {"key": "worst", "unit": "ms", "scale": 1e3, "better": "lower"},
+            {"key": "p99", "unit": "ms", "scale": 1e3, "better": "lower"},
+            {"key": "backward", "unit": "ms", "scale": 1e3, "better": "lower"},
+        ],
+        "ratios": False,
+        "rows": _rows(names, runs, checks, unavailable),
+    }
+
+
+def _reference_chain_grads(wl: Any) -> list[np.ndarray] | None:
+    try:
+        import torch
+    except Exception:
+        return None
+    x = torch.tensor(wl.params[0], requires_grad=True)
+    return [torch.autograd.grad(wl.fn(torch, [], x), [x])[0].numpy()]
+
+
+# -- concurrency ----------------------------------------------------------------
+
+
+def run_concurrency(
+    requests: int,
+    width: int,
+    depth: int,
+    batch: int,
+    repeats: int,
+    pause: float,
+    log: Callable[[str], None],
+) -> dict:
+    """``requests`` concurrent forward+backward requests of a small MLP: requests/s."""
+    import anyio
+
+    params, _ = mlp_params(width, depth, batch, seed=1)
+    rng = np.random.default_rng(2)
+    reqs = [
+        [
+            rng.standard_normal((batch, width)).astype(np.float32),
+            (rng.standard_normal((batch, width)) * 0.5).astype(np.float32),
+        ]
+        for _ in range(requests)
+    ]
+    n = requests
+    note = _engine_note()
+    unavailable: dict[str, str] = {}
+    why = _have("torch")
+    if why:
+        unavailable.update(dict.fromkeys([f"torch, {n} threads", "torch sequential"], why))
+    why = _have("trio")
+    if why:
+        unavailable[f"aengine concurrent tasks (trio){note}"] = why
+
+    def ae_concurrent(backend: str) -> Callable[[], dict[str, Any]]:
+        def trial() -> dict[str, Any]:
+            import aengine as ae
+
+            ps = [ae.tensor(p, requires_grad=True) for p in params]
+            consts = [[ae.as_tensor(a) for a in r] for r in reqs]
+            out: list[Any] = [None] * requests
+
+            async def one(i: int) -> None:
+                loss = mlp_fn(ae, consts[i], *ps)
+                grads = await ae.grad(loss, ps)
+                out[i] = [g.numpy() for g in grads]
+
+            async def main() -> float:
+                engine = ae.Engine() if hasattr(ae, "Engine") else None
+                if engine is not None:
+                    async with engine:
+                        return await timed()
+                return await timed()
+
+            async def timed() -> float:
+                t0 = perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for i in range(requests):
+                        tg.start_soon(one, i)
+                return perf_counter() - t0
+
+            dt = anyio.run(main, backend=backend)
+            return {"throughput": requests / dt, "grads": out}
+
+        return trial
+
+    def ae_sequential() -> dict[str, Any]:
+        import aengine as ae
+
+        ps = [ae.tensor(p, requires_grad=True) for p in params]
+        consts = [[ae.as_tensor(a) for a in r] for r in reqs]
+        out = []
+        t0 = perf_counter()
+        for c in consts:
+            out.append([g.numpy() for g in ae.sync.grad(mlp_fn(ae, c, *ps), ps)])
+        return {"throughput": requests / (perf_counter() - t0), "grads": out}
+
+    pool = ThreadPoolExecutor(max_workers=requests)
+
+    def torch_request(ps: list[Any], c: list[Any]) -> list[np.ndarray]:
+        import torch
+
+        return [g.numpy() for g in torch.autograd.grad(mlp_fn(torch, c, *ps), ps)]
+
+    def torch_setup() -> tuple[list[Any], list[Any]]:
+        import torch
+
+        ps = [torch.tensor(p, requires_grad=True) for p in params]
+        consts = [[torch.from_numpy(a) for a in r] for r in reqs]
+        return ps, consts
+
+    def torch_threads() -> dict[str, Any]:
+        ps, consts = torch_setup()
+        t0 = perf_counter()
+        futs = [pool.submit(torch_request, ps, c) for c in consts]
+        out = [f.result() for f in futs]
+        return {"throughput": requests / (perf_counter() - t0), "grads": out}
+
+    def torch_sequential() -> dict[str, Any]:
+        ps, consts = torch_setup()
+        t0 = perf_counter()
+        out = [torch_request(ps, c) for c in consts]
+        return {"throughput": requests / (perf_counter() - t0), "grads": out}
+
+    def floor_sequential() -> dict[str, Any]:
+        t0 = perf_counter()
+        out = [mlp_floor_backward(mlp_floor_forward(r, params)) for r in reqs]
+        return {"throughput": requests / (perf_counter() - t0), "grads": out}
+
+    trials = {
+        f"aengine concurrent tasks (asyncio){note}": ae_concurrent("asyncio"),
+        f"aengine concurrent tasks (trio){note}": ae_concurrent("trio"),
+        "aengine sequential (sync)": ae_sequential,
+        f"torch, {n} threads": torch_threads,
+        "torch sequential": torch_sequential,
+        f"{FLOOR}, sequential": floor_sequential,
+    }
+    names = list(trials)
+    try:
+        runs = interleave(
+            {k: v for k, v in trials.items() if k not in unavailable},
+            repeats,
+            pause,
+            warmup=1,
+            log=log,
+        )
+    finally:
+        pool.shutdown()
+    checks = {}
+    ref = None
+    if not _have("torch"):
+        ps, consts = torch_setup()
+        ref = [torch_request(ps, c) for c in consts]
+    for name, rec in runs.items():
+        got = rec["extras"].get("grads")
+        if ref is None:
+            checks[name] = "unchecked: torch unavailable"
+        elif got is None or len(got) != len(ref):
+            checks[name] = "FAILED: missing requests"
+        else:
+            bad = [check_grads(g, r, 2e-3, 2e-4) for g, r in zip(got, ref)]
+            checks[name] = next((b for b in bad if b != OK), OK)
+    return {
+        "name": "concurrency",
+        "family": "concurrency",
+        "description": (
+            f"{n} concurrent requests, each forward+backward of an MLP (float32, batch "
+            f"{batch}, {depth} layers of {width}, tanh, MSE) w.r.t. its shared weights"
+        ),
+        "metrics": [{"key": "throughput", "unit": "req/s", "scale": 1.0, "better": "higher"}],
+        "ratios": True,
+        "reference": f"torch, {n} threads",
+        "rows": _rows(names, runs, checks, unavailable),
+    }
+
+
+def _engine_note() -> str:
+    try:
+        import aengine as ae
+    except Exception:
+        return ""
+    return " in ae.Engine" if hasattr(ae, "Engine") else ""
+
+
+# -- fixed cost -----------------------------------------------------------------
+
+
+def run_fixedcost(calls: int, repeats: int, pause: float, log: Callable[[str], None]) -> dict:
+    """The cost of one gradient call on a 1-node graph (x.sum()), per call."""
+    import anyio
+
+    x0 = np.linspace(-1.0, 1.0, 16)
+    ref = [np.ones(16)]
+    unavailable: dict[str, str] = {}
+    if _have("torch"):
+        unavailable["torch.autograd.grad"] = _have("torch")
+    if _have("trio"):
+        unavailable["await ae.grad (trio)"] = _have("trio")
+
+    def ae_async(backend: str) -> Callable[[], dict[str, Any]]:
+        def trial() -> dict[str, Any]:
+            import aengine as ae
+
+            x = ae.tensor(x0, requires_grad=True)
+            y = x.sum()
+
+            async def main() -> dict[str, Any]:
+                for _ in range(10):
+                    await ae.grad(y, [x], retain_graph=True)
+                t0 = perf_counter()
+                for _ in range(calls):
+                    (g,) = await ae.grad(y, [x], retain_graph=True)
+                return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
+
+            return anyio.run(main, backend=backend)  # type: ignore[no-any-return]
+
+        return trial
+
+    def ae_sync() -> dict[str, Any]:
+        import aengine as ae
+
+        x = ae.tensor(x0, requires_grad=True)
+        y = x.sum()
+        grad = ae.sync.grad
+        t0 = perf_counter()
+        for _ in range(calls):
+            (g,) = grad(y, [x], retain_graph=True)
+        return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
+
+    def torch_grad() -> dict[str, Any]:
+        import torch
+
+        x = torch.tensor(x0, requires_grad=True)
+        y = x.sum()
+        grad = torch.autograd.grad
+        t0 = perf_counter()
+        for _ in range(calls):
+            (g,) = grad(y, [x], retain_graph=True)
+        return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
+
+    trials = {
+        "torch.autograd.grad": torch_grad,
+        "ae.sync.grad": ae_sync,
+        "await ae.grad (asyncio)": ae_async("asyncio"),
+        "await ae.grad (trio)": ae_async("trio"),
+    }
+    names = list(trials)
+    runs = interleave(
+        {k: v for k, v in trials.items() if k not in unavailable}, repeats, pause, 1, log
+    )
+    checks = {n: check_grads(r["extras"].get("grads"), ref, 1e-12, 0.0) for n, r in runs.items()}
+    return {
+        "name": "fixedcost",
+        "family": "fixedcost",
+        "description": (
+            f"one gradient call on a 1-node graph (x (16,), y = x.sum(), retain_graph=True), "
+            f"{calls} calls in a row; the async calls on a running loop"
+        ),
+        "metrics": [{"key": "per_call", "unit": "us", "scale": 1e6, "better": "lower"}],
+        "ratios": True,
+        "reference": "torch.autograd.grad",
+        "rows": _rows(names, runs, checks, unavailable),
+    }
+
+
+# -- memory ---------------------------------------------------------------------
+
+
+def _traced(forward: Callable[[], Any], backward: Callable[[Any], Any]) -> dict[str, Any]:
+    """Peak traced memory of forward then backward, above the memory before forward."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        state = forward()
+        after_fwd = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        grads = backward(state)
+        del state
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return {
+        "peak": peak - base,
+        "graph": after_fwd - base,
+        "backward_extra": peak - after_fwd,
+        "grads": grads,
+    }
+
+
+def run_memory(
+    depth: int, width: int, batch: int, repeats: int, log: Callable[[str], None]
+) -> dict:
+    """Peak memory of a backward (retain_graph=False) through a ``depth``-layer MLP."""
+    import anyio
+
+    params, consts = mlp_params(width, depth, batch, seed=3)
+    unavailable: dict[str, str] = {
+        "torch": "not measured: torch's allocator is not seen by tracemalloc"
+    }
+    for mod, name in (("autograd", "HIPS autograd"), ("mygrad", "MyGrad")):
+        if _have(mod):
+            unavailable[name] = _have(mod)
+
+    def ae_sync() -> dict[str, Any]:
+        import aengine as ae
+
+        ps = [ae.tensor(p, requires_grad=True) for p in params]
+        cs = [ae.as_tensor(c) for c in consts]
+        return _traced(
+            lambda: mlp_fn(ae, cs, *ps),
+            lambda loss: [g.numpy() for g in ae.sync.grad(loss, ps, retain_graph=False)],
+        )
+
+    def ae_async() -> dict[str, Any]:
+        import aengine as ae
+
+        ps = [ae.tensor(p, requires_grad=True) for p in params]
+        cs = [ae.as_tensor(c) for c in consts]
+
+        async def main() -> dict[str, Any]:
+            # forward and backward inside the loop; the loop's own memory was
+            # allocated before tracing started
+            gc.collect()
+            tracemalloc.start()
+            try:
+                base = tracemalloc.get_traced_memory()[0]
+                loss = mlp_fn(ae, cs, *ps)
+                after_fwd = tracemalloc.get_traced_memory()[0]
+                tracemalloc.reset_peak()
+                grads = [g.numpy() for g in await ae.grad(loss, ps, retain_graph=False)]
+                del loss
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            return {
+                "peak": peak - base,
+                "graph": after_fwd - base,
+                "backward_extra": peak - after_fwd,
+                "grads": grads,
+            }
+
+        return anyio.run(main, backend="asyncio")  # type: ignore[no-any-return]
+
+    def hips() -> dict[str, Any]:
+        import autograd.numpy as anp
+        from autograd import make_vjp
+
+        ps = [p.copy() for p in params]
+        return _traced(
+            lambda: make_vjp(lambda q: mlp_fn(anp, consts, *q))(ps),
+            lambda st: list(st[0](np.ones_like(st[1]))),
+        )
+
+    def mygrad() -> dict[str, Any]:
+        import mygrad as mg
+
+        ps = [mg.tensor(p) for p in params]
+
+        def backward(loss: Any) -> Any:
+            loss.backward()
+            return [np.asarray(p.grad) for p in ps]
+
+        return _traced(lambda: mlp_fn(mg, consts, *ps), backward)
+
+    def floor() -> dict[str, Any]:
+        ps = [p.copy() for p in params]
+        return _traced(lambda: mlp_floor_forward(consts, ps), mlp_floor_backward)
+
+    trials = {
+        "aengine sync": ae_sync,
+        "aengine async (asyncio)": ae_async,
+        "HIPS autograd": hips,
+        "MyGrad": mygrad,
+        FLOOR: floor,
+    }
+    names = ["torch", *trials]
+    runs = interleave(
+        {k: v for k, v in trials.items() if k not in unavailable}, repeats, 0.0, 0, log
+    )
+    ref = None
+    if not _have("torch"):
+        import torch
+
+        tp = [torch.tensor(p, requires_grad=True) for p in params]
+        tc = [torch.from_numpy(c) for c in consts]
+        ref = [g.numpy() for g in torch.autograd.grad(mlp_fn(torch, tc, *tp), tp)]
+    checks = {
+        n: (check_grads(r["extras"].get("grads"), ref, 2e-3, 2e-4) if ref else "unchecked")
+        for n, r in runs.items()
+    }
+    param_bytes = sum(p.nbytes for p in params)
+    return {
+        "name": "memory",
+        "family": "memory",
+        "description": (
+            f"peak traced memory (tracemalloc) of forward+backward of a {depth}-layer MLP "
+            f"(float32, width {width}, batch {batch}, tanh, MSE), retain_graph=False, above "
+            f"the memory before the forward; the gradients alone are {param_bytes / 1e6:.2f} MB"
+        ),
+        "metrics": [
+            {"key": "peak", "unit": "MB", "scale": 1e-6, "better": "lower"},
+            {"key": "graph", "unit": "MB", "scale": 1e-6, "better": "lower"},
+            {"key": "backward_extra", "unit": "MB", "scale": 1e-6, "better": "lower"},
+        ],
+        "ratios": True,
+        "reference": FLOOR,
+        "rows": _rows(names, runs, checks, unavailable),
+    }

@@ -1,0 +1,129 @@
+"""The benchmark harness: ``python -m bench --quick`` runs every system and workload.
+
+Times are never asserted; what is checked is that the run completes, writes
+its JSON and markdown, covers every system on every workload, and that every
+gradient check against torch passed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.cli import FAMILIES, _wanted, run_graph
+from bench.harness import OK, check_grads
+from bench.systems import NumpyFloor, System
+from bench.workloads import chain
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAPH_SYSTEMS = {
+    "torch",
+    "aengine sync",
+    "aengine sync .backward()",
+    "aengine async (asyncio)",
+    "aengine async (trio)",
+    "HIPS autograd",
+    "MyGrad",
+    "numpy floor",
+}
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_quick_run_covers_every_system_and_workload(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "latest.json").read_text())
+    assert (tmp_path / "latest.md").read_text().startswith("# aengine benchmarks (quick run)")
+    assert results["meta"]["quick"] is True
+    families = [wl["family"] for wl in results["workloads"]]
+    assert sorted(set(families)) == sorted(FAMILIES)
+    assert families.count("chain") == 2 and families.count("mlp") == 2
+    optional = {"torch": "torch", "HIPS autograd": "autograd", "MyGrad": "mygrad"}
+    for wl in results["workloads"]:
+        assert wl["rows"], wl["name"]
+        if wl["family"] in ("chain", "wide", "mlp"):
+            assert {r["system"] for r in wl["rows"]} == GRAPH_SYSTEMS, wl["name"]
+        for row in wl["rows"]:
+            status = row["status"]
+            module = optional.get(row["system"])
+            if status.startswith("unavailable"):
+                # only a library that does not import (or torch in memory) may be missing
+                assert wl["family"] == "memory" or (module and not _importable(module)), (
+                    wl["name"],
+                    row,
+                )
+                continue
+            assert status == OK, (wl["name"], row["system"], status)
+            for m in wl["metrics"]:
+                stat = row["metrics"][m["key"]]
+                assert stat["n"] >= 1 and stat["median"] is not None, (wl["name"], row)
+    targets = results["targets"]
+    assert any("loop lag" in t["target"] for t in targets)
+    assert all(t["met"] in (True, False) for t in targets), targets
+
+
+def test_check_grads_reports_a_mismatch() -> None:
+    ref = [np.array([1.0, 2.0])]
+    assert check_grads([np.array([1.0, 2.0 + 1e-12])], ref, 1e-7, 0.0) == OK
+    assert check_grads([np.array([1.0, 2.5])], ref, 1e-7, 0.0).startswith("FAILED: gradient 0")
+    assert "shape" in check_grads([np.zeros(3)], ref, 1e-7, 0.0)
+    assert check_grads(None, ref, 1e-7, 0.0) == "FAILED: no gradients returned"
+
+
+class _FakeTorch(NumpyFloor):
+    name = "torch"
+
+
+class _Wrong(NumpyFloor):
+    name = "wrong"
+
+    def trial(self, wl):  # type: ignore[no-untyped-def]
+        res = super().trial(wl)
+        res["grads"] = [g * 1.5 for g in res["grads"]]
+        return res
+
+
+class _Broken(System):
+    name = "broken"
+
+    def trial(self, wl):  # type: ignore[no-untyped-def]
+        raise ValueError("no such op")
+
+
+def test_failed_check_and_error_mark_the_row_not_the_run() -> None:
+    rec = run_graph(
+        chain(30), [_FakeTorch(), _Wrong(), _Broken()], repeats=1, pause=0.0, log=lambda m: None
+    )
+    status = {r["system"]: r["status"] for r in rec["rows"]}
+    assert status["torch"] == OK
+    assert status["wrong"].startswith("FAILED: gradient 0 differs from torch")
+    assert status["broken"] == "error: ValueError: no such op"
+    wrong = next(r for r in rec["rows"] if r["system"] == "wrong")
+    assert wrong["metrics"]["backward"]["n"] == 1  # still timed, only marked
+
+
+def test_only_filter_selects_families_or_names() -> None:
+    assert _wanted(None, "chain", "chain-3k")
+    assert _wanted("chain,wide", "wide", "wide-10k")
+    assert _wanted("chain-3k", "chain", "chain-3k")
+    assert not _wanted("chain-3k", "chain", "chain-30k")
+    assert not _wanted("mlp", "memory", "memory")
