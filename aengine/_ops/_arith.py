@@ -1,7 +1,7 @@
 """Arithmetic: + - * / ** @, neg, maximum, minimum, where, clamp.
 
 Binary ops take Tensors or Python scalars on either side.  A scalar is kept
-as a scalar (a node ``...Backward1``), never wrapped in a tensor: numpy then
+as a scalar, never wrapped in a tensor: numpy then
 promotes it weakly, as PyTorch does.
 """
 
@@ -59,9 +59,10 @@ def _fix_scalar_dtype(a: Tensor, b: Any, out: Any) -> Any:
 
 # -- add / sub ------------------------------------------------------------------------
 AddBackward0 = node_class("AddBackward0", lambda F, g, s, n: (g, g))
-AddBackward1 = node_class("AddBackward1", lambda F, g, s, n: (g,))
+# Scalar operand: same name and edges as PyTorch (the scalar's edge is None).
+AddScalarBackward = node_class("AddBackward0", lambda F, g, s, n: (g, None))
 SubBackward0 = node_class("SubBackward0", lambda F, g, s, n: (g, -g))
-SubBackward1 = node_class("SubBackward1", lambda F, g, s, n: (g,))
+SubScalarBackward = node_class("SubBackward0", lambda F, g, s, n: (g, None))
 RsubBackward1 = node_class("RsubBackward1", lambda F, g, s, n: (-g,))
 
 
@@ -87,7 +88,7 @@ def add(a: Any, b: Any) -> Tensor:
     out = a.data + b
     if out.dtype != a.data.dtype:
         out = _fix_scalar_dtype(a, b, out)
-    return record(AddBackward1, out, a._device, (a,), bcast=out.dtype != a.data.dtype)
+    return record(AddScalarBackward, out, a._device, (a, b), bcast=out.dtype != a.data.dtype)
 
 
 def sub(a: Any, b: Any) -> Tensor:
@@ -103,7 +104,7 @@ def sub(a: Any, b: Any) -> Tensor:
     out = a.data - b
     if out.dtype != a.data.dtype:
         out = _fix_scalar_dtype(a, b, out)
-    return record(SubBackward1, out, a._device, (a,), bcast=out.dtype != a.data.dtype)
+    return record(SubScalarBackward, out, a._device, (a, b), bcast=out.dtype != a.data.dtype)
 
 
 def rsub(a: Tensor, b: Any) -> Tensor:
@@ -124,7 +125,7 @@ def _mul_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
 
 
 MulBackward0 = node_class("MulBackward0", _mul_rule)
-MulBackward1 = node_class("MulBackward1", lambda F, g, s, n: (g * n.attrs,))
+MulScalarBackward = node_class("MulBackward0", lambda F, g, s, n: (g * n.attrs, None))
 
 
 def mul(a: Any, b: Any) -> Tensor:
@@ -142,7 +143,9 @@ def mul(a: Any, b: Any) -> Tensor:
     out = a.data * b
     if out.dtype != a.data.dtype:
         out = _fix_scalar_dtype(a, b, out)
-    return record(MulBackward1, out, a._device, (a,), attrs=b, bcast=out.dtype != a.data.dtype)
+    return record(
+        MulScalarBackward, out, a._device, (a, b), attrs=b, bcast=out.dtype != a.data.dtype
+    )
 
 
 def _div_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
@@ -159,7 +162,7 @@ def _rdiv_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
 
 
 DivBackward0 = node_class("DivBackward0", _div_rule)
-DivBackward1 = node_class("DivBackward1", lambda F, g, s, n: (g / n.attrs,))
+DivScalarBackward = node_class("DivBackward0", lambda F, g, s, n: (g / n.attrs, None))
 RdivBackward1 = node_class("DivBackward0", _rdiv_rule)
 
 
@@ -183,7 +186,9 @@ def div(a: Any, b: Any) -> Tensor:
     out = a.data / b
     if out.dtype != a.data.dtype and a.data.dtype.kind in "fc":
         out = out.astype(a.data.dtype)
-    return record(DivBackward1, out, a._device, (a,), attrs=b, bcast=out.dtype != a.data.dtype)
+    return record(
+        DivScalarBackward, out, a._device, (a, b), attrs=b, bcast=out.dtype != a.data.dtype
+    )
 
 
 def rdiv(a: Tensor, b: Any) -> Tensor:

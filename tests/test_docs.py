@@ -1,0 +1,77 @@
+"""Every ```python block in README.md and docs/*.md runs, and every docstring example.
+
+Blocks of one page run in order in one namespace (a page reads as one
+session).  A page whose blocks use top-level ``await`` runs as the body of an
+async function, once under asyncio and once under trio.  A block whose first
+line is ``# not run`` is skipped (for sketches that need a web server, etc.).
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import pathlib
+import re
+import textwrap
+
+import anyio
+import pytest
+
+import aengine as ae
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+def _blocks(page: pathlib.Path) -> list[str]:
+    return [b for b in BLOCK.findall(page.read_text()) if not b.startswith("# not run")]
+
+
+def _uses_await(src: str) -> bool:
+    try:
+        ast.parse(src)
+    except SyntaxError:
+        return "await " in src or "async with" in src or "async for" in src
+    return False
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.exists()], ids=lambda p: p.name)
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_page_examples_run(page: pathlib.Path, backend: str) -> None:
+    blocks = _blocks(page)
+    if not blocks:
+        pytest.skip(f"{page.name} has no python examples")
+    src = "\n".join(blocks)
+    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    if not _uses_await(src):
+        if backend == "trio":
+            pytest.skip("synchronous page: run once")
+        exec(compile(src, str(page), "exec"), namespace)
+        return
+    body = textwrap.indent(src, "    ")
+    code = f"async def __page__():\n{body}\n"
+    exec(compile(code, str(page), "exec"), namespace)
+    anyio.run(namespace["__page__"], backend=backend)  # type: ignore[arg-type]
+
+
+def _public_objects() -> list[tuple[str, object]]:
+    objs = []
+    for name in ae.__all__:
+        obj = getattr(ae, name)
+        if callable(obj) or isinstance(obj, type):
+            objs.append((name, obj))
+    return objs
+
+
+@pytest.mark.parametrize(
+    "name,obj", _public_objects(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_docstring_examples(name: str, obj: object) -> None:
+    if not getattr(obj, "__doc__", None):
+        pytest.fail(f"ae.{name} has no docstring")
+    finder = doctest.DocTestFinder(recurse=False)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(obj, name, globs={"ae": ae}):
+        result = runner.run(test)
+        assert result.failed == 0, f"docstring example of ae.{name} failed"
