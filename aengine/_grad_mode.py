@@ -83,14 +83,56 @@ class _Mode:
         return _decorate(self, func)
 
 
+#: the variables a mode may change; saved and restored around each step
+_MODE_VARS: tuple[contextvars.ContextVar[bool], ...] = (_grad_enabled, _inference)
+
+
+class _ModeState:
+    """The mode of one running generator or coroutine, kept across its suspensions.
+
+    # NOTE [Modes of suspended bodies]
+    # A decorated generator or coroutine runs under the mode only while it
+    # runs: each step (``send``/``throw``/``close``) enters it and restores
+    # the caller's values afterwards.  What the body itself switches (``with
+    # ae.enable_grad(): await ...``) is remembered at the suspension and put
+    # back at the next step, so the body sees its own mode across ``await``
+    # and ``yield`` while the caller (or another task) never sees it.
+    """
+
+    __slots__ = ("inner", "mode")
+
+    def __init__(self, mode: _Mode) -> None:
+        self.mode = mode
+        self.inner: tuple[bool, ...] | None = None
+
+    def enter(self) -> list[contextvars.Token[bool]]:
+        if self.inner is None:
+            return self.mode._set()
+        return [var.set(value) for var, value in zip(_MODE_VARS, self.inner, strict=True)]
+
+    def exit(self, tokens: list[contextvars.Token[bool]]) -> None:
+        self.inner = tuple(var.get() for var in _MODE_VARS)
+        for token in reversed(tokens):
+            token.var.reset(token)
+
+    def step(self, method: Callable[..., Any], *args: Any) -> Any:
+        """Call ``method(*args)`` (one step of the body) under the body's mode."""
+        tokens = self.enter()
+        try:
+            return method(*args)
+        finally:
+            self.exit(tokens)
+
+
 def _decorate(mode: _Mode, func: F) -> F:
-    """Wrap ``func`` so that its body runs under a fresh copy of ``mode``."""
+    """Wrap ``func`` so that its body runs under ``mode`` (see NOTE [Modes of suspended bodies])."""
     if inspect.iscoroutinefunction(func):
 
         @functools.wraps(func)
         async def coro_wrapper(*args: Any, **kwargs: Any) -> Any:
-            coro = func(*args, **kwargs)
-            return await _StepUnderMode(mode, coro)
+            state = _ModeState(mode)
+            coro = state.step(func, *args, **kwargs)
+            return await _StepUnderMode(state, coro)
 
         return coro_wrapper  # type: ignore[return-value]
 
@@ -98,16 +140,25 @@ def _decorate(mode: _Mode, func: F) -> F:
 
         @functools.wraps(func)
         async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
-            agen = func(*args, **kwargs)
-            sent: Any = None
-            while True:
-                try:
-                    with mode._clone():
-                        step = agen.asend(sent)
-                    value = await _StepUnderMode(mode, step)
-                except StopAsyncIteration:
-                    return
-                sent = yield value
+            state = _ModeState(mode)
+            agen = state.step(func, *args, **kwargs)
+            method: Any = agen.asend
+            arg: Any = None
+            try:
+                while True:
+                    try:
+                        value = await _StepUnderMode(state, state.step(method, arg))
+                    except StopAsyncIteration:
+                        return
+                    try:
+                        arg = yield value
+                        method = agen.asend
+                    except GeneratorExit:
+                        raise
+                    except BaseException as exc:  # athrow: forwarded into the body
+                        method, arg = agen.athrow, exc
+            finally:
+                await _StepUnderMode(state, state.step(agen.aclose))
 
         return agen_wrapper  # type: ignore[return-value]
 
@@ -115,21 +166,19 @@ def _decorate(mode: _Mode, func: F) -> F:
 
         @functools.wraps(func)
         def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-            with mode._clone():
-                gen = func(*args, **kwargs)
+            state = _ModeState(mode)
+            gen = state.step(func, *args, **kwargs)
             method, arg = gen.send, None
             while True:
                 try:
-                    with mode._clone():
-                        value = method(arg)
+                    value = state.step(method, arg)
                 except StopIteration as stop:
                     return stop.value
                 try:
                     arg = yield value
                     method = gen.send
                 except GeneratorExit:
-                    with mode._clone():
-                        gen.close()
+                    state.step(gen.close)
                     raise
                 except BaseException as exc:  # forwarded into the generator
                     method, arg = gen.throw, exc
@@ -145,36 +194,57 @@ def _decorate(mode: _Mode, func: F) -> F:
 
 
 class _StepUnderMode:
-    """Awaitable that drives ``coro`` with the mode set around each step.
+    """Awaitable that drives ``coro`` with the body's mode set around each step.
 
     The caller's mode is restored whenever the coroutine suspends, so the
     mode never leaks to other code that runs in the same task meanwhile.
     """
 
-    def __init__(self, mode: _Mode, coro: Any) -> None:
-        self._mode = mode
+    __slots__ = ("_coro", "_state")
+
+    def __init__(self, state: _ModeState, coro: Any) -> None:
+        self._state = state
         self._coro = coro
 
     def __await__(self) -> Any:
         coro = self._coro
+        state = self._state
+        if not hasattr(coro, "send"):  # an awaitable that is not a coroutine
+            coro = coro.__await__()
         method, arg = coro.send, None
         while True:
             try:
-                with self._mode._clone():
-                    request = method(arg)
+                request = state.step(method, arg)
             except StopIteration as stop:
                 return stop.value
             try:
                 arg = yield request
                 method = coro.send
             except GeneratorExit:
-                coro.close()
+                state.step(coro.close)
                 raise
             except BaseException as exc:
                 method, arg = coro.throw, exc
 
 
-class no_grad(_Mode):
+class _NoParamMode(_Mode):
+    """A mode usable as ``@mode``, ``@mode()`` and ``with mode():``."""
+
+    def __new__(cls, orig_func: Callable[..., Any] | None = None) -> Any:
+        if orig_func is None:
+            return super().__new__(cls)
+        if not callable(orig_func):
+            raise TypeError(
+                f"{cls.__name__}() takes no arguments, or the function it decorates; "
+                f"got {type(orig_func).__name__}"
+            )
+        return cls()(orig_func)
+
+    def __init__(self, orig_func: Callable[..., Any] | None = None) -> None:
+        super().__init__()
+
+
+class no_grad(_NoParamMode):
     """Context manager and decorator that disables graph recording.
 
     Example::
@@ -191,7 +261,7 @@ class no_grad(_Mode):
         return [_grad_enabled.set(False)]
 
 
-class enable_grad(_Mode):
+class enable_grad(_NoParamMode):
     """Context manager and decorator that enables graph recording.
 
     Example::
@@ -292,6 +362,11 @@ class inference_mode(_Mode):
         (False, True)
     """
 
+    def __new__(cls, mode: Any = True) -> Any:
+        if mode is None or isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)  # used as @inference_mode without parentheses
+
     def __init__(self, mode: bool = True) -> None:
         super().__init__()
         self.mode = mode
@@ -300,11 +375,11 @@ class inference_mode(_Mode):
         return inference_mode(self.mode)
 
     def _set(self) -> list[contextvars.Token[bool]]:
+        # As PyTorch: entering inference mode disables grad mode, and
+        # inference_mode(False) enables it again.
         if self.mode:
             return [_inference.set(True), _grad_enabled.set(False)]
-        return [_inference.set(False)]
+        return [_inference.set(False), _grad_enabled.set(True)]
 
     def __call__(self, func: F) -> F:
-        if isinstance(func, bool):  # @inference_mode(False) written as a call
-            return inference_mode(func)  # type: ignore[return-value]
         return _decorate(self, func)
