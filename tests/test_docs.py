@@ -8,7 +8,6 @@ line is ``# not run`` is skipped (for sketches that need a web server, etc.).
 
 from __future__ import annotations
 
-import ast
 import doctest
 import pathlib
 import re
@@ -30,7 +29,7 @@ def _blocks(page: pathlib.Path) -> list[str]:
 
 def _uses_await(src: str) -> bool:
     try:
-        ast.parse(src)
+        compile(src, "<page>", "exec")
     except SyntaxError:
         return "await " in src or "async with" in src or "async for" in src
     return False
