@@ -1,8 +1,9 @@
 """Every ```python block in README.md and docs/*.md runs, and every docstring example.
 
 Blocks of one page run in order in one namespace (a page reads as one
-session).  A page whose blocks use top-level ``await`` runs as the body of an
-async function, once under asyncio and once under trio.  A block whose first
+session).  A block that uses top-level ``await`` runs as the body of an async
+function, once under asyncio and once under trio; the others run as plain
+code.  A block whose first
 line is ``# not run`` is skipped (for sketches that need a web server, etc.).
 """
 
@@ -41,17 +42,22 @@ def test_page_examples_run(page: pathlib.Path, backend: str) -> None:
     blocks = _blocks(page)
     if not blocks:
         pytest.skip(f"{page.name} has no python examples")
-    src = "\n".join(blocks)
+    if backend == "trio" and not any(_uses_await(b) for b in blocks):
+        pytest.skip("no async example on this page: run once")
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
-    if not _uses_await(src):
-        if backend == "trio":
-            pytest.skip("synchronous page: run once")
-        exec(compile(src, str(page), "exec"), namespace)
-        return
-    body = textwrap.indent(src, "    ")
-    code = f"async def __page__():\n{body}\n"
-    exec(compile(code, str(page), "exec"), namespace)
-    anyio.run(namespace["__page__"], backend=backend)  # type: ignore[arg-type]
+    for i, src in enumerate(blocks):
+        where = f"{page.name} block {i + 1}"
+        if not _uses_await(src):
+            exec(compile(src, where, "exec"), namespace)
+            continue
+        # an async block runs as the body of a coroutine; its names flow back
+        body = textwrap.indent(src + "\n__names__ = dict(locals())", "    ")
+        exec(
+            compile(f"async def __block__():\n{body}\n    return __names__\n", where, "exec"),
+            namespace,
+        )
+        names = anyio.run(namespace["__block__"], backend=backend)  # type: ignore[arg-type]
+        namespace.update(names)
 
 
 def _public_objects() -> list[tuple[str, object]]:
