@@ -7,7 +7,23 @@ from ._arith import add, clamp, div, maximum, minimum, mul, neg, pow, rdiv, rpow
 from ._compare import eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne
 from ._core import TENSOR_OPS
 from ._linalg import matmul
-from ._reduce import mean, sum
+from ._reduce import (
+    MaxResult,
+    MinResult,
+    amax,
+    amin,
+    log_softmax,
+    logsumexp,
+    max,
+    mean,
+    min,
+    norm,
+    prod,
+    softmax,
+    std,
+    sum,
+    var,
+)
 from ._shape import (
     astype,
     broadcast_to,
@@ -33,6 +49,8 @@ __all__ = [
     "transpose", "expand", "broadcast_to", "sum_to", "squeeze", "unsqueeze", "clone",
     "contiguous", "to", "astype", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid",
     "relu", "square", "log1p", "expm1", "abs", "sign", "ones_like", "zeros_like",
+    "prod", "amax", "amin", "max", "min", "var", "std", "logsumexp", "softmax",
+    "log_softmax", "norm", "MaxResult", "MinResult",
 ]  # fmt: skip
 
 
@@ -45,6 +63,7 @@ def _fill_tensor_ops() -> None:
         setattr(F, name, globals()[name])
     F.astype = lambda x, dtype: to(x, dtype=dtype)
     F.sum = lambda x, axis=None, keepdims=False: sum(x, axis, keepdims)
+    F.prod = lambda x, axis=None, keepdims=False: prod(x, axis, keepdims)
     F.swapaxes = transpose
     F.expand_dims = unsqueeze
     F.zeros = _zeros

@@ -47,6 +47,8 @@ for _fn in (
     _arith.minimum, _arith.clamp, _linalg.matmul, _unary.exp, _unary.log, _unary.sqrt,
     _unary.sin, _unary.cos, _unary.tanh, _unary.sigmoid, _unary.relu, _unary.square,
     _unary.log1p, _unary.expm1, _unary.abs, _unary.sign, _reduce.sum, _reduce.mean,
+    _reduce.prod, _reduce.amax, _reduce.amin, _reduce.max, _reduce.min, _reduce.var,
+    _reduce.std, _reduce.logsumexp, _reduce.softmax, _reduce.log_softmax, _reduce.norm,
     _shape.reshape, _shape.view, _shape.flatten, _shape.permute, _shape.transpose,
     _shape.expand, _shape.squeeze, _shape.unsqueeze, _shape.clone, _shape.contiguous,
     _shape.to, _shape.broadcast_to, _compare.eq, _compare.ne, _compare.lt, _compare.le,

@@ -8,6 +8,7 @@
 #   sum_to(x, shape)         sum a broadcast gradient back to ``shape``
 #   broadcast_to(x, shape)   reshape(x, shape)   astype(x, dtype)
 #   sum(x, axis, keepdims)   permute(x, axes)    swapaxes(x, a, b)
+#   prod(x, axis, keepdims)
 #   matmul(a, b)             where(c, a, b)      expand_dims(x, axis)
 #   exp log sqrt sin cos tanh sign abs log1p expm1 sigmoid
 #   zeros_like(x)            ones_like(x)        zeros(shape, like)
@@ -80,6 +81,9 @@ class RawOps:
 
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         return self.xp.sum(x, axis=axis, keepdims=keepdims)
+
+    def prod(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self.xp.prod(x, axis=axis, keepdims=keepdims)
 
     def permute(self, x: Any, axes: tuple[int, ...]) -> Any:
         return self.xp.transpose(x, axes)

@@ -1,13 +1,42 @@
-"""Reductions: sum, mean (primitives here); the rest of the family builds on them."""
+"""Reductions: sum, mean, prod, amax/amin, max/min, var/std, logsumexp, softmax, norm.
+
+Primitives carry a rule; var and std are composites of primitives, and norm
+for p = 1 and +-inf reuses sum / amax / amin.  Module functions named like
+builtins (``sum``, ``max``, ``min``) shadow them here: use ``builtins.max``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import builtins
+import math
+import warnings
+from typing import Any, NamedTuple
 
+from .._errors import AutogradError
 from .._tensor import Tensor
-from ._core import node_class, record
+from ._arith import maximum, minimum, where
+from ._core import node_class, record, wrap
+from ._unary import abs, sqrt
 
-__all__ = ["sum", "mean", "norm_dims", "expand_reduced"]
+__all__ = [
+    "sum",
+    "mean",
+    "prod",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "var",
+    "std",
+    "logsumexp",
+    "softmax",
+    "log_softmax",
+    "norm",
+    "MaxResult",
+    "MinResult",
+    "norm_dims",
+    "expand_reduced",
+]
 
 
 def norm_dims(dim: Any, ndim: int) -> tuple[int, ...] | None:
@@ -15,7 +44,7 @@ def norm_dims(dim: Any, ndim: int) -> tuple[int, ...] | None:
     if dim is None:
         return None
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    n = max(ndim, 1)
+    n = builtins.max(ndim, 1)
     out = []
     for d in dims:
         if not -n <= d < n:
@@ -95,3 +124,506 @@ def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     if out.dtype != x.data.dtype:
         out = out.astype(x.data.dtype)
     return record(cls, out, x._device, (x,), attrs=(x.data.shape, dims, keepdim, float(count)))
+
+
+# -- helpers of the rules below ---------------------------------------------------------
+def _arr(v: Any) -> Any:
+    """The backend array of a saved value (an array, or a Tensor under create_graph)."""
+    return v.data if v.__class__ is Tensor else v
+
+
+def _kept_shape(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
+    """``shape`` with the reduced ``dims`` (all when None) as size 1."""
+    return tuple(1 if dims is None or i in dims else s for i, s in enumerate(shape))
+
+
+def _keep(F: Any, v: Any, shape: tuple[int, ...], dims: Any, keepdim: bool) -> Any:
+    """A reduced value (array or Tensor) reshaped so that it broadcasts against ``shape``."""
+    return v if keepdim else F.reshape(v, _kept_shape(shape, dims))
+
+
+def _check_float(x: Tensor, name: str) -> None:
+    if x.data.dtype.kind not in "fc":
+        raise TypeError(
+            f"{name}(): expected a floating point input, got {x.data.dtype}; "
+            f"convert with .to(ae.float64)"
+        )
+
+
+def _check_nonempty(x: Tensor, dims: Any, name: str) -> None:
+    """Reductions without identity (max, min...) refuse empty slices, as PyTorch."""
+    if x.data.size:
+        return
+    if dims is None:
+        raise AutogradError(
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+            "Specify the reduction dim with the 'dim' argument."
+        )
+    for d in dims:
+        if x.data.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _one_dim(dim: Any, ndim: int, name: str) -> int:
+    """A single ``dim`` argument (an int), wrapped into [0, ndim)."""
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"{name}(): dim must be an int, got {type(dim).__name__}")
+    dims = norm_dims(dim, ndim)
+    return 0 if dims is None else dims[0]
+
+
+# -- prod ------------------------------------------------------------------------------------
+# NOTE [prod with zeros]
+# d prod(x) / d x_i is the product of the *other* elements.  Without zeros
+# that is ``out / x`` (PyTorch's fast path, differentiable as it stands).
+# With zeros it is computed directly: on arrays (plain backward) from an
+# exclusive cumulative product from each side, O(n); under create_graph
+# from a differentiable product over an (n, n) copy of each slice in which
+# element i is replaced by 1 in row i, so every order of derivative stays
+# exact at zeros (O(n^2) memory along the reduced dim, only when the slice
+# holds zeros and a graph of the backward is being recorded).
+def _prod_others(F: Any, x: Any, axis: int) -> Any:
+    """``P[..., i, ...] = prod_{j != i} x[..., j, ...]`` along ``axis``."""
+    if x.__class__ is Tensor:
+        xm = F.swapaxes(x, axis, -1)
+        n = xm.shape[-1]
+        eye = x._device.backend.xp.eye(n, dtype=bool)
+        rows = F.where(eye, 1.0, F.expand_dims(xm, -2))  # (..., n, n)
+        return F.swapaxes(F.prod(rows, -1), axis, -1)
+    xp = F.xp
+    xm = xp.moveaxis(x, axis, -1)
+    ones = xp.ones((*xm.shape[:-1], 1), dtype=xm.dtype)
+    left = xp.cumprod(xp.concatenate([ones, xm[..., :-1]], -1), -1)
+    rev = xp.flip(xm[..., 1:], -1)
+    right = xp.flip(xp.cumprod(xp.concatenate([ones, rev], -1), -1), -1)
+    return xp.moveaxis(left * right, -1, axis)
+
+
+def _prod_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    x, out = s
+    shape, dims, keepdim = n.attrs
+    if not shape:
+        return (g,)
+    gk = _keep(F, g, shape, dims, keepdim)
+    if not (_arr(x) == 0).any():
+        return (gk * (_keep(F, out, shape, dims, keepdim) / x),)
+    if dims is None:
+        others = F.reshape(_prod_others(F, F.reshape(x, (-1,)), 0), shape)
+    else:
+        others = _prod_others(F, x, dims[0])
+    return (gk * others,)
+
+
+ProdBackward0 = node_class("ProdBackward0", _prod_rule)
+ProdBackward1 = node_class("ProdBackward1", _prod_rule)
+
+
+def prod(x: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """Product over one ``dim`` (all elements when None); exact gradients with zeros.
+
+    See NOTE [prod with zeros].
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([[1.0, 2.0], [3.0, 4.0]]).prod(dim=1).tolist()
+        [2.0, 12.0]
+    """
+    dims = None if dim is None else norm_dims(_one_dim(dim, x.data.ndim, "prod"), x.data.ndim)
+    data = x.data
+    if dtype is not None:
+        data = data.astype(dtype)
+    elif data.dtype.kind in "bui":
+        data = data.astype("int64")
+    out = data.prod(axis=dims, keepdims=keepdim)
+    cls = ProdBackward0 if dim is None else ProdBackward1
+    attrs = (x.data.shape, dims, keepdim)
+    bcast = out.dtype != x.data.dtype
+    return record(cls, out, x._device, (x,), (x,), attrs=attrs, save_output=True, bcast=bcast)
+
+
+# -- amax / amin, max() / min() ---------------------------------------------------------------
+def _extreme_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    # PyTorch shares the gradient evenly between the elements equal to the result.
+    x, out = s
+    shape, dims, keepdim = n.attrs
+    xa = _arr(x)
+    mask = xa == _arr(out).reshape(_kept_shape(shape, dims))
+    count = mask.sum(axis=dims, keepdims=True).astype(xa.dtype)
+    return (F.where(mask, _keep(F, g, shape, dims, keepdim) / count, 0.0),)
+
+
+AmaxBackward0 = node_class("AmaxBackward0", _extreme_rule)
+AminBackward0 = node_class("AminBackward0", _extreme_rule)
+MaxBackward1 = node_class("MaxBackward1", _extreme_rule)
+MinBackward1 = node_class("MinBackward1", _extreme_rule)
+
+
+def _extreme(cls: Any, x: Tensor, dim: Any, keepdim: bool, is_max: bool, name: str) -> Tensor:
+    if dim == ():
+        dim = None
+    dims = norm_dims(dim, x.data.ndim)
+    _check_nonempty(x, dims, name)
+    out = (
+        x.data.max(axis=dims, keepdims=keepdim)
+        if is_max
+        else x.data.min(axis=dims, keepdims=keepdim)
+    )
+    attrs = (x.data.shape, dims, keepdim)
+    return record(cls, out, x._device, (x,), (x,), attrs=attrs, save_output=True)
+
+
+def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Maximum over ``dim`` (an int, a tuple, or None for all); ties share the gradient.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([[1.0, 5.0], [7.0, 2.0]]).amax(dim=1).tolist()
+        [5.0, 7.0]
+    """
+    return _extreme(AmaxBackward0, x, dim, keepdim, True, "amax")
+
+
+def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Minimum over ``dim`` (an int, a tuple, or None for all); ties share the gradient.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([[1.0, 5.0], [7.0, 2.0]]).amin(dim=0).tolist()
+        [1.0, 2.0]
+    """
+    return _extreme(AminBackward0, x, dim, keepdim, False, "amin")
+
+
+# -- max(dim) / min(dim): values and indices ----------------------------------------------
+class MaxResult(NamedTuple):
+    """``(values, indices)`` of ``max(x, dim)`` (as ``torch.return_types.max``)."""
+
+    values: Tensor
+    indices: Tensor
+
+
+class MinResult(NamedTuple):
+    """``(values, indices)`` of ``min(x, dim)`` (as ``torch.return_types.min``)."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _select_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    # The gradient goes to the selected element only (PyTorch's
+    # value_selecting_reduction_backward); a one-hot mask keeps it differentiable.
+    shape, dim, keepdim, onehot = n.attrs
+    if not shape:
+        return (g,)
+    return (F.where(onehot, _keep(F, g, shape, (dim,), keepdim), 0.0),)
+
+
+MaxBackward0 = node_class("MaxBackward0", _select_rule)
+MinBackward0 = node_class("MinBackward0", _select_rule)
+
+
+def _select(x: Tensor, dim: int, keepdim: bool, is_max: bool) -> Any:
+    name = "max" if is_max else "min"
+    d = _one_dim(dim, x.data.ndim, name)
+    xp = x._device.backend.xp
+    data = x.data
+    shape = data.shape
+    if not shape:
+        idx = xp.zeros((), dtype="int64")
+        vals, onehot = data.copy(), None
+    else:
+        _check_nonempty(x, (d,), name)
+        idx = (xp.argmax if is_max else xp.argmin)(data, axis=d, keepdims=True)
+        vals = xp.take_along_axis(data, idx, axis=d)
+        kshape = [1] * len(shape)
+        kshape[d] = shape[d]
+        onehot = xp.arange(shape[d]).reshape(kshape) == idx
+        if not keepdim:
+            vals, idx = vals.squeeze(d), idx.squeeze(d)
+    cls = MaxBackward0 if is_max else MinBackward0
+    values = record(cls, vals, x._device, (x,), attrs=(shape, d, keepdim, onehot))
+    indices = wrap(idx.astype("int64", copy=False), x._device)
+    return (MaxResult if is_max else MinResult)(values, indices)
+
+
+def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """``max(x)``: the largest element (0-d); ``max(x, dim)``: ``(values, indices)``.
+
+    Without ``dim`` ties share the gradient; with ``dim`` the gradient goes to
+    the element at ``indices`` (int64, the first maximum), as PyTorch.
+    ``max(x, other)`` with a tensor ``other`` is ``maximum(x, other)``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> v, i = ae.tensor([[1.0, 5.0], [7.0, 2.0]]).max(dim=1)
+        >>> v.tolist(), i.tolist()
+        ([5.0, 7.0], [1, 0])
+    """
+    if dim is None:
+        return _extreme(MaxBackward1, x, None, False, True, "max")
+    if isinstance(dim, Tensor):
+        return maximum(x, dim)
+    return _select(x, dim, keepdim, True)
+
+
+def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """``min(x)``: the smallest element (0-d); ``min(x, dim)``: ``(values, indices)``.
+
+    The mirror image of :func:`max`.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([3.0, 1.0, 2.0]).min().item()
+        1.0
+    """
+    if dim is None:
+        return _extreme(MinBackward1, x, None, False, False, "min")
+    if isinstance(dim, Tensor):
+        return minimum(x, dim)
+    return _select(x, dim, keepdim, False)
+
+
+# -- var / std (composites) -------------------------------------------------------------------
+def _correction(name: str, unbiased: Any, correction: Any) -> float:
+    if unbiased is not None and correction is not None:
+        raise TypeError(f"{name}(): pass either unbiased= or correction=, not both")
+    if unbiased is not None:
+        return 1.0 if unbiased else 0.0
+    return 1.0 if correction is None else float(correction)
+
+
+def var(
+    x: Tensor,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
+) -> Tensor:
+    """Variance over ``dim`` with Bessel's ``correction`` (1 by default; ``unbiased=False`` is 0).
+
+    A composite of mean, sub, mul, sum and div, so derivatives of every order
+    follow.  Fewer elements than ``correction`` + 1 warn and give inf/nan, as PyTorch.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([1.0, 2.0, 3.0, 4.0]).var().item()
+        1.6666666666666667
+    """
+    return _var(x, dim, unbiased, keepdim, correction, "var")
+
+
+def _var(x: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any, name: str) -> Tensor:
+    if isinstance(dim, bool):  # var(x, True): PyTorch's var(input, unbiased) overload
+        dim, unbiased = None, dim
+    _check_float(x, name)
+    c = _correction(name, unbiased, correction)
+    dims = norm_dims(dim, x.data.ndim)
+    count = x.data.size if dims is None else 1
+    if dims is not None:
+        for d in dims:
+            count *= x.data.shape[d]
+    dof = builtins.max(count - c, 0.0)
+    if dof == 0:
+        warnings.warn(
+            f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than "
+            "the reduction factor (input numel divided by output numel).",
+            UserWarning,
+            stacklevel=3,
+        )
+    centered = x - mean(x, dims, keepdim=True)
+    return sum(centered * centered, dims, keepdim) / dof
+
+
+def std(
+    x: Tensor,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
+) -> Tensor:
+    """Standard deviation: ``sqrt(var(...))``, with gradient 0 where it is 0 (as PyTorch).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([1.0, 3.0]).std(unbiased=False).item()
+        1.0
+    """
+    v = _var(x, dim, unbiased, keepdim, correction, "std")
+    zero = v.data == 0
+    if not zero.any():
+        return sqrt(v)
+    # sqrt has an infinite slope at 0: select a flat branch there instead
+    return where(zero, v * 0.0, sqrt(where(zero, 1.0, v)))
+
+
+# -- logsumexp, softmax, log_softmax ---------------------------------------------------------------
+# NOTE [Stable exponentials]
+# Forward passes subtract the (finite) maximum of each slice before exp, so
+# nothing overflows.  The rules use only saved outputs and F ops, so the
+# gradient is itself differentiable: d logsumexp = g * exp(x - out),
+# d softmax = out * (g - sum(g * out)), d log_softmax = g - exp(out) * sum(g).
+def _shift(xp: Any, a: Any, dims: Any) -> Any:
+    """The max over ``dims`` (kept), 0 where infinite or when the slice is empty."""
+    if a.size == 0:
+        return xp.zeros(_kept_shape(a.shape, dims), dtype=a.dtype)
+    m = a.max(axis=dims, keepdims=True)
+    return xp.where(xp.isfinite(m), m, 0).astype(a.dtype, copy=False)
+
+
+def _logsumexp_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    x, out = s
+    shape, dims, keepdim = n.attrs
+    return (_keep(F, g, shape, dims, keepdim) * F.exp(x - _keep(F, out, shape, dims, keepdim)),)
+
+
+LogsumexpBackward0 = node_class("LogsumexpBackward0", _logsumexp_rule)
+
+
+def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x), dim))`` computed without overflow (see NOTE [Stable exponentials]).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> round(ae.tensor([1000.0, 1000.0]).logsumexp(0).item(), 4)
+        1000.6931
+    """
+    _check_float(x, "logsumexp")
+    dims = norm_dims(dim, x.data.ndim)
+    xp = x._device.backend.xp
+    a = x.data
+    m = _shift(xp, a, dims)
+    total = xp.exp(a - m).sum(axis=dims, keepdims=True)
+    empty = total == 0  # empty (or all -inf) slices: -inf, without numpy's log(0) warning
+    out = xp.log(xp.where(empty, 1, total)) + m
+    if empty.any():
+        out = xp.where(empty, -xp.inf, out)
+    if not keepdim:
+        out = out.reshape(_reduced(a.shape, dims))
+    attrs = (a.shape, dims, keepdim)
+    return record(
+        LogsumexpBackward0, out.astype(a.dtype, copy=False), x._device, (x,), (x,), attrs,
+        save_output=True,
+    )  # fmt: skip
+
+
+def _reduced(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
+    return () if dims is None else tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+def _softmax_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    (out,) = s
+    return (out * (g - F.sum(g * out, n.attrs, True)),)
+
+
+def _log_softmax_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    (out,) = s
+    return (g - F.exp(out) * F.sum(g, n.attrs, True),)
+
+
+SoftmaxBackward0 = node_class("SoftmaxBackward0", _softmax_rule)
+LogSoftmaxBackward0 = node_class("LogSoftmaxBackward0", _log_softmax_rule)
+
+
+def _softmax_input(x: Tensor, dim: Any, dtype: Any, name: str) -> tuple[Tensor, Any]:
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    _check_float(x, name)
+    dims = norm_dims(_one_dim(dim, x.data.ndim, name), x.data.ndim)
+    return x, dims
+
+
+def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """``exp(x) / sum(exp(x), dim)``, stable for large inputs (NOTE [Stable exponentials]).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([0.0, 0.0]).softmax(0).tolist()
+        [0.5, 0.5]
+    """
+    x, dims = _softmax_input(x, dim, dtype, "softmax")
+    xp = x._device.backend.xp
+    e = xp.exp(x.data - _shift(xp, x.data, dims))
+    out = e / e.sum(axis=dims, keepdims=True)
+    return record(SoftmaxBackward0, out, x._device, (x,), attrs=dims, save_output=True)
+
+
+def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """``x - logsumexp(x, dim)``, stable for large inputs (NOTE [Stable exponentials]).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> [round(v, 4) for v in ae.tensor([0.0, 0.0]).log_softmax(0).tolist()]
+        [-0.6931, -0.6931]
+    """
+    x, dims = _softmax_input(x, dim, dtype, "log_softmax")
+    xp = x._device.backend.xp
+    z = x.data - _shift(xp, x.data, dims)
+    out = z - xp.log(xp.exp(z).sum(axis=dims, keepdims=True))
+    return record(LogSoftmaxBackward0, out, x._device, (x,), attrs=dims, save_output=True)
+
+
+# -- norm ------------------------------------------------------------------------------------------
+def _norm_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    # PyTorch's linalg_vector_norm_backward for finite p > 0: gradient 0 where the norm is 0.
+    x, out = s
+    shape, dims, keepdim, p = n.attrs
+    nk = _keep(F, out, shape, dims, keepdim)
+    zero = _arr(nk) == 0
+    scale = _keep(F, g, shape, dims, keepdim) / F.where(zero, 1.0, nk if p == 2 else nk ** (p - 1))
+    scale = F.where(zero, 0.0, scale)
+    if p == 2:
+        return (x * scale,)
+    if p < 2:
+        return (F.sign(x) * F.abs(x) ** (p - 1) * scale,)
+    return (x * F.abs(x) ** (p - 2) * scale,)
+
+
+LinalgVectorNormBackward0 = node_class("LinalgVectorNormBackward0", _norm_rule)
+
+
+def norm(x: Tensor, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Vector ``p``-norm over ``dim`` (all elements when None).
+
+    ``p`` is 2 (or 'fro'), 1, inf, -inf or a number >= 1; the gradient is 0
+    at a zero vector (as PyTorch), not NaN.  At the zero vector the second
+    derivative of the 2-norm is 0 too, where PyTorch's gives NaN.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([3.0, 4.0]).norm().item()
+        5.0
+    """
+    _check_float(x, "norm")
+    if p == "fro":
+        p = 2
+    if isinstance(p, str) or not isinstance(p, (int, float)) or p != p or p == 0:
+        raise ValueError(f"norm(): p must be 'fro', inf, -inf or a number >= 1, got {p!r}")
+    if p == math.inf:
+        return amax(abs(x), dim, keepdim)
+    if p == -math.inf:
+        return amin(abs(x), dim, keepdim)
+    if p == 1:
+        return sum(abs(x), dim, keepdim)
+    if p < 1:
+        raise ValueError(f"norm(): p must be 'fro', inf, -inf or a number >= 1, got {p!r}")
+    dims = norm_dims(dim, x.data.ndim)
+    a = x.data
+    if p == 2:
+        out = x._device.backend.xp.sqrt((a * a).sum(axis=dims, keepdims=keepdim))
+    else:
+        out = (x._device.backend.xp.abs(a) ** p).sum(axis=dims, keepdims=keepdim) ** (1.0 / p)
+    attrs = (a.shape, dims, keepdim, p)
+    return record(LinalgVectorNormBackward0, out, x._device, (x,), (x,), attrs, save_output=True)
