@@ -384,11 +384,14 @@ class Function(metaclass=_FunctionMeta):
         """Run ``forward`` and record the backward node (when grad is needed)."""
         if kwargs:
             sig = inspect.signature(cls.forward)
-            params = list(sig.parameters)
-            bound = sig.bind(None, *args, **kwargs)
-            bound.apply_defaults()
-            args = tuple(bound.args[1:])
-            del params
+            if cls.setup_context is Function.setup_context:
+                bound = sig.bind(None, *args, **kwargs)  # forward(ctx, *args)
+                bound.apply_defaults()
+                args = tuple(bound.args[1:])
+            else:
+                bound = sig.bind(*args, **kwargs)
+                bound.apply_defaults()
+                args = tuple(bound.args)
         return _apply(cls, args)
 
 
@@ -436,8 +439,7 @@ def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any], versions: lis
                 "as output. The inputs that are modified inplace must all be outputs of the "
                 "Function."
             )
-        if t._vc[0] == versions[pos]:
-            t._vc[0] += 1  # modified through .data: count the in-place change
+        t._vc[0] += 1  # as PyTorch: a dirty tensor's version is bumped once more
 
 
 def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> None:
@@ -456,10 +458,16 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
             devs.append(_cpu())
             continue
         is_input = any(a is o for a in args)
-        if any(d is o for d in dirty):
+        if id(o) in seen:
+            # the same tensor returned twice: one object, output of the last slot
+            o = seen[id(o)]
+            outs[i] = o
+            if o._fn is ctx:
+                o.output_nr = i
+        elif any(d is o for d in dirty):
             if o._fn is None and o._rg:
                 raise AutogradError(
-                    "a leaf Variable that requires grad is being used in an in-place operation."
+                    "a leaf Variable that requires grad has been used in an in-place operation."
                 )
             if o._base is not None and (o._base._rg or o._rg):
                 raise AutogradError(
@@ -476,7 +484,7 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
                 outs[i] = o
             o._rg = False
         else:
-            if is_input or o._rg or o._fn is not None or id(o) in seen:
+            if is_input or o._rg or o._fn is not None:
                 # an input (or a tensor already in a graph) returned: an alias of it
                 o = as_view(Tensor._make(o.data, False, o._device), o, _identity)
                 outs[i] = o

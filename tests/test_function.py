@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+from typing import Any
+
 import anyio
 import numpy as np
 import pytest
@@ -112,3 +116,627 @@ def test_async_backward_under_sync() -> None:
     ae.sync.backward(AF.apply(x, 3.0, y).sum())
     assert x.grad.tolist() == [2.0, 2.0]
     assert y.grad.tolist() == [4.0, 4.0]
+
+
+# -- G2-G13 as scenarios run by torch, ae.sync and the awaitable API -----------------------
+
+from tests.test_hooks import AeAsyncLib, AeSyncLib, TorchLib, assert_same, run_plain  # noqa: E402
+
+
+async def g2_once_differentiable(L: Any) -> Any:
+    class MyFunction(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @L.once_differentiable
+        def backward(ctx: Any, g: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            return g * 2 * x
+
+    x = L.tensor([1.0, 3.0], requires_grad=True)
+    go = L.tensor(1.0, requires_grad=True)
+    (gx,) = await L.grad(MyFunction.apply(x).sum(), x, go, create_graph=True)
+    out = [gx.detach(), gx.requires_grad, gx.grad_fn is not None]
+    try:
+        await L.backward(gx.sum())
+    except RuntimeError as exc:
+        out.append("trying to differentiate twice a function that was marked" in str(exc))
+    # without create_graph the results carry no graph
+    (gx2,) = await L.grad(MyFunction.apply(x).sum(), x)
+    out.append(gx2.requires_grad)
+    return out
+
+
+async def g3_returns_input(L: Any) -> Any:
+    class Identity(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g * 2
+
+    class Undefined(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return None
+
+    out = []
+    for shape in [(1,), ()]:
+        v = L.tensor(np.ones(shape), requires_grad=True)
+        y = Identity.apply(v)
+        out.append([y is v, y.requires_grad, y.grad_fn is not None])
+        await L.backward(y.sum())
+        out.append(v.grad)
+        w = L.tensor(np.ones(shape), requires_grad=True)
+        await L.backward(Identity.apply(w.clone()).sum())
+        out.append(w.grad)
+        u = L.tensor(np.ones(shape), requires_grad=True)
+        await L.backward((Undefined.apply(u) ** 2).sum())
+        out.append(u.grad is None)
+        (gu,) = await L.grad(Undefined.apply(u).sum(), u, allow_unused=True)
+        out.append(gu is None)
+    return out
+
+
+async def g4_materialize(L: Any) -> Any:
+    seen: list[Any] = []
+
+    def make(materialize: bool) -> Any:
+        class Two(L.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                ctx.set_materialize_grads(materialize)
+                return x * 1, x * 2
+
+            @staticmethod
+            def backward(ctx: Any, g1: Any, g2: Any) -> Any:
+                seen.append(None if g2 is None else g2.detach().clone())
+                return g1 * 1 if g2 is None else g1 + g2 * 2
+
+        return Two
+
+    for m in (True, False):
+        x = L.tensor([1.0, 2.0], requires_grad=True)
+        a, b = make(m).apply(x)
+        await L.backward(a.sum())
+        seen.append(x.grad)
+    return seen
+
+
+async def g5_non_differentiable(L: Any) -> Any:
+    class Positive(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            out = x * 1 > 0
+            ctx.mark_non_differentiable(out)
+            return out
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            raise RuntimeError("not called")
+
+    class Mixed(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            a = x + 1
+            b = x + 2
+            ctx.mark_non_differentiable(b)
+            return a, b
+
+        @staticmethod
+        def backward(ctx: Any, ga: Any, gb: Any) -> Any:
+            seen.append(gb.detach().clone())
+            return ga
+
+    seen: list[Any] = []
+    x = L.tensor([-1.0, 2.0], requires_grad=True)
+    p = Positive.apply(x)
+    a, b = Mixed.apply(x)
+    out = [p.requires_grad, a.requires_grad, b.requires_grad, b.grad_fn is None]
+    await L.backward(a.sum())
+    return [out, seen, x.grad]
+
+
+async def g6_too_many_grads(L: Any) -> Any:
+    class Trims(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g, None, None
+
+    class TooMany(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g, g
+
+    class Bcast(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x.sum()
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g * L.tensor(np.ones((3, 5, 5)))
+
+    class BadShape(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return L.tensor(np.ones(10))
+
+    x = L.tensor(np.ones((5, 5)), requires_grad=True)
+    out: list[Any] = []
+    await L.backward(Trims.apply(x).sum())
+    out.append(x.grad)
+    for F in (TooMany, BadShape):
+        try:
+            await L.backward(F.apply(x).sum())
+        except RuntimeError as exc:
+            msg = str(exc)
+            out.append(
+                "returned an incorrect number of gradients (expected 1, got 2)" in msg
+                or "returned an invalid gradient at index 0 - got [10] but expected shape "
+                "compatible with [5, 5]"
+                in msg
+            )
+    (g,) = await L.grad(Bcast.apply(x), x)
+    out.append(g)
+    return out
+
+
+async def g7_non_tensor_io(L: Any) -> Any:
+    info: dict[str, Any] = {}
+
+    class MyFunction(L.Function):
+        @staticmethod
+        def forward(ctx: Any, t1: Any, t2: Any, scale: float, t3: Any) -> Any:
+            t4 = t1 + t2 * t3
+            t5 = t1 * t2 + t3
+            t4 = t4 * scale
+            t5 = t5 * scale
+            ctx.scale = scale
+            ctx.save_for_backward(t1, t2, t3)
+            return scale, t4, None, True, t5, "bar", t1
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:
+            info["grads"] = [g is None for g in grads]
+            t1, t2, t3 = ctx.saved_tensors
+            s = ctx.scale
+            g4, g5, g1 = grads[1], grads[4], grads[6]
+            return (
+                g4 * s + g5 * s * t2 + g1,
+                g4 * s * t3 + g5 * s * t1,
+                None,
+                g4 * s * t2 + g5 * s,
+            )
+
+    t1 = L.tensor([1.0, 2.0], requires_grad=True)
+    t2 = L.tensor([3.0, 4.0], requires_grad=True)
+    t3 = L.tensor([5.0, 6.0])
+    res = MyFunction.apply(t1, t2, 2.0, t3)
+    kinds = [type(r).__name__ if not hasattr(r, "requires_grad") else "T" for r in res]
+    await L.backward(res[1].sum() + res[4].sum() + res[6].sum())
+    return [kinds, res[0], res[3], res[5], info["grads"], t1.grad, t2.grad, t3.grad is None]
+
+
+async def g8_save_none_and_output_nr(L: Any) -> Any:
+    info: dict[str, Any] = {}
+
+    class SaveNone(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(None, x, None)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            a, x, b = ctx.saved_tensors
+            info["none"] = (a is None, b is None)
+            return g * 2
+
+    class Two(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            a, b = x * 1, x * 3
+            ctx.save_for_backward(b)
+            return a, b
+
+        @staticmethod
+        def backward(ctx: Any, ga: Any, gb: Any) -> Any:
+            (b,) = ctx.saved_tensors
+            info["output_nr"] = b.output_nr
+            return ga + gb * 3
+
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    await L.backward(SaveNone.apply(x).sum())
+    a, b = Two.apply(x)
+    await L.backward(b.sum())
+    return [info, x.grad]
+
+
+async def g9_duplicate_and_dirty(L: Any) -> Any:
+    class Dup(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            y = x * 2
+            return y, y
+
+        @staticmethod
+        def backward(ctx: Any, g1: Any, g2: Any) -> Any:
+            return g1 * 2 + g2 * 2
+
+    class Inplace(L.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, b: Any) -> Any:
+            ctx.mark_dirty(a)
+            return L.iadd(a, b), b + 2
+
+        @staticmethod
+        def backward(ctx: Any, ga: Any, gb: Any) -> Any:
+            return ga, ga + gb
+
+    class NotReturned(L.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any) -> Any:
+            ctx.mark_dirty(a)
+            return a * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    out: list[Any] = []
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    a, b = Dup.apply(x)
+    out.append(a is b)
+    await L.backward(a.sum())
+    out.append(x.grad)
+    y = L.tensor([3.0, 4.0], requires_grad=True)
+    x.grad = None
+    c = x.clone()
+    v0 = c._version
+    q, p = Inplace.apply(c, y)
+    out += [q is c, c._version - v0, q.grad_fn is p.grad_fn, q.data.tolist()]
+    await L.backward(q.sum() * 2 + p.sum())
+    out += [x.grad, y.grad]
+    for args in ((Inplace, x, y), (NotReturned, x.clone())):
+        try:
+            args[0].apply(*args[1:])
+            out.append("no error")
+        except RuntimeError as exc:
+            msg = str(exc)
+            out.append(
+                "a leaf Variable that requires grad has been used in an in-place operation" in msg
+                or "Some elements marked as dirty during the forward method were not returned"
+                in msg
+            )
+    return out
+
+
+async def g11_no_grad(L: Any) -> Any:
+    class MyFunction(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x + 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    x = L.tensor([1.0], requires_grad=True)
+    with L.torch.no_grad() if L.name == "torch" else ae.no_grad():
+        y = MyFunction.apply(x)
+    return [y.requires_grad, y.grad_fn is None, x.grad is None]
+
+
+async def g12_dep_nograd(L: Any) -> Any:
+    class F1(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            out = x * 0 + 0.5
+            ctx.mark_non_differentiable(out)
+            return x * 1, out
+
+        @staticmethod
+        def backward(ctx: Any, g: Any, ignored: Any) -> Any:
+            return g
+
+    class F2(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any, y: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g, None
+
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    a, noise = F1.apply(x)
+    b = noise + 1
+    c = F2.apply(a, b)
+    await L.backward(c.sum())
+    return [x.grad]
+
+
+async def g_saved_freed(L: Any) -> Any:
+    class MyFunction(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            return g * 2 * x
+
+    out: list[Any] = []
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    y = MyFunction.apply(x)
+    await L.backward(y.sum(), retain_graph=True)
+    out.append(len(y.grad_fn.saved_tensors))
+    await L.backward(y.sum())
+    out.append(x.grad)
+    for attempt in ("access", "backward"):
+        try:
+            if attempt == "access":
+                y.grad_fn.saved_tensors
+            else:
+                await L.backward(y.sum())
+            out.append("no error")
+        except RuntimeError as exc:
+            out.append("Trying to backward through the graph a second time" in str(exc))
+    # a saved input modified in place
+    z = L.tensor([1.0, 2.0], requires_grad=True)
+    w = z.clone()
+    y2 = MyFunction.apply(w)
+    L.iadd(w, L.tensor([1.0, 1.0])) if L.name == "torch" else _bump(w)
+    try:
+        await L.backward(y2.sum())
+        out.append("no error")
+    except RuntimeError as exc:
+        out.append("modified by an inplace operation" in str(exc))
+    return out
+
+
+def _bump(t: Any) -> None:
+    t.data += 1
+    t._vc[0] += 1
+
+
+FUNCTION_SCENARIOS = [
+    g2_once_differentiable,
+    g3_returns_input,
+    g4_materialize,
+    g5_non_differentiable,
+    g6_too_many_grads,
+    g7_non_tensor_io,
+    g8_save_none_and_output_nr,
+    g9_duplicate_and_dirty,
+    g11_no_grad,
+    g12_dep_nograd,
+    g_saved_freed,
+]
+
+
+@pytest.mark.parametrize("scenario", FUNCTION_SCENARIOS, ids=lambda f: f.__name__)
+def test_function_sync_matches_torch(scenario: Any) -> None:
+    torch_lib = TorchLib()
+    expected = run_plain(scenario(torch_lib))
+    lib = AeSyncLib()
+    lib.torch = torch_lib.torch  # type: ignore[attr-defined]
+    got = run_plain(scenario(lib))
+    assert_same(got, expected)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("scenario", FUNCTION_SCENARIOS, ids=lambda f: f.__name__)
+async def test_function_async_matches_torch(scenario: Any) -> None:
+    torch_lib = TorchLib()
+    expected = run_plain(scenario(torch_lib))
+    got = await scenario(AeAsyncLib())
+    assert_same(got, expected)
+
+
+# -- aengine-only checks ----------------------------------------------------------------------
+
+
+def test_g10_missing_forward_or_backward() -> None:
+    class NoForward(ae.Function):
+        pass
+
+    class NoBackward(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+    class Both(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+        @staticmethod
+        def vjp(ctx: Any, g: Any) -> Any:
+            return g
+
+    x = ae.ones(2, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="must implement the forward"):
+        NoForward.apply(x)
+    with pytest.raises(ae.BackwardError, match="must implement either the backward"):
+        ae.sync.backward(NoBackward.apply(x).sum())
+    with pytest.raises(ae.AutogradError, match="Implementing both 'backward' and 'vjp'"):
+        ae.sync.backward(Both.apply(x).sum())
+    with pytest.raises(TypeError, match="call NoBackward.apply"):
+        NoBackward()
+
+
+def test_mark_dirty_of_a_non_input() -> None:
+    class Bad(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            y = x * 1
+            ctx.mark_dirty(y)
+            return y
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    with pytest.raises(ae.AutogradError, match="received a tensor that was not an input."):
+        Bad.apply(ae.ones(2, requires_grad=True))
+
+
+def test_g13_ctx_cycle_is_collected() -> None:
+    class Cyc(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.meta = {}
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g * 2
+
+    for run_backward in (False, True):
+        x = ae.ones(2, requires_grad=True)
+        y = Cyc.apply(x)
+        y.grad_fn.meta["out"] = y  # node -> output -> node
+        ref = weakref.ref(y)
+        if run_backward:
+            ae.sync.backward(y.sum())
+        del y
+        gc.collect()
+        assert ref() is None
+
+
+def test_setup_context_kwargs_and_ctx_attributes() -> None:
+    torch = torch_or_skip()
+
+    def make(base):  # type: ignore[no-untyped-def]
+        class Scale(base):
+            @staticmethod
+            def forward(x, k=2.0):  # type: ignore[no-untyped-def]
+                return x * k
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
+                ctx.k = inputs[1]
+                ctx.save_for_backward(inputs[0])
+
+            @staticmethod
+            def backward(ctx, g):  # type: ignore[no-untyped-def]
+                return g * ctx.k, None
+
+        return Scale
+
+    tx = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    x = ae.ones(3, dtype=ae.float64, requires_grad=True)
+    make(torch.autograd.Function).apply(tx, k=3.0).sum().backward()
+    ae.sync.backward(make(ae.Function).apply(x, k=3.0).sum())
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_dtype_cast_and_array_results() -> None:
+    """Gradients are cast to the input's dtype; a backend array is accepted as gradient."""
+
+    class F(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return np.ones(g.shape, dtype=np.float64) * 3
+
+    x = ae.ones(2, dtype=ae.float32, requires_grad=True)
+    ae.sync.backward(F.apply(x).sum())
+    assert x.grad.dtype == ae.float32 and x.grad.tolist() == [3.0, 3.0]
+
+
+def test_direct_node_call_and_async_under_running_loop_suspends() -> None:
+    """grad_fn(*grads) runs a custom node directly."""
+    AF = make_g1(ae, ae.Function)
+    x = ae.ones(2, requires_grad=True)
+    y = ae.ones(2, requires_grad=True)
+    out = AF.apply(x, 3.0, y)
+    gx, g_none, gy = out.grad_fn(ae.ones(2))
+    assert gx.tolist() == [2.0, 2.0] and g_none is None and gy.tolist() == [4.0, 4.0]
+
+
+@pytest.mark.anyio
+async def test_async_backward_lets_other_tasks_run() -> None:
+    ev = anyio.Event()
+    order: list[str] = []
+
+    class Waits(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+        @staticmethod
+        async def backward(ctx: Any, g: Any) -> Any:
+            order.append("backward waits")
+            await ev.wait()
+            order.append("backward resumes")
+            return g * 2
+
+    async def other() -> None:
+        order.append("other")
+        ev.set()
+
+    x = ae.ones(2, requires_grad=True)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ae.backward, Waits.apply(x).sum())
+            await anyio.sleep(0)
+            tg.start_soon(other)
+    assert order == ["backward waits", "other", "backward resumes"]
+    assert x.grad.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.anyio
+async def test_async_once_differentiable() -> None:
+    class Sq(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @ae.once_differentiable
+        async def backward(ctx: Any, g: Any) -> Any:
+            await anyio.sleep(0)
+            assert not ae.is_grad_enabled()
+            (x,) = ctx.saved_tensors
+            return g * 2 * x
+
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    go = ae.tensor([1.0, 1.0], requires_grad=True)
+    (gx,) = await ae.grad(Sq.apply(x), x, go, create_graph=True)
+    assert gx.tolist() == [2.0, 4.0] and gx.requires_grad
+    with pytest.raises(ae.AutogradError, match="trying to differentiate twice"):
+        await ae.backward(gx.sum())

@@ -27,6 +27,11 @@ class TorchLib:
     def __init__(self) -> None:
         self.torch = torch = torch_or_skip()
         self.Function = torch.autograd.Function
+        self.once_differentiable = torch.autograd.function.once_differentiable
+
+    def iadd(self, a: Any, b: Any) -> Any:
+        """``a += b`` in place (bumps the version counter)."""
+        return a.add_(b)
 
     def tensor(self, data: Any, requires_grad: bool = False) -> Any:
         return self.torch.tensor(data, dtype=self.torch.float64, requires_grad=requires_grad)
@@ -41,6 +46,13 @@ class TorchLib:
 class AeSyncLib:
     name = "ae"
     Function = ae.Function
+    once_differentiable = staticmethod(ae.once_differentiable)
+
+    def iadd(self, a: Any, b: Any) -> Any:
+        """``a += b`` in place through the data, counted as an in-place op would."""
+        a.data += b.data
+        a._vc[0] += 1
+        return a
 
     def tensor(self, data: Any, requires_grad: bool = False) -> Any:
         return ae.tensor(data, dtype=ae.float64, requires_grad=requires_grad)
