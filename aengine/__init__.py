@@ -16,7 +16,7 @@ See docs/ for the guide and the architecture.
 
 from __future__ import annotations
 
-from . import sync
+from . import functional, sync
 from ._anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled
 from ._api import backward, grad, queue_callback
 from ._creation import (
@@ -141,7 +141,7 @@ __all__ = [
     "matmul", "maximum", "mean", "minimum", "mul", "ne", "neg", "no_grad", "ones",
     "ones_like", "permute", "pow", "queue_callback", "rand", "rand_like", "randn",
     "randn_like", "relu", "reshape", "set_grad_enabled", "sigmoid", "sign", "sin", "sqrt",
-    "square", "squeeze", "sub", "sum", "sync", "tanh", "tensor", "transpose", "uint8",
+    "square", "squeeze", "sub", "sum", "sync", "functional", "tanh", "tensor", "transpose", "uint8",
     "unsqueeze", "where", "zeros", "zeros_like", "__version__",
     "MaxResult", "MinResult", "amax", "amin", "log_softmax", "logsumexp", "max", "min",
     "norm", "prod", "softmax", "std", "var",

@@ -19,5 +19,6 @@ from __future__ import annotations
 
 from ._api import sync_backward as backward
 from ._api import sync_grad as grad
+from .functional import sync_functional as functional
 
-__all__ = ["backward", "grad"]
+__all__ = ["backward", "grad", "functional"]
