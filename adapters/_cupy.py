@@ -29,3 +29,11 @@ class CupyBackend(Backend):
 
     def synchronize(self) -> None:
         cupy.cuda.get_current_stream().synchronize()
+
+    def device_context(self, index: int) -> Any:
+        """Make GPU ``index`` current in this thread for a ``with`` block.
+
+        CUDA's current device is per host thread, so the engine enters it in
+        every worker (task or thread) that runs a node of ``cuda:index``.
+        """
+        return cupy.cuda.Device(index)

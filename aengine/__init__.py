@@ -53,6 +53,7 @@ from ._dtype import (
     uint8,
 )
 from ._errors import AutogradError, BackwardError
+from ._scheduler import Engine
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
 from ._grad_mode import (
     enable_grad,
@@ -130,7 +131,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccumulateGrad", "AutogradError", "BackwardCFunction", "BackwardError", "Function",
-    "FunctionCtx", "once_differentiable", "Device", "Generator", "Node",
+    "FunctionCtx", "once_differentiable", "Device", "Engine", "Generator", "Node",
     "RemovableHandle", "Tensor", "abs", "add", "arange", "as_tensor", "backward", "bool",
     "bool_", "broadcast_to", "clamp", "clone", "cos", "detect_anomaly", "device", "div",
     "empty", "empty_like", "enable_grad", "eq", "exp", "expand", "expm1", "eye", "flatten",

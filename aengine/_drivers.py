@@ -23,6 +23,8 @@ __all__ = ["run_sync", "run_async", "DEFAULT_TIME_SLICE"]
 #: seconds a backward runs before it lets other tasks of the event loop run
 DEFAULT_TIME_SLICE = 0.001
 
+_sched_mod: Any = None  # aengine._scheduler, imported on first use (import cycle)
+
 _WARNED_CREATE_GRAPH = (
     "Using backward() with create_graph=True will create a reference cycle between the "
     "parameter and its gradient which can cause a memory leak. We recommend using "
@@ -46,6 +48,13 @@ def drive_sync(coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 def _raise_node_error(gt: GraphTask, exc: BaseException) -> None:
+    if not gt.keep_graph:
+        from ._scheduler import cancelled_graph_error, mark_released
+
+        clear = cancelled_graph_error(gt, exc)
+        if clear is not None:
+            raise clear from exc
+        mark_released(gt)
     node = gt.error_node
     if node is None or gt.error is not exc:
         raise exc
@@ -81,6 +90,12 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
 
     from anyio.lowlevel import checkpoint
 
+    global _sched_mod
+    if _sched_mod is None:
+        from . import _scheduler as _sched_mod
+    # the Engine's device queues, or a lazy scheduler that asks for one when a
+    # non-cpu node shows up (NOTE [Device queues] in _scheduler.py)
+    sched = gt.sched = _sched_mod.scheduler_for(gt)
     token = _grad_enabled.set(gt.create_graph)
     yielded = False
     try:
@@ -88,18 +103,29 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
             try:
                 step = gt.run(perf_counter() + time_slice)
                 if step is None:
+                    if gt.error is not None:
+                        raise gt.error  # failed on a device worker, or the Engine closed
+                    if sched.busy(gt):
+                        yielded = True
+                        await sched.wait(gt)  # device workers hold the rest
+                        continue
                     if not yielded:
                         # Every await of the engine is a checkpoint (as trio's
                         # own functions): a loop of small backwards never
                         # starves the other tasks, and cancellation is seen.
                         yielded = True
                         await checkpoint()
-                        if gt.heap:
+                        if gt.heap or sched.busy(gt):
                             continue
                     break
                 yielded = True
                 if step is YIELD:
                     await checkpoint()
+                elif step is _sched_mod.NEED_ENGINE:
+                    # first non-cpu node and no Engine: run the rest in a short-lived one
+                    async with _sched_mod.Engine(time_slice=time_slice, _ephemeral=True):
+                        await run_async(gt, time_slice)
+                    return
                 else:
                     # async user code resumed here still runs inside gt (nested
                     # backward, queue_callback): GraphTask.run reset it on return
@@ -117,6 +143,7 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
     finally:
         _grad_enabled.reset(token)
         gt.done = True
+        sched.release(gt)
 
 
 def _check(gt: GraphTask) -> None:

@@ -153,6 +153,7 @@ class GraphTask:
         "outstanding",
         "roots",
         "running_node",
+        "sched",
         "staged",
     )
 
@@ -187,6 +188,8 @@ class GraphTask:
         self.checkpoint_valid = True
         self.running_node: Node | None = None
         self.error_node: Node | None = None
+        #: the async driver's scheduler (device queues, offload), None when sync
+        self.sched: Any = None
 
     # -- setup -----------------------------------------------------------------------
     def prepare(
@@ -218,6 +221,10 @@ class GraphTask:
 
     def push(self, node: Node, buffer: list[Any]) -> None:
         self.outstanding += 1
+        sched = self.sched
+        if sched is not None:  # async: device nodes go to their queue (_scheduler.py)
+            sched.push(self, node, buffer)
+            return
         heapq.heappush(self.heap, (-node.sequence_nr, self._tie(), node, buffer))
 
     # -- the hot loop ------------------------------------------------------------------
@@ -318,6 +325,12 @@ class GraphTask:
         global _evaluate_general
         if _evaluate_general is None:  # import cycle: _node_exec needs this module's users
             from ._node_exec import evaluate_general as _evaluate_general
+        sched = self.sched
+        if sched is not None and node._special:
+            # a non-cpu node goes to its device's queue (NOTE [Device queues])
+            res = sched.dispatch(self, node, buffer)
+            if res is not False:
+                return res
         return _evaluate_general(self, node, buffer)
 
     def route(self, node: Node, outs: Any) -> None:

@@ -5,8 +5,14 @@ from __future__ import annotations
 import contextvars
 
 from ._drivers import DEFAULT_TIME_SLICE
+from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
 
-__all__ = ["time_slice", "reentrant_depth_limit", "DEFAULT_REENTRANT_DEPTH_LIMIT"]
+__all__ = [
+    "time_slice",
+    "reentrant_depth_limit",
+    "offload_threshold",
+    "DEFAULT_REENTRANT_DEPTH_LIMIT",
+]
 
 #: graph tasks nested on one stack before a nested sync backward moves to a new
 #: thread (PyTorch's MAX_DEPTH); see NOTE [Reentrant stacks] in _reentrant.py
@@ -30,3 +36,17 @@ _reentrant_depth_limit: contextvars.ContextVar[int] = contextvars.ContextVar(
 def reentrant_depth_limit() -> int:
     """Graph tasks nested on one stack before a nested sync backward gets a new thread."""
     return _reentrant_depth_limit.get()
+
+
+_offload_min: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "aengine_offload_min", default=DEFAULT_OFFLOAD_MIN_ELEMENTS
+)
+
+
+def offload_threshold() -> int:
+    """Result size (elements) from which an op recorded now runs its backward in a thread.
+
+    See NOTE [Kernel offload policy] in _offload.py; ``ae.Engine(offload_threshold=...)``
+    sets it for the code inside the Engine.
+    """
+    return _offload_min.get()

@@ -34,6 +34,7 @@ code suspends, ``evaluate_general`` finishes it synchronously (one
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Coroutine
 from typing import Any
 
@@ -268,7 +269,12 @@ async def _evaluate(gt: Any, node: Node, buffer: list[Any]) -> None:
             return
         inputs = await _tensor_pre_hooks(gt, node, inputs)
         inputs = await _pre_hooks(gt, node, inputs)
-        outs = node.apply(inputs, gt.create_graph)
+        sched = gt.sched
+        if sched is not None and sched.offload and getattr(node, "_offload", False):
+            # a heavy kernel runs in a thread (NOTE [Kernel offload policy])
+            outs = await sched.kernel(gt, node, inputs)
+        else:
+            outs = node.apply(inputs, gt.create_graph)
         if inspect.isawaitable(outs):
             outs = await outs
         if not gt.keep_graph:
@@ -289,7 +295,21 @@ async def _evaluate(gt: Any, node: Node, buffer: list[Any]) -> None:
         raise
 
 
+#: commits of graph tasks of different threads (each with its own loop, or sync)
+#: update shared leaves one at a time: the sum of all their gradients lands
+_COMMIT_LOCK = threading.Lock()
+
+
 def commit(gt: Any) -> list[tuple[Any, Tensor]]:
+    """Write the staged gradients into ``.grad``; return post-accumulate hooks to run.
+
+    Atomic with respect to other threads' commits (``_COMMIT_LOCK``).
+    """
+    with _COMMIT_LOCK:
+        return _commit(gt)
+
+
+def _commit(gt: Any) -> list[tuple[Any, Tensor]]:
     """Write the staged gradients into ``.grad``; return post-accumulate hooks to run.
 
     Follows PyTorch's AccumulateGrad: the first gradient is stored (a copy,

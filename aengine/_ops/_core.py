@@ -19,6 +19,7 @@ from typing import Any
 
 from .._anomaly import _anomaly, record_forward
 from .._device import Device
+from .._engine_ctx import _offload_min
 from .._errors import AutogradError
 from .._grad_mode import _grad_enabled, _inference
 from .._graph import Node, SavedTensor, freed_error, gradient_edge, next_sequence_nr
@@ -218,6 +219,8 @@ def record(
             topo = e[0].topological_nr + 1
     node.topological_nr = topo
     node._special = cls._always_special
+    if out.size >= _offload_min.get() or dev.type != "cpu":
+        _mark_special(node, out, dev)
     node.dev = dev
     node.attrs = attrs
     node.needs = needs
@@ -244,6 +247,17 @@ def record(
 
 _NEEDS1 = (True,)
 _new_tensor = object.__new__
+
+
+def _mark_special(node: Node, out: Any, dev: Device) -> None:
+    """A non-cpu node goes to its device's queue, a heavy one to a thread.
+
+    Decided once, here: see NOTE [Kernel offload policy] in _offload.py and
+    NOTE [Device queues] in _scheduler.py.
+    """
+    node._special = True
+    if out.size >= _offload_min.get():
+        node._offload = True  # type: ignore[attr-defined]
 
 
 def record_multi(

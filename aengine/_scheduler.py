@@ -1,0 +1,661 @@
+"""Device ready queues, their workers, and ``ae.Engine``.
+
+# NOTE [Device queues]
+# The CPU queue belongs to the graph task and is drained by the task that
+# awaits the backward (``_drivers.run_async``).  Every other device (``sim:N``,
+# ``cuda:N``) has ONE queue per Engine, shared by all graph tasks, drained by
+# the device's worker tasks:
+#
+# * A node's device: an OpNode's ``dev``, an AccumulateGrad's variable's
+#   device, cpu for anything else (GraphRoot, custom Functions).  Non-cpu
+#   nodes are marked ``_special`` when recorded, so the hot loop of
+#   ``GraphTask.run`` hands them to ``GraphTask._slow`` which calls
+#   ``Scheduler.dispatch``; successors routed by ``GraphTask.route`` (the
+#   general path, and every node a device worker runs) go through
+#   ``GraphTask.push`` -> ``Scheduler.push``, which sends device nodes to their
+#   queue and cpu nodes to the owner's heap, waking the owner.
+# * Inside a device queue each graph task keeps its own heap, ordered as the
+#   owner's (sequence_nr, larger first; one graph task has one depth); the
+#   graph tasks with ready work take turns node by node (round robin), so a
+#   long backward never holds back short ones on the same device.
+# * A worker runs nodes until its time slice is over, then yields to the
+#   loop.  It runs a node with the owner's code: the fast path inline (apply,
+#   release, route) or ``_node_exec.evaluate_general`` for hooks, captures,
+#   accumulation, anomaly mode and offloaded kernels.  A worker that must
+#   wait inside a node (an offloaded kernel, an async hook, a nested
+#   backward) is replaced while it waits, so its queue keeps draining; the
+#   surplus workers leave once the queue is empty.
+# * Everything here runs on the event loop thread; only ``node.apply`` of
+#   offloaded kernels runs in worker threads (NOTE [Kernel offload policy]).
+# * ``inflight[gt]`` counts gt's nodes in device queues or running on a
+#   worker; the owner waits for a wake-up while its heap is empty and that
+#   count is not zero.  When a graph task ends (done, failed, cancelled) its
+#   queued nodes are dropped and a node still running finishes into nothing:
+#   staged gradients are only committed by the owner on success.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import heapq
+import itertools
+import os
+import weakref
+from collections import deque
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from ._device import CPU, Device
+from ._engine import GraphTask, _current
+from ._engine_ctx import (
+    DEFAULT_REENTRANT_DEPTH_LIMIT,
+    _offload_min,
+    _reentrant_depth_limit,
+    _time_slice,
+)
+from ._errors import ERR_BACKWARD_TWICE, AutogradError
+from ._graph import AccumulateGrad, Node
+from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, run_kernel
+
+__all__ = [
+    "Engine",
+    "NEED_ENGINE",
+    "current_engine",
+    "current_worker",
+    "node_device",
+    "scheduler_for",
+    "mark_released",
+    "cancelled_graph_error",
+]
+
+#: returned by ``Scheduler.dispatch`` when an async backward without an
+#: Engine meets its first non-cpu node: the driver opens a short-lived Engine
+NEED_ENGINE = object()
+
+_engine_var: contextvars.ContextVar[Engine | None] = contextvars.ContextVar(
+    "aengine_engine", default=None
+)
+_worker_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "aengine_worker", default=None
+)
+
+ERR_CANCELLED_GRAPH = (
+    "Trying to backward through a graph whose saved tensors were freed by a previous "
+    "backward through it that was cancelled or failed part way (retain_graph=False frees "
+    "the saved values of every node that already ran). Build the graph again (run the "
+    "forward again), or pass retain_graph=True to a backward that may be cancelled or "
+    "fail so that the graph can be used again."
+)
+
+#: nodes whose saved tensors were freed by a backward that did not complete
+_released_by_failure: weakref.WeakSet[Node] = weakref.WeakSet()
+
+
+def current_engine() -> Engine | None:
+    """The Engine serving backwards started in this task (innermost ``async with``)."""
+    eng = _engine_var.get()
+    if eng is not None and not eng._closed:
+        return eng
+    return _loop_engine()
+
+
+def current_worker() -> str | None:
+    """Name of the device worker running the current node (``'sim:0#0'``), None on the owner."""
+    return _worker_var.get()
+
+
+def node_device(node: Node) -> Device:
+    """The device whose queue runs ``node`` (see NOTE [Device queues])."""
+    dev = getattr(node, "dev", None)
+    if dev is not None:
+        return dev  # type: ignore[no-any-return]
+    if type(node) is AccumulateGrad:
+        return node.variable._device  # type: ignore[no-any-return]
+    return CPU
+
+
+# -- marking graphs freed by a failed backward -------------------------------------------------
+
+
+def mark_released(gt: GraphTask) -> None:
+    """Remember the nodes a failed/cancelled non-retaining backward freed."""
+    roots = gt.roots
+    if not roots:
+        return
+    stack: list[Node] = []
+    for t in roots:
+        fn = getattr(t, "grad_fn", None)
+        if fn is not None:
+            stack.append(fn)
+    seen: set[Node] = set(stack)
+    while stack:
+        node = stack.pop()
+        if getattr(node, "saved", ()) is None:
+            _released_by_failure.add(node)
+        for edge in node.next_edges:
+            if edge is not None and edge[0] not in seen:
+                seen.add(edge[0])
+                stack.append(edge[0])
+
+
+def cancelled_graph_error(gt: GraphTask, exc: BaseException) -> BaseException | None:
+    """The clear error for a backward through a graph freed by a failed backward."""
+    node = gt.error_node
+    if (
+        node is not None
+        and isinstance(exc, AutogradError)
+        and str(exc) == ERR_BACKWARD_TWICE
+        and node in _released_by_failure
+    ):
+        return AutogradError(ERR_CANCELLED_GRAPH)
+    return None
+
+
+# -- schedulers ---------------------------------------------------------------------------------
+
+
+class _Lazy:
+    """Scheduler of an async backward without an Engine (cpu only until proven otherwise).
+
+    The first non-cpu node makes ``dispatch`` return NEED_ENGINE: the driver
+    then opens a short-lived Engine and continues inside it, so a cpu-only
+    graph never pays for task groups.
+    """
+
+    __slots__ = ()
+    offload = True
+
+    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
+        heapq.heappush(gt.heap, (-node.sequence_nr, gt._tie(), node, buffer))
+
+    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
+        if node_device(node) is CPU:
+            return False
+        heapq.heappush(gt.heap, (-node.sequence_nr, gt._tie(), node, buffer))
+        return NEED_ENGINE
+
+    def busy(self, gt: GraphTask) -> bool:
+        return False
+
+    def release(self, gt: GraphTask) -> None:
+        pass
+
+    async def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
+        return await run_kernel(node, inputs, gt.create_graph, _loop_limiter())
+
+
+LAZY = _Lazy()
+
+
+def _loop_limiter() -> Any:
+    from anyio import CapacityLimiter
+    from anyio.lowlevel import RunVar
+
+    global _LIMITER_VAR
+    if _LIMITER_VAR is None:
+        _LIMITER_VAR = RunVar("aengine_cpu_limiter")
+    try:
+        return _LIMITER_VAR.get()
+    except LookupError:
+        lim = CapacityLimiter(_default_threads())
+        _LIMITER_VAR.set(lim)
+        return lim
+
+
+_LIMITER_VAR: Any = None
+_LOOP_ENGINE_VAR: Any = None
+
+
+def _loop_engine() -> Engine | None:
+    if _LOOP_ENGINE_VAR is None:
+        return None
+    try:
+        eng = _LOOP_ENGINE_VAR.get()
+    except (LookupError, RuntimeError):
+        return None
+    if eng is None or eng._closed:
+        return None
+    return eng  # type: ignore[no-any-return]
+
+
+def _default_threads() -> int:
+    return max(2, os.cpu_count() or 2)
+
+
+def scheduler_for(gt: GraphTask) -> Any:
+    """The scheduler an async backward uses: the current Engine, else the lazy one."""
+    eng = current_engine()
+    if eng is None:
+        return LAZY
+    if eng.on_node is not None and gt.node_hook is None:
+        on_node = eng.on_node
+        gt.node_hook = lambda node: on_node(node, _worker_var.get() or "owner")
+    return eng
+
+
+class _DeviceQueue:
+    """The ready queue of one device of an Engine (see NOTE [Device queues])."""
+
+    __slots__ = (
+        "blocked",
+        "dev",
+        "event",
+        "heaps",
+        "latency",
+        "limiter",
+        "names",
+        "rr",
+        "select",
+        "target",
+        "workers",
+    )
+
+    def __init__(self, dev: Device, target: int, threads: int, latency: float) -> None:
+        from anyio import CapacityLimiter
+
+        self.dev = dev
+        self.heaps: dict[GraphTask, list[Any]] = {}
+        self.rr: deque[GraphTask] = deque()
+        self.event: Any = None
+        self.workers = 0
+        self.blocked = 0
+        self.target = target
+        self.limiter = CapacityLimiter(threads)
+        self.latency = latency
+        self.names = itertools.count()
+        self.select: Callable[[], Any] | None = None
+        if dev.type == "cuda":
+            select = getattr(dev.backend, "device_context", None)
+            if select is not None:
+                index = dev.index or 0
+                self.select = lambda: select(index)
+
+    def put(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
+        h = self.heaps.get(gt)
+        if h is None:
+            h = self.heaps[gt] = []
+            self.rr.append(gt)
+        heapq.heappush(h, (-node.sequence_nr, gt._tie(), node, buffer))
+        ev = self.event
+        if ev is not None:
+            self.event = None
+            ev.set()
+
+    def take(self) -> tuple[GraphTask, Node, list[Any]]:
+        gt = self.rr.popleft()
+        h = self.heaps[gt]
+        _, _, node, buffer = heapq.heappop(h)
+        if h:
+            self.rr.append(gt)
+        else:
+            del self.heaps[gt]
+        return gt, node, buffer
+
+    def discard(self, gt: GraphTask) -> int:
+        h = self.heaps.pop(gt, None)
+        if h is None:
+            return 0
+        self.rr.remove(gt)
+        return len(h)
+
+
+class Engine:
+    """Device queues and workers serving every backward started inside it.
+
+    ``async with ae.Engine() as engine:`` opens one task group; each non-cpu
+    device used by a backward (``sim:N``, ``cuda:N``) gets a ready queue shared
+    by all graph tasks and ``workers_per_device`` worker tasks draining it.
+    Every ``await ae.backward/grad`` started inside the block (or, after
+    entering, from any task of the same event loop that has no Engine of its
+    own: a web server's request handlers) uses them.  Without an Engine, an
+    async backward that meets a non-cpu node runs its own short-lived one; a
+    cpu-only backward needs none.  Leaving the block cancels the workers;
+    backwards still waiting on them fail with an AutogradError.
+
+    Settings:
+
+    * ``time_slice``: seconds a backward or a worker runs before it yields to
+      the event loop (default ``ae._drivers.DEFAULT_TIME_SLICE``, 1 ms).
+    * ``offload``: run heavy kernels in worker threads (default True);
+      ``offload_threshold``: result size in elements from which a node
+      recorded inside the block counts as heavy (NOTE [Kernel offload policy]);
+      ``offload_threads``: threads per device (a CapacityLimiter each).
+    * ``reentrant_depth_limit``: nested graph tasks on one stack before a
+      nested sync backward moves to a new thread (default 60).
+    * ``workers_per_device``: worker tasks per device queue (default 1).
+    * ``sim_latency``: seconds each node on a ``sim`` device waits before it
+      runs, to simulate a slow device (a float, or a dict by device name).
+    * ``on_node``: debug callable ``(node, where)`` called before each node runs,
+      ``where`` being the worker's name (``'sim:0#0'``) or ``'owner'``.
+
+    Example (a Starlette/FastAPI service)::
+
+        import contextlib, aengine as ae
+        from fastapi import FastAPI
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app):
+            async with ae.Engine(time_slice=0.002):
+                yield          # request handlers' backwards share its workers
+
+        app = FastAPI(lifespan=lifespan)
+
+    Example (trio)::
+
+        >>> import aengine as ae, trio
+        >>> async def main():
+        ...     async with ae.Engine():
+        ...         x = ae.ones(3, requires_grad=True)
+        ...         y = (x.to("sim:0") * 2).sum()
+        ...         await ae.backward(y)
+        ...     return x.grad.tolist()
+        >>> trio.run(main)
+        [2.0, 2.0, 2.0]
+    """
+
+    def __init__(
+        self,
+        *,
+        time_slice: float | None = None,
+        offload: bool = True,
+        offload_threshold: int | None = None,
+        offload_threads: int | None = None,
+        reentrant_depth_limit: int = DEFAULT_REENTRANT_DEPTH_LIMIT,
+        workers_per_device: int = 1,
+        sim_latency: float | dict[str, float] = 0.0,
+        on_node: Callable[[Node, str], Any] | None = None,
+        _ephemeral: bool = False,
+    ) -> None:
+        from ._drivers import DEFAULT_TIME_SLICE
+
+        if time_slice is None:
+            time_slice = DEFAULT_TIME_SLICE
+        if not time_slice > 0:
+            raise ValueError(f"time_slice must be a positive number of seconds, got {time_slice}")
+        if offload_threshold is None:
+            offload_threshold = DEFAULT_OFFLOAD_MIN_ELEMENTS
+        if offload_threshold < 0:
+            raise ValueError(f"offload_threshold must be >= 0, got {offload_threshold}")
+        if offload_threads is not None and offload_threads < 1:
+            raise ValueError(f"offload_threads must be >= 1, got {offload_threads}")
+        if reentrant_depth_limit < 1:
+            raise ValueError(f"reentrant_depth_limit must be >= 1, got {reentrant_depth_limit}")
+        if workers_per_device < 1:
+            raise ValueError(f"workers_per_device must be >= 1, got {workers_per_device}")
+        lat = sim_latency.values() if isinstance(sim_latency, dict) else (sim_latency,)
+        if any(v < 0 for v in lat):
+            raise ValueError(f"sim_latency must be >= 0 seconds, got {sim_latency}")
+        self.time_slice = float(time_slice)
+        self.offload = bool(offload)
+        self.offload_threshold = int(offload_threshold)
+        self.offload_threads = offload_threads or _default_threads()
+        self.reentrant_depth_limit = int(reentrant_depth_limit)
+        self.workers_per_device = int(workers_per_device)
+        self.sim_latency = sim_latency
+        self.on_node = on_node
+        self._ephemeral = _ephemeral
+        self._queues: dict[Device, _DeviceQueue] = {}
+        self._inflight: dict[GraphTask, int] = {}
+        self._waiters: dict[GraphTask, Any] = {}
+        self._cpu_limiter: Any = None
+        self._tg: Any = None
+        self._tokens: list[Any] = []
+        self._closed = True
+        self._entered = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "running"
+        return f"<aengine.Engine {state} devices={[str(d) for d in self._queues]}>"
+
+    @property
+    def devices(self) -> list[Device]:
+        """The devices whose queues this Engine has started."""
+        return list(self._queues)
+
+    # -- lifetime -----------------------------------------------------------------------------
+    async def __aenter__(self) -> Engine:
+        import anyio
+
+        if self._entered:
+            raise RuntimeError("an Engine can be entered only once; create a new ae.Engine()")
+        self._entered = True
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        self._closed = False
+        self._tokens = [
+            (_engine_var, _engine_var.set(self)),
+            (_time_slice, _time_slice.set(self.time_slice)),
+            (_offload_min, _offload_min.set(self.offload_threshold)),
+            (_reentrant_depth_limit, _reentrant_depth_limit.set(self.reentrant_depth_limit)),
+        ]
+        if not self._ephemeral:
+            global _LOOP_ENGINE_VAR
+            from anyio.lowlevel import RunVar
+
+            if _LOOP_ENGINE_VAR is None:
+                _LOOP_ENGINE_VAR = RunVar("aengine_loop_engine", default=None)
+            if _loop_engine() is None:
+                _LOOP_ENGINE_VAR.set(self)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        self._closed = True
+        for var, token in reversed(self._tokens):
+            var.reset(token)
+        self._tokens = []
+        if _LOOP_ENGINE_VAR is not None and _loop_engine() is self:
+            _LOOP_ENGINE_VAR.set(None)
+        # Backwards still waiting on our workers cannot finish: fail them.
+        for gt in list(self._inflight):
+            if gt.error is None:
+                gt.error = AutogradError(
+                    "the ae.Engine serving this backward was closed while it ran; keep the "
+                    "`async with ae.Engine()` block open until every backward started in it "
+                    "has finished"
+                )
+            self._wake(gt)
+        tg = self._tg
+        self._tg = None
+        tg.cancel_scope.cancel()
+        try:
+            # the workers are cancelled; wait for them (a kernel running in a
+            # thread finishes first).  The body's exception is not passed in,
+            # so it propagates as is, never wrapped in an exception group.
+            await tg.__aexit__(None, None, None)
+        except BaseException:
+            if exc is None:
+                raise
+        return False
+
+    # -- the scheduler interface used by GraphTask and the drivers -----------------------------
+    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
+        """Queue a node that became ready (``GraphTask.push``)."""
+        if gt.error is not None or gt.done:
+            return
+        if node._special:
+            dev = node_device(node)
+            if dev is not CPU:
+                self._put(gt, node, buffer, dev)
+                return
+        heapq.heappush(gt.heap, (-node.sequence_nr, gt._tie(), node, buffer))
+        self._wake(gt)
+
+    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
+        """Send a node popped by the owner to its device queue; False if it is cpu's."""
+        dev = node_device(node)
+        if dev is CPU:
+            return False
+        self._put(gt, node, buffer, dev)
+        return None
+
+    def busy(self, gt: GraphTask) -> bool:
+        """True while some of gt's nodes are queued on or run by device workers."""
+        return gt in self._inflight
+
+    async def wait(self, gt: GraphTask) -> None:
+        """Wait (owner) until a device worker queued a cpu node or finished."""
+        import anyio
+
+        ev = anyio.Event()
+        self._waiters[gt] = ev
+        try:
+            await ev.wait()
+        finally:
+            if self._waiters.get(gt) is ev:
+                del self._waiters[gt]
+
+    def release(self, gt: GraphTask) -> None:
+        """gt ended: drop its queued device nodes."""
+        for q in self._queues.values():
+            n = q.discard(gt)
+            if n:
+                self._done(gt, n)
+        self._waiters.pop(gt, None)
+
+    async def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
+        """Run an offloaded node's apply in a thread (device limiter)."""
+        dev = node_device(node)
+        if dev is CPU:
+            lim = self._cpu_limiter
+            if lim is None:
+                from anyio import CapacityLimiter
+
+                lim = self._cpu_limiter = CapacityLimiter(self.offload_threads)
+            return await run_kernel(node, inputs, gt.create_graph, lim)
+        q = self._queue(dev)
+        return await run_kernel(node, inputs, gt.create_graph, q.limiter, q.select)
+
+    # -- internals ------------------------------------------------------------------------------
+    def _put(self, gt: GraphTask, node: Node, buffer: list[Any], dev: Device) -> None:
+        if self._closed:
+            raise AutogradError(
+                f"a backward reached a node on {dev} after its ae.Engine was closed; run "
+                "backwards inside the `async with ae.Engine()` block"
+            )
+        self._queue(dev).put(gt, node, buffer)
+        self._inflight[gt] = self._inflight.get(gt, 0) + 1
+
+    def _done(self, gt: GraphTask, n: int = 1) -> None:
+        left = self._inflight.get(gt, 0) - n
+        if left > 0:
+            self._inflight[gt] = left
+        else:
+            self._inflight.pop(gt, None)
+        self._wake(gt)
+
+    def _wake(self, gt: GraphTask) -> None:
+        ev = self._waiters.pop(gt, None)
+        if ev is not None:
+            ev.set()
+
+    def _queue(self, dev: Device) -> _DeviceQueue:
+        q = self._queues.get(dev)
+        if q is None:
+            lat = self.sim_latency
+            latency = 0.0
+            if dev.type == "sim":
+                latency = lat.get(str(dev), 0.0) if isinstance(lat, dict) else float(lat)
+            q = _DeviceQueue(dev, self.workers_per_device, self.offload_threads, latency)
+            self._queues[dev] = q
+            for _ in range(self.workers_per_device):
+                self._spawn(q)
+        return q
+
+    def _spawn(self, q: _DeviceQueue) -> None:
+        q.workers += 1
+        name = f"{q.dev}#{next(q.names)}"
+        self._tg.start_soon(self._worker, q, name, name=f"aengine-worker-{name}")
+
+    async def _worker(self, q: _DeviceQueue, name: str) -> None:
+        import anyio
+        from anyio.lowlevel import checkpoint
+
+        from ._grad_mode import _grad_enabled
+        from ._node_exec import evaluate_general
+
+        _worker_var.set(name)
+        perf = _perf()
+        try:
+            while True:
+                if not q.rr:
+                    if q.workers - q.blocked > q.target:
+                        return  # a replacement whose worker came back
+                    ev = q.event
+                    if ev is None:
+                        ev = q.event = anyio.Event()
+                    await ev.wait()
+                    continue
+                deadline = perf() + self.time_slice
+                while q.rr:
+                    gt, node, buffer = q.take()
+                    if gt.error is not None or gt.done:
+                        self._done(gt)
+                        continue
+                    if q.latency:
+                        await anyio.sleep(q.latency)
+                        if gt.error is not None or gt.done:
+                            self._done(gt)
+                            continue
+                    t1 = _current.set(gt)
+                    t2 = _grad_enabled.set(gt.create_graph)
+                    try:
+                        if q.select is None:
+                            step = self._run_node(gt, node, buffer, evaluate_general)
+                        else:
+                            with q.select():  # cuda: this device, in this thread
+                                step = self._run_node(gt, node, buffer, evaluate_general)
+                        if step is not None:
+                            q.blocked += 1
+                            if q.workers - q.blocked < q.target:
+                                self._spawn(q)
+                            try:
+                                await step
+                            except Exception:
+                                pass  # recorded on gt by evaluate_general
+                            finally:
+                                q.blocked -= 1
+                    finally:
+                        _grad_enabled.reset(t2)
+                        _current.reset(t1)
+                        self._done(gt)
+                    if perf() > deadline:
+                        break
+                await checkpoint()
+        finally:
+            q.workers -= 1
+
+    @staticmethod
+    def _run_node(gt: GraphTask, node: Node, buffer: list[Any], evaluate_general: Any) -> Any:
+        """Run one node as the owner would: None when finished, else a coroutine."""
+        try:
+            if (
+                gt.needed is not None
+                or gt.anomaly
+                or gt.node_hook is not None
+                or node._always_special
+                or node._is_async
+                or node._has_hooks()
+                or getattr(node, "_offload", False)
+            ):
+                return evaluate_general(gt, node, buffer)
+            outs = node.apply(buffer, gt.create_graph)
+            if not gt.keep_graph:
+                node.release_variables()
+            gt.outstanding -= 1
+            gt.route(node, outs)
+        except Exception as exc:
+            gt._fail(node, exc)
+        return None
+
+
+def _perf() -> Callable[[], float]:
+    from time import perf_counter
+
+    return perf_counter
