@@ -158,7 +158,7 @@ def _backward(
                 t.retain_grad()
             out_edges.append(gradient_edge(t))
     gt.roots = outputs
-    gt.prepare(edges, root_grads, out_edges, accumulate=True)
+    gt.plan(edges, root_grads, out_edges, accumulate=True)
     yield gt
 
 
@@ -204,7 +204,7 @@ def _grad(
         out_edges.append(gradient_edge(t))
     gt = _new_graph_task(bool(retain_graph), create_graph)
     gt.roots = outs
-    gt.prepare(edges, root_grads, out_edges, accumulate=False)
+    gt.plan(edges, root_grads, out_edges, accumulate=False)
     yield gt
     result: list[Tensor | None] = []
     for t, g in zip(ins, gt.captured, strict=True):

@@ -33,7 +33,7 @@ import contextvars
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ._errors import AutogradError, BackwardError
@@ -55,6 +55,10 @@ def current_graph_task() -> GraphTask | None:
     return _current.get()
 
 
+#: nodes visited between two checks of the time slice while preparing
+PREPARE_CHUNK = 2048
+
+
 def compute_dependencies(root: Node, min_topo_nr: int) -> dict[Node, int]:
     """Count, for every node reachable from ``root``, its incoming edges.
 
@@ -62,10 +66,22 @@ def compute_dependencies(root: Node, min_topo_nr: int) -> dict[Node, int]:
     below ``min_topo_nr`` cannot reach any requested input and are skipped.
     """
     deps: dict[Node, int] = {}
+    for _ in _dependency_steps(root, min_topo_nr, deps):
+        pass
+    return deps
+
+
+def _dependency_steps(root: Node, min_topo_nr: int, deps: dict[Node, int]) -> Iterator[None]:
+    """compute_dependencies in steps: yields every PREPARE_CHUNK nodes."""
     stack = [root]
     pop, push = stack.pop, stack.append
     get = deps.get
+    budget = PREPARE_CHUNK
     while stack:
+        budget -= 1
+        if not budget:
+            budget = PREPARE_CHUNK
+            yield
         fn = pop()
         for edge in fn.next_edges:
             if edge is None:
@@ -78,7 +94,6 @@ def compute_dependencies(root: Node, min_topo_nr: int) -> dict[Node, int]:
                     push(nxt)
             else:
                 deps[nxt] = c + 1
-    return deps
 
 
 def init_to_execute(
@@ -92,6 +107,20 @@ def init_to_execute(
     """
     needed: set[Node] = set()
     captures: dict[Node, list[tuple[int, int]]] = {}
+    for _ in _exec_info_steps(root, outputs, accumulate, min_topo_nr, needed, captures):
+        pass
+    return needed, captures
+
+
+def _exec_info_steps(
+    root: Node,
+    outputs: list[tuple[Node, int]],
+    accumulate: bool,
+    min_topo_nr: int,
+    needed: set[Node],
+    captures: dict[Node, list[tuple[int, int]]],
+) -> Iterator[None]:
+    """init_to_execute in steps: yields every PREPARE_CHUNK nodes."""
     targets: set[Node] = set()
     for idx, (fn, nr) in enumerate(outputs):
         if accumulate:
@@ -103,7 +132,12 @@ def init_to_execute(
     visited: set[Node] = set()
     stack: list[tuple[Node, Any]] = [(root, iter(root.next_edges))]
     visited.add(root)
+    budget = PREPARE_CHUNK
     while stack:
+        budget -= 1
+        if not budget:
+            budget = PREPARE_CHUNK
+            yield
         fn, it = stack[-1]
         child = None
         for edge in it:
@@ -125,7 +159,6 @@ def init_to_execute(
         stack.pop()
         if stack and (fn in needed or fn in captures):
             needed.add(stack[-1][0])
-    return needed, captures
 
 
 class GraphTask:
@@ -151,6 +184,7 @@ class GraphTask:
         "node_hook",
         "not_ready",
         "outstanding",
+        "pending",
         "roots",
         "running_node",
         "sched",
@@ -187,6 +221,8 @@ class GraphTask:
         self.done = False
         self.checkpoint_valid = True
         self.running_node: Node | None = None
+        #: the planned preparation not done yet (see plan)
+        self.pending: Iterator[None] | None = None
         self.error_node: Node | None = None
         #: the async driver's scheduler (device queues, offload), None when sync
         self.sched: Any = None
@@ -199,7 +235,31 @@ class GraphTask:
         outputs: list[tuple[Node, int]] | None,
         accumulate: bool,
     ) -> None:
-        """Build dependencies (and exec_info) and queue the graph root."""
+        """Build dependencies (and exec_info) and queue the graph root, now."""
+        for _ in self._prepare_steps(root_edges, root_grads, outputs, accumulate):
+            pass
+
+    def plan(
+        self,
+        root_edges: list[tuple[Node, int]],
+        root_grads: list[Any],
+        outputs: list[tuple[Node, int]] | None,
+        accumulate: bool,
+    ) -> None:
+        """Like :meth:`prepare`, but done by ``run`` within its time slices.
+
+        Counting the dependencies of a large graph takes long enough to stall
+        an event loop: planned, it is interrupted like node execution.
+        """
+        self.pending = self._prepare_steps(root_edges, root_grads, outputs, accumulate)
+
+    def _prepare_steps(
+        self,
+        root_edges: list[tuple[Node, int]],
+        root_grads: list[Any],
+        outputs: list[tuple[Node, int]] | None,
+        accumulate: bool,
+    ) -> Iterator[None]:
         if len(root_edges) == 1:
             root: Node = root_edges[0][0]
             buffer: list[Any] = [None] * root.num_outputs
@@ -210,9 +270,13 @@ class GraphTask:
         min_topo = 0
         if outputs:
             min_topo = min(fn.topological_nr for fn, _ in outputs)
-        self.dependencies = compute_dependencies(root, min_topo)
+        self.dependencies = {}
+        yield from _dependency_steps(root, min_topo, self.dependencies)
         if outputs is not None:
-            self.needed, self.captures = init_to_execute(root, outputs, accumulate, min_topo)
+            needed: set[Node] = set()
+            captures: dict[Node, list[tuple[int, int]]] = {}
+            yield from _exec_info_steps(root, outputs, accumulate, min_topo, needed, captures)
+            self.needed, self.captures = needed, captures
             self.captured = [None] * len(outputs)
             self.checkpoint_valid = False
             if root not in self.needed and root not in self.captures:
@@ -230,6 +294,11 @@ class GraphTask:
     # -- the hot loop ------------------------------------------------------------------
     def run(self, deadline: float = float("inf")) -> Any:
         """Run ready nodes; return None (drained), YIELD or a coroutine to await."""
+        if self.pending is not None:
+            for _ in self.pending:
+                if time.perf_counter() > deadline:
+                    return YIELD
+            self.pending = None
         heap = self.heap
         heappop, heappush = heapq.heappop, heapq.heappush
         tie = self._tie
