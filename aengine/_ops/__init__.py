@@ -6,6 +6,18 @@ from .._creation import ones_like, zeros_like
 from ._arith import add, clamp, div, maximum, minimum, mul, neg, pow, rdiv, rpow, rsub, sub, where
 from ._compare import eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne
 from ._core import TENSOR_OPS
+from ._index import (
+    gather,
+    getitem,
+    index_add_grad,
+    index_select,
+    masked_fill,
+    narrow,
+    scatter_add_grad,
+    select,
+    take_along_dim,
+)
+from ._join import cat, chunk, split, stack, unbind
 from ._linalg import matmul
 from ._reduce import (
     MaxResult,
@@ -51,6 +63,8 @@ __all__ = [
     "relu", "square", "log1p", "expm1", "abs", "sign", "ones_like", "zeros_like",
     "prod", "amax", "amin", "max", "min", "var", "std", "logsumexp", "softmax",
     "log_softmax", "norm", "MaxResult", "MinResult",
+    "getitem", "select", "narrow", "index_select", "gather", "take_along_dim", "masked_fill",
+    "cat", "stack", "split", "chunk", "unbind",
 ]  # fmt: skip
 
 
@@ -68,7 +82,11 @@ def _fill_tensor_ops() -> None:
     F.expand_dims = unsqueeze
     F.zeros = _zeros
     F.to_device = lambda x, device: to(x, device)
-    F.getitem = lambda x, idx: x[idx]
+    F.getitem = getitem
+    F.index_add = index_add_grad
+    F.gather = gather
+    F.scatter_add = scatter_add_grad
+    F.cat = cat
 
 
 def _zeros(shape: tuple[int, ...], like: object) -> object:

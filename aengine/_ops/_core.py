@@ -297,6 +297,9 @@ def record_multi(
     node.needs = tuple(e is not None for e in edges)
     node.meta = None
     node.out_devs = dev
+    big = max(outs, key=lambda o: o.size) if outs else None
+    if big is not None and (big.size >= _offload_min.get() or dev.type != "cpu"):
+        _mark_special(node, big, dev)
     for i, t in enumerate(ts):
         t._rg = True
         t._fn = node

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._tensor import Tensor
-from . import _arith, _compare, _linalg, _reduce, _shape, _unary
+from . import _arith, _compare, _index, _join, _linalg, _reduce, _shape, _unary
 
 
 def _reflected(fn: Any, name: str) -> Any:
@@ -56,6 +56,12 @@ for _fn in (
 ):  # fmt: skip
     setattr(_T, _fn.__name__, _fn)
 _T.neg = _arith.neg
+_T.__getitem__ = _index.getitem
+for _fn in (
+    _index.select, _index.narrow, _index.index_select, _index.gather, _index.take_along_dim,
+    _index.masked_fill, _join.split, _join.chunk, _join.unbind,
+):  # fmt: skip
+    setattr(_T, _fn.__name__, _fn)
 _T.T = property(
     lambda self: _shape.permute(self, tuple(reversed(range(self.ndim)))),
     doc="The tensor with its dimensions reversed (a view).",

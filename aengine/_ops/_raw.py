@@ -112,7 +112,11 @@ class RawOps:
         return out
 
     def gather(self, x: Any, dim: int, idx: Any) -> Any:
-        return self.xp.take_along_axis(x, idx, axis=dim)
+        # PyTorch's gather: ``idx`` may be smaller than ``x`` outside ``dim``
+        # (take_along_axis would need them to broadcast).
+        grids = list(self.xp.indices(idx.shape, sparse=True))
+        grids[dim] = idx
+        return x[tuple(grids)]
 
     def scatter_add(self, shape: tuple[int, ...], dim: int, idx: Any, g: Any) -> Any:
         xp = self.xp

@@ -1,0 +1,543 @@
+"""Indexing: ``x[idx]``, select, narrow, index_select, gather, take_along_dim, masked_fill.
+
+# NOTE [Basic and advanced indexing]
+# As in PyTorch (and numpy), an index made of ints, slices, ``...`` and None
+# is *basic*: the result is a view sharing data and version counter with its
+# input (``as_view``), and its rule writes the gradient into zeros of the
+# input's shape.  An index holding integer or bool arrays (Tensors, lists,
+# arrays) is *advanced*: the result is a copy, and its rule accumulates the
+# gradient with ``add.at`` so that repeated indices add up.  Ints mixed with
+# arrays are applied first as a basic select, as PyTorch does, so that
+# ``x[0, :, [0, 1]]`` has PyTorch's shape, not numpy's.  Both rules call
+# ``F.index_add``, whose own rule is ``F.getitem``: every derivative order is
+# covered by the pair.  Index arrays are saved for backward (version-checked
+# and freed with the graph, like PyTorch's saved indices).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from .._tensor import Tensor
+from ._core import as_view, node_class, record, same_device
+from ._shape import _norm_dim
+
+__all__ = [
+    "getitem",
+    "select",
+    "narrow",
+    "index_select",
+    "gather",
+    "take_along_dim",
+    "masked_fill",
+    "index_add_grad",
+    "scatter_add_grad",
+]
+
+_ERR_INDEX_DTYPE = "tensors used as indices must be long, int, byte or bool tensors"
+
+
+# -- rules ---------------------------------------------------------------------------------
+def _basic_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    shape, idx = n.attrs
+    return (F.index_add(shape, idx, g, True),)
+
+
+def _fill(template: tuple[Any, ...], pos: tuple[int, ...], vals: Any) -> tuple[Any, ...]:
+    """The index ``template`` with its array entries (at ``pos``) taken from ``vals``."""
+    idx = list(template)
+    for p, v in zip(pos, vals):
+        idx[p] = v
+    return tuple(idx)
+
+
+def _advanced_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    shape, template, pos = n.attrs
+    return (F.index_add(shape, _fill(template, pos, s), g, False),)
+
+
+SelectBackward0 = node_class("SelectBackward0", _basic_rule)
+SliceBackward0 = node_class("SliceBackward0", _basic_rule)
+UnsqueezeBackward0 = node_class("UnsqueezeBackward0", _basic_rule)
+AliasBackward0 = node_class("AliasBackward0", _basic_rule)
+IndexBackward0 = node_class("IndexBackward0", _advanced_rule)
+IndexSelectBackward0 = node_class("IndexSelectBackward0", _advanced_rule)
+
+
+# -- parsing an index ------------------------------------------------------------------------
+def _index_error(exc: IndexError, x: Tensor) -> IndexError:
+    """numpy's indexing error, worded as PyTorch words it."""
+    msg = str(exc)
+    if msg.startswith("too many indices"):
+        if x.data.ndim == 0:
+            return IndexError(
+                "invalid index of a 0-dim tensor. Use `tensor.item()` in Python to convert a "
+                "0-dim tensor to a number"
+            )
+        return IndexError(f"too many indices for tensor of dimension {x.data.ndim}")
+    return IndexError(msg.replace("axis", "dimension").replace("array", "tensor"))
+
+
+def _as_int(v: Any) -> Any:
+    """A slice bound as an int (or None); 0-d integer Tensors are accepted."""
+    if v is None or v.__class__ is int:
+        return v
+    if isinstance(v, Tensor):
+        if v.data.ndim == 0 and v.data.dtype.kind in "iu":
+            return int(v.data)
+        raise TypeError(f"slice indices must be integers or 0-d integer tensors, got {v!r}")
+    return operator.index(v)
+
+
+def _check_slice(s: slice) -> slice:
+    step = s.step
+    if s.start.__class__ is not int and s.start is not None:
+        s = slice(_as_int(s.start), s.stop, step)
+    if s.stop.__class__ is not int and s.stop is not None:
+        s = slice(s.start, _as_int(s.stop), step)
+    if step is not None:
+        if step.__class__ is not int:
+            step = _as_int(step)
+            s = slice(s.start, s.stop, step)
+        if step <= 0:
+            raise ValueError(
+                f"step must be greater than zero (got {step}); PyTorch slicing has no "
+                "negative steps: use x.flip(dim) or an index list instead"
+            )
+    return s
+
+
+def _array_index(a: Any, x: Tensor, from_tensor: bool) -> Any:
+    """An index array checked for dtype; 0-d integer arrays become ints."""
+    kind = a.dtype.kind
+    if kind == "b":
+        return a
+    if kind in "iu":
+        if from_tensor and a.dtype.itemsize == 1 and kind == "u":
+            return a.astype(bool)  # PyTorch reads uint8 index tensors as masks
+        if a.ndim == 0:
+            return int(a)
+        return a
+    if a.size == 0 and kind == "f" and not from_tensor:
+        return a.astype("int64")  # ``x[[]]``: an empty list reads as float64
+    raise IndexError(f"{_ERR_INDEX_DTYPE}, got an index of dtype {a.dtype}")
+
+
+def _component(it: Any, x: Tensor) -> Any:
+    """One entry of an index made ready for the backend: int, slice, None, ..., or array."""
+    if isinstance(it, Tensor):
+        a = it.data
+        if it._device is not x._device:
+            a = x._device.backend.asarray(it._device.backend.to_numpy(a))
+        return _array_index(a, x, True)
+    if it.__class__ is bool:
+        return it
+    if isinstance(it, (list, tuple)):
+        try:
+            a = x._device.backend.asarray(it)
+        except (TypeError, ValueError) as exc:
+            raise IndexError(
+                f"an index list must hold integers or bools (a rectangular nested list), got {it!r}"
+            ) from exc
+        return _array_index(a, x, False)
+    if hasattr(it, "dtype") and hasattr(it, "shape"):
+        return _array_index(x._device.backend.asarray(it), x, False)
+    try:
+        return operator.index(it)
+    except TypeError:
+        raise IndexError(
+            "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+            f"are valid indices (got {type(it).__name__})"
+        ) from None
+
+
+def _parse(x: Tensor, index: Any) -> tuple[tuple[Any, ...], Any, bool]:
+    """``(idx, cls, has_int)``: the normalised index, its node class (None: advanced)."""
+    items = index if index.__class__ is tuple else (index,)
+    single = len(items) == 1
+    out: list[Any] = []
+    cls: Any = AliasBackward0
+    advanced = ellipsis = has_int = False
+    for it in items:
+        c = it.__class__
+        if c is int:
+            cls = SelectBackward0
+            has_int = True
+        elif c is slice:
+            it = _check_slice(it)
+            if single or it.start is not None or it.stop is not None or it.step is not None:
+                cls = SliceBackward0
+        elif it is None:
+            cls = UnsqueezeBackward0
+        elif it is Ellipsis:
+            ellipsis = True
+        else:
+            it = _component(it, x)
+            if it.__class__ is int:
+                cls = SelectBackward0
+                has_int = True
+            else:
+                advanced = True
+        out.append(it)
+    if advanced:
+        return tuple(out), None, has_int
+    if not ellipsis:
+        out.append(Ellipsis)  # keeps numpy from returning a scalar instead of a 0-d view
+    return tuple(out), cls, has_int
+
+
+def _consumed(it: Any) -> int:
+    """How many dimensions of the input an advanced index entry consumes."""
+    if it.__class__ is bool:
+        return 0
+    if it.dtype.kind == "b":
+        return int(it.ndim)
+    return 1
+
+
+# -- x[idx] --------------------------------------------------------------------------------
+def getitem(x: Tensor, index: Any) -> Tensor:
+    """``x[index]``: a view for basic indices, a copy for advanced ones.
+
+    See NOTE [Basic and advanced indexing].
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.arange(6.0).reshape(2, 3)
+        >>> x[1, 1:].tolist(), x[:, [0, 0]].tolist()
+        ([4.0, 5.0], [[0.0, 0.0], [3.0, 3.0]])
+    """
+    if index.__class__ is int:
+        return _basic(x, (index, Ellipsis), SelectBackward0)
+    idx, cls, has_int = _parse(x, index)
+    if cls is not None:
+        return _basic(x, idx, cls)
+    if has_int:
+        # Apply the ints first, as PyTorch does (see the NOTE).
+        first: list[Any] = []
+        rest: list[Any] = []
+        for it in idx:
+            c = it.__class__
+            if c is int:
+                first.append(it)
+            elif c is slice or it is Ellipsis:
+                first.append(it)
+                rest.append(it)
+            elif it is None:
+                rest.append(it)
+            else:
+                first.extend((slice(None),) * _consumed(it))
+                rest.append(it)
+        if Ellipsis not in first:
+            first.append(Ellipsis)
+        x = _basic(x, tuple(first), SelectBackward0)
+        idx = tuple(rest)
+    return _advanced(x, idx, IndexBackward0)
+
+
+def _basic(x: Tensor, idx: tuple[Any, ...], cls: Any) -> Tensor:
+    try:
+        out = x.data[idx]
+    except IndexError as exc:
+        raise _index_error(exc, x) from None
+    t = record(cls, out, x._device, (x,), attrs=(x.data.shape, idx))
+    return as_view(t, x, lambda F, v, _i=idx: F.getitem(v, _i))
+
+
+def _advanced(x: Tensor, idx: tuple[Any, ...], cls: Any) -> Tensor:
+    try:
+        out = x.data[idx]
+    except IndexError as exc:
+        raise _index_error(exc, x) from None
+    if not x._rg:
+        return record(cls, out, x._device, (x,))
+    pos = tuple(i for i, it in enumerate(idx) if hasattr(it, "dtype"))
+    template = tuple(None if i in pos else it for i, it in enumerate(idx))
+    dev = x._device
+    saved = tuple(Tensor._make(idx[i], False, dev) for i in pos)
+    return record(cls, out, dev, (x,), saved, attrs=(x.data.shape, template, pos))
+
+
+# -- select / narrow / index_select ------------------------------------------------------------
+def select(x: Tensor, dim: int, index: int) -> Tensor:
+    """The slice at ``index`` along ``dim``, without that dimension (a view).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.arange(6.0).reshape(2, 3).select(1, -1).tolist()
+        [2.0, 5.0]
+    """
+    shape = x.data.shape
+    if not shape:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = _norm_dim(dim, x.data.ndim)
+    index = _as_int(index)
+    size = shape[d]
+    if not -size <= index < size:
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(shape)} "
+            f"at dimension {dim}"
+        )
+    return _basic(x, (slice(None),) * d + (index, Ellipsis), SelectBackward0)
+
+
+def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """Elements ``start .. start+length`` along ``dim`` (a view); ``start`` may be negative.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.arange(5.0).narrow(0, 1, 3).tolist()
+        [1.0, 2.0, 3.0]
+    """
+    if x.data.ndim == 0:
+        raise IndexError("narrow() cannot be applied to a 0-dim tensor.")
+    d = _norm_dim(dim, x.data.ndim)
+    size = x.data.shape[d]
+    start, length = _as_int(start), operator.index(length)
+    if length < 0:
+        raise ValueError(f"narrow(): length must be non-negative, got {length}")
+    if not -size <= start <= size:
+        raise IndexError(
+            f"start out of range (expected to be in range of [{-size}, {size}], but got {start})"
+        )
+    if start < 0:
+        start += size
+    if start + length > size:
+        raise ValueError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    idx = (slice(None),) * d + (slice(start, start + length), Ellipsis)
+    return _basic(x, idx, SliceBackward0)
+
+
+def _index_tensor(index: Any, x: Tensor, what: str) -> tuple[Tensor, Any]:
+    """``index`` as (Tensor, array) of an integer dtype, on ``x``'s device."""
+    t = index if isinstance(index, Tensor) else Tensor._make(x._device.backend.asarray(index))
+    if t._device is not x._device:
+        same_device(x, t)
+    a = t.data
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{what}(): Expected dtype int64 for index, got {a.dtype}")
+    return t, a
+
+
+def _check_range(a: Any, size: int, dim: int, what: str, negative: bool = False) -> None:
+    if a.size == 0:
+        return
+    lo, hi = int(a.min()), int(a.max())
+    bad = hi if hi >= size else lo if lo < (-size if negative else 0) else None
+    if bad is not None:
+        raise IndexError(
+            f"{what}(): index {bad} is out of bounds for dimension {dim} with size {size}"
+        )
+
+
+def index_select(x: Tensor, dim: int, index: Any) -> Tensor:
+    """The entries at ``index`` (a 1-D integer tensor) along ``dim``; a copy.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.arange(4.0).index_select(0, ae.tensor([3, 0, 3])).tolist()
+        [3.0, 0.0, 3.0]
+    """
+    it, a = _index_tensor(index, x, "index_select")
+    if a.ndim > 1:
+        raise IndexError(
+            f"index_select(): Index is supposed to be a vector, got shape {tuple(a.shape)}"
+        )
+    if a.ndim == 0:
+        a = a.reshape(1)
+        it = Tensor._make(a, False, x._device)
+    d = _norm_dim(dim, x.data.ndim)
+    if x.data.ndim == 0:
+        _check_range(a, 1, dim, "index_select")
+        return _advanced(x.reshape(1), (a,), IndexSelectBackward0).reshape(a.shape)
+    _check_range(a, x.data.shape[d], d, "index_select")
+    idx = (slice(None),) * d + (a,)
+    out = x.data[idx]
+    if not x._rg:
+        return record(IndexSelectBackward0, out, x._device, (x,))
+    template = (slice(None),) * d + (None,)
+    return record(
+        IndexSelectBackward0, out, x._device, (x,), (it,), attrs=(x.data.shape, template, (d,))
+    )
+
+
+# -- gather / take_along_dim ---------------------------------------------------------------------
+def _gather_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    shape, dim = n.attrs
+    return (F.scatter_add(shape, dim, s[0], g),)
+
+
+GatherBackward0 = node_class("GatherBackward0", _gather_rule)
+
+
+def _check_gather(x: Tensor, d: int, a: Any) -> None:
+    xs, ish = x.data.shape, a.shape
+    if len(ish) != len(xs):
+        raise ValueError(
+            "Index tensor must have the same number of dimensions as input tensor "
+            f"(index shape {list(ish)}, input shape {list(xs)})"
+        )
+    for i, (si, sx) in enumerate(zip(ish, xs)):
+        if i != d and si > sx:
+            raise ValueError(
+                f"Size does not match at dimension {i} expected index {list(ish)} to be "
+                f"smaller than self {list(xs)} apart from dimension {d}"
+            )
+    _check_range(a, xs[d], d, "gather")
+
+
+def gather(x: Tensor, dim: int, index: Any) -> Tensor:
+    """``out[i][j] = x[index[i][j]][j]`` for dim 0 (and so on): PyTorch's gather.
+
+    ``index`` has ``x``'s number of dimensions and is no larger than ``x``
+    outside ``dim``; the result has ``index``'s shape.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> x.gather(1, ae.tensor([[0, 0], [1, 0]])).tolist()
+        [[1.0, 1.0], [4.0, 3.0]]
+    """
+    it, a = _index_tensor(index, x, "gather")
+    if x.data.ndim == 0:
+        return gather(x.reshape(1), 0, it.reshape(1) if a.ndim == 0 else it).reshape(a.shape)
+    d = _norm_dim(dim, x.data.ndim)
+    _check_gather(x, d, a)
+    out = x._device.backend.raw.gather(x.data, d, a)
+    return record(GatherBackward0, out, x._device, (x,), (it,), attrs=(x.data.shape, d))
+
+
+def take_along_dim(x: Tensor, indices: Any, dim: int | None = None) -> Tensor:
+    """Pick values along ``dim`` at ``indices``, broadcasting the other dimensions.
+
+    With ``dim=None`` both are flattened first (PyTorch's ``take_along_dim``).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor([[10.0, 30.0, 20.0]])
+        >>> x.take_along_dim(ae.tensor([[1]]), 1).tolist()
+        [[30.0]]
+    """
+    it, a = _index_tensor(indices, x, "take_along_dim")
+    if dim is None:
+        return gather(x.reshape(-1), 0, it.reshape(-1))
+    if a.ndim != x.data.ndim:
+        raise ValueError(
+            "take_along_dim(): input and indices should have the same number of dimensions, "
+            f"but got {x.data.ndim} dimensions for input, and {a.ndim} dimensions for indices"
+        )
+    d = _norm_dim(dim, x.data.ndim)
+    xp = x._device.backend.xp
+    xs, ish = list(x.data.shape), list(a.shape)
+    xs[d] = ish[d] = 1
+    common = xp.broadcast_shapes(tuple(xs), tuple(ish))
+    xshape = (*common[:d], x.data.shape[d], *common[d + 1 :])
+    ishape = (*common[:d], a.shape[d], *common[d + 1 :])
+    if xshape != x.data.shape:
+        x = x.broadcast_to(xshape)
+    if ishape != a.shape:
+        it = Tensor._make(xp.broadcast_to(a, ishape), False, x._device)
+    return gather(x, d, it)
+
+
+# -- masked_fill ---------------------------------------------------------------------------------
+def _masked_fill_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    mask = s[0]
+    gx = F.where(mask, 0.0, g) if n.needs[0] else None
+    return (gx,)
+
+
+def _masked_fill_t_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    mask = s[0]
+    need = n.needs
+    gx = F.where(mask, 0.0, g) if need[0] else None
+    gv = F.sum(F.where(mask, g, 0.0)) if need[1] else None
+    return (gx, gv)
+
+
+MaskedFillBackward0 = node_class("MaskedFillBackward0", _masked_fill_rule)
+MaskedFillBackward1 = node_class("MaskedFillBackward1", _masked_fill_t_rule)
+
+
+def masked_fill(x: Tensor, mask: Any, value: Any) -> Tensor:
+    """``x`` with ``value`` where the bool ``mask`` holds (out of place, broadcasting).
+
+    ``value`` is a number or a 0-d tensor (which then gets a gradient too);
+    the gradient of ``x`` is zero where the mask holds.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor([1.0, 2.0, 3.0])
+        >>> x.masked_fill(x > 1.5, 0.0).tolist()
+        [1.0, 0.0, 0.0]
+    """
+    mt = mask if isinstance(mask, Tensor) else Tensor._make(x._device.backend.asarray(mask))
+    if mt._device is not x._device:
+        same_device(x, mt)
+    m = mt.data
+    if m.dtype.kind != "b":
+        raise TypeError(
+            f"masked_fill_ only supports boolean masks, but got mask with dtype {m.dtype}"
+        )
+    xp = x._device.backend.xp
+    dtype = x.data.dtype
+    if isinstance(value, Tensor):
+        if value.data.ndim != 0:
+            raise ValueError(
+                "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                f"{value.data.ndim} dimension(s)."
+            )
+        same_device(x, value)
+        out = xp.where(m, value.data.astype(dtype), x.data)
+        return record(MaskedFillBackward1, out, x._device, (x, value), (mt,), bcast=True)
+    out = xp.where(m, xp.asarray(value).astype(dtype), x.data)
+    return record(MaskedFillBackward0, out, x._device, (x,), (mt,), bcast=True)
+
+
+# -- the F forms used by rules under create_graph ---------------------------------------------------
+def _raw_index(idx: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(it.data if isinstance(it, Tensor) else it for it in idx)
+
+
+def _index_add_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    return (F.getitem(g, n.attrs),)
+
+
+IndexAddBackward0 = node_class("IndexAddBackward0", _index_add_rule)
+
+
+def index_add_grad(shape: tuple[int, ...], idx: Any, g: Tensor, basic: bool) -> Tensor:
+    """Zeros of ``shape`` with ``g`` added at ``idx`` (``F.index_add`` of rules).
+
+    The gradient of ``x[idx]``; repeated advanced indices accumulate.
+    """
+    idx = _raw_index(idx)
+    out = g._device.backend.raw.index_add(shape, idx, g.data, basic)
+    return record(IndexAddBackward0, out, g._device, (g,), attrs=idx)
+
+
+def _scatter_add_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    dim, idx = n.attrs
+    return (F.gather(g, dim, idx),)
+
+
+ScatterAddBackward0 = node_class("ScatterAddBackward0", _scatter_add_rule)
+
+
+def scatter_add_grad(shape: tuple[int, ...], dim: int, idx: Any, g: Tensor) -> Tensor:
+    """Zeros of ``shape`` with ``g`` added along ``dim`` at ``idx`` (``F.scatter_add``).
+
+    The gradient of :func:`gather`.
+    """
+    if isinstance(idx, Tensor):
+        idx = idx.data
+    out = g._device.backend.raw.scatter_add(shape, dim, idx, g.data)
+    return record(ScatterAddBackward0, out, g._device, (g,), attrs=(dim, idx))

@@ -1,0 +1,328 @@
+"""Joining and splitting: cat, stack, split, chunk, unbind.
+
+# NOTE [Multi-output views]
+# split, chunk and unbind record ONE node with an output per piece (as
+# PyTorch does: ``SplitBackward0``, ``SplitWithSizesBackward0``,
+# ``UnbindBackward0``); each piece is a view of the input made with
+# ``creation="multi_output:<node>"``, which the in-place machinery uses to
+# forbid in-place changes of such views.  The rule receives the list of
+# output gradients, with None for pieces that got none, and fills those with
+# zeros before concatenating.  Node classes are made per number of outputs
+# (``num_outputs`` is a class attribute) and cached.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from .._grad_mode import _grad_enabled
+from .._tensor import Tensor
+from ._core import OpNode, as_view, node_class, record, record_multi, same_device
+from ._shape import _norm_dim
+
+__all__ = ["cat", "stack", "split", "chunk", "unbind"]
+
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _tensor_list(tensors: Any, what: str) -> list[Tensor]:
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(
+            f"{what}() expects a list or tuple of Tensors, got {type(tensors).__name__}"
+        )
+    ts = list(tensors)
+    if not ts:
+        raise ValueError(f"{what}(): expected a non-empty list of Tensors")
+    for i, t in enumerate(ts):
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"{what}(): expected Tensors, but element {i} of the list is "
+                f"{type(t).__name__}; convert it with ae.tensor(...)"
+            )
+    return ts
+
+
+def _result_type(ts: list[Tensor]) -> Any:
+    """The promoted dtype of several dimensioned tensors (PyTorch's result_type)."""
+    best = ts[0].data.dtype
+    for t in ts[1:]:
+        dt = t.data.dtype
+        if dt == best:
+            continue
+        cb, cd = _CATEGORY[best.kind], _CATEGORY[dt.kind]
+        if cd > cb:
+            best = dt
+        elif cd == cb:
+            best = np.promote_types(best, dt)
+    return best
+
+
+def _cast(ts: list[Tensor], dtype: Any) -> tuple[list[Any], bool]:
+    arrays = [t.data for t in ts]
+    changed = False
+    for i, a in enumerate(arrays):
+        if a.dtype != dtype:
+            arrays[i] = a.astype(dtype)
+            changed = True
+    return arrays, changed
+
+
+# -- cat -----------------------------------------------------------------------------------
+def _cat_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    d, bounds = n.attrs
+    pre = (slice(None),) * d
+    grads: list[Any] = []
+    for b, need in zip(bounds, n.needs):
+        if not need:
+            grads.append(None)
+        elif b is None:
+            grads.append(F.zeros((0,), g))
+        else:
+            grads.append(F.getitem(g, (*pre, slice(b[0], b[1]))))
+    return grads
+
+
+CatBackward0 = node_class("CatBackward0", _cat_rule)
+
+
+def cat(tensors: Any, dim: int = 0) -> Tensor:
+    """Concatenate tensors along an existing dimension ``dim``.
+
+    Shapes must match outside ``dim`` (no broadcasting); dtypes are promoted
+    as in PyTorch; 1-D empty tensors are skipped (PyTorch's legacy rule).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.cat([ae.zeros(1, 2), ae.ones(2, 2)]).shape
+        (3, 2)
+    """
+    ts = _tensor_list(tensors, "cat")
+    ref = next((t for t in ts if t.data.shape != (0,)), ts[0])
+    rshape = ref.data.shape
+    nd = len(rshape)
+    if nd == 0:
+        raise ValueError(
+            f"zero-dimensional tensor (at position {ts.index(ref)}) cannot be concatenated; "
+            "use ae.stack, or reshape it to 1-D first"
+        )
+    d = _norm_dim(dim, nd)
+    dev = ref._device
+    bounds: list[tuple[int, int] | None] = []
+    used: list[Tensor] = []
+    pos = 0
+    for i, t in enumerate(ts):
+        a = t.data
+        if t._device is not dev:
+            same_device(ref, t)
+        shp = a.shape
+        if shp == (0,) and nd != 1:
+            bounds.append(None)  # legacy: 1-D empty tensors concatenate with anything
+            continue
+        if len(shp) != nd:
+            if not shp:
+                raise ValueError(
+                    f"zero-dimensional tensor (at position {i}) cannot be concatenated"
+                )
+            raise ValueError(
+                f"Tensors must have same number of dimensions: got {nd} and {len(shp)} "
+                f"(shapes {list(rshape)} and {list(shp)})"
+            )
+        for k in range(nd):
+            if k != d and shp[k] != rshape[k]:
+                raise ValueError(
+                    f"Sizes of tensors must match except in dimension {d}. Expected size "
+                    f"{rshape[k]} but got size {shp[k]} for tensor number {i} in the list "
+                    f"(shapes {list(rshape)} and {list(shp)}); cat does not broadcast"
+                )
+        bounds.append((pos, pos + shp[d]))
+        used.append(t)
+        pos += shp[d]
+    dtype = _result_type(ts)
+    arrays, changed = _cast(used, dtype)
+    out = dev.backend.xp.concatenate(arrays, axis=d)
+    changed = changed or any(b is None and t.data.dtype != dtype for b, t in zip(bounds, ts))
+    return record(CatBackward0, out, dev, tuple(ts), attrs=(d, tuple(bounds)), bcast=changed)
+
+
+# -- stack ---------------------------------------------------------------------------------
+def _stack_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    pre = (slice(None),) * n.attrs
+    return [F.getitem(g, (*pre, i, Ellipsis)) if need else None for i, need in enumerate(n.needs)]
+
+
+StackBackward0 = node_class("StackBackward0", _stack_rule)
+
+
+def stack(tensors: Any, dim: int = 0) -> Tensor:
+    """Join equally shaped tensors along a new dimension ``dim``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.stack([ae.zeros(2), ae.ones(2)], dim=1).tolist()
+        [[0.0, 1.0], [0.0, 1.0]]
+    """
+    ts = _tensor_list(tensors, "stack")
+    shape = ts[0].data.shape
+    dev = ts[0]._device
+    for i, t in enumerate(ts):
+        if t.data.shape != shape:
+            raise ValueError(
+                f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
+                f"and {list(t.data.shape)} at entry {i}"
+            )
+        if t._device is not dev:
+            same_device(ts[0], t)
+    nd = len(shape) + 1
+    if not -nd <= dim < nd:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})"
+        )
+    d = dim % nd
+    arrays, changed = _cast(ts, _result_type(ts))
+    out = dev.backend.xp.stack(arrays, axis=d)
+    return record(StackBackward0, out, dev, tuple(ts), attrs=d, bcast=changed)
+
+
+# -- split / chunk / unbind -------------------------------------------------------------------
+_MULTI: dict[tuple[str, int], type[OpNode]] = {}
+
+
+def _multi_class(name: str, rule: Any, k: int) -> type[OpNode]:
+    cls = _MULTI.get((name, k))
+    if cls is None:
+        cls = _MULTI[name, k] = node_class(name, rule, num_outputs=k)
+    return cls
+
+
+def _grads_or_zeros(F: Any, g: Any, n: Any, shapes: Any) -> list[Any] | None:
+    """The output gradients as a list, None entries as zeros (None if all are None)."""
+    gs = [g] if n.num_outputs == 1 else g
+    like = next((x for x in gs if x is not None), None)
+    if like is None:
+        return None
+    return [x if x is not None else F.zeros(shp, like) for x, shp in zip(gs, shapes)]
+
+
+def _split_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    d, sizes, shape = n.attrs
+    shapes = [(*shape[:d], sz, *shape[d + 1 :]) for sz in sizes]
+    parts = _grads_or_zeros(F, g, n, shapes)
+    if parts is None:
+        return (None,)
+    return (parts[0] if len(parts) == 1 else F.cat(parts, d),)
+
+
+def _unbind_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+    d, shape = n.attrs
+    parts = _grads_or_zeros(F, g, n, [(*shape[:d], *shape[d + 1 :])] * n.num_outputs)
+    if parts is None:
+        return (None,)
+    return (F.cat([F.expand_dims(p, d) for p in parts], d),)
+
+
+def _views(x: Tensor, name: str, rule: Any, idxs: list[Any], attrs: Any) -> tuple[Tensor, ...]:
+    data = x.data
+    cls = _multi_class(name, rule, len(idxs))
+    outs = record_multi(cls, [data[i] for i in idxs], x._device, (x,), attrs=attrs)
+    creation = "multi_output:" + name if _grad_enabled.get() else None
+    for t, i in zip(outs, idxs):
+        as_view(t, x, lambda F, v, _i=i: F.getitem(v, _i), creation)
+    return tuple(outs)
+
+
+def _split_sizes(x: Tensor, d: int, sizes: list[int], name: str) -> tuple[Tensor, ...]:
+    pre = (slice(None),) * d
+    idxs = []
+    pos = 0
+    for sz in sizes:
+        idxs.append((*pre, slice(pos, pos + sz), Ellipsis))
+        pos += sz
+    return _views(x, name, _split_rule, idxs, (d, tuple(sizes), x.data.shape))
+
+
+def _dim_of(x: Tensor, dim: int, what: str) -> int:
+    if x.data.ndim == 0:
+        raise ValueError(f"{what} expects at least a 1-dimensional tensor")
+    return _norm_dim(dim, x.data.ndim)
+
+
+def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Split into pieces of ``split_size`` (the last may be smaller) or of the given sizes.
+
+    The pieces are views of ``x`` (see NOTE [Multi-output views]).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> [p.tolist() for p in ae.arange(5.0).split(2)]
+        [[0.0, 1.0], [2.0, 3.0], [4.0]]
+        >>> [p.shape for p in ae.zeros(5, 2).split([1, 4])]
+        [(1, 2), (4, 2)]
+    """
+    d = _dim_of(x, dim, "split")
+    size = x.data.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [operator.index(s) for s in split_size_or_sections]
+        if any(s < 0 for s in sizes) or sum(sizes) != size:
+            raise ValueError(
+                f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
+                f"size at dimension {d}), but got split_sizes={sizes}"
+            )
+        if not sizes:
+            raise ValueError("split_with_sizes expects at least one split size")
+        return _split_sizes(x, d, sizes, "SplitWithSizesBackward0")
+    s = operator.index(split_size_or_sections)
+    if s < 0:
+        raise ValueError(f"split expects split_size be non-negative, but got split_size={s}")
+    if s == 0 and size != 0:
+        raise ValueError(
+            f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}"
+        )
+    k = max(-(-size // s), 1) if s else 1
+    sizes = [s] * (k - 1) + [size - s * (k - 1)]
+    return _split_sizes(x, d, sizes, "SplitBackward0")
+
+
+def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """Split into ``chunks`` nearly equal views (fewer if the size does not allow).
+
+    As in PyTorch each piece has ``ceil(size / chunks)`` elements along
+    ``dim`` and the last one what remains.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> [p.shape for p in ae.zeros(5).chunk(3)]
+        [(2,), (2,), (1,)]
+    """
+    chunks = operator.index(chunks)
+    if chunks <= 0:
+        raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = _dim_of(x, dim, "chunk")
+    size = x.data.shape[d]
+    if size == 0:
+        return _split_sizes(x, d, [0] * chunks, "SplitWithSizesBackward0")
+    return split(x, -(-size // chunks), d)
+
+
+def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along ``dim``, without that dimension (views).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> [r.tolist() for r in ae.arange(4.0).reshape(2, 2).unbind(1)]
+        [[0.0, 2.0], [1.0, 3.0]]
+    """
+    d = _dim_of(x, dim, "unbind")
+    n = x.data.shape[d]
+    if n == 0:
+        return ()
+    pre = (slice(None),) * d
+    idxs = [(*pre, i, Ellipsis) for i in range(n)]
+    return _views(x, "UnbindBackward0", _unbind_rule, idxs, (d, x.data.shape))
