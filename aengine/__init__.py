@@ -19,6 +19,7 @@ from __future__ import annotations
 from . import functional, sync
 from ._anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled
 from ._api import backward, grad, queue_callback
+from ._checkpoint import checkpoint
 from ._creation import (
     Generator,
     arange,
@@ -144,7 +145,7 @@ __all__ = [
     "AccumulateGrad", "AutogradError", "BackwardCFunction", "BackwardError", "Function",
     "FunctionCtx", "once_differentiable", "Device", "Engine", "Generator", "Node",
     "RemovableHandle", "Tensor", "abs", "add", "arange", "as_tensor", "backward", "bool",
-    "bool_", "broadcast_to", "clamp", "clone", "cos", "detect_anomaly", "device", "div",
+    "bool_", "broadcast_to", "checkpoint", "clamp", "clone", "cos", "detect_anomaly", "device", "div",
     "empty", "empty_like", "enable_grad", "eq", "exp", "expand", "expm1", "eye", "flatten",
     "float16", "float32", "float64", "full", "full_like", "ge", "grad", "gt",
     "inference_mode", "int16", "int32", "int64", "int8", "is_anomaly_check_nan_enabled",

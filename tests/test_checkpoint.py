@@ -1,0 +1,217 @@
+"""ae.checkpoint (reentrant): gradients, memory, and the K6/K7 errors."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+import aengine as ae
+
+
+def _mlp_params(seed: int = 0) -> list[ae.Tensor]:
+    rng = np.random.default_rng(seed)
+    shapes = [(4, 8), (8,), (8, 8), (8,), (8, 3)]
+    return [ae.tensor(rng.standard_normal(s) * 0.5, requires_grad=True) for s in shapes]
+
+
+def _segment(params: list[ae.Tensor], kept: list[Any] | None = None) -> Any:
+    w1, b1, w2, b2, _ = params
+
+    def fn(x: ae.Tensor) -> ae.Tensor:
+        z1 = x @ w1 + b1
+        h1 = z1.tanh()
+        z2 = h1 @ w2 + b2
+        if kept is not None:  # the segment's intermediate activations
+            kept.extend(weakref.ref(t.data) for t in (z1, h1, z2))
+        return z2.relu()
+
+    return fn
+
+
+def _loss(params: list[ae.Tensor], x: ae.Tensor, checkpointed: bool) -> ae.Tensor:
+    seg = _segment(params)
+    h = ae.checkpoint(seg, x) if checkpointed else seg(x)
+    return ((h @ params[4]) ** 2).sum()
+
+
+def _grads(params: list[ae.Tensor], x: ae.Tensor) -> list[np.ndarray]:
+    out = [p.grad.data.copy() for p in params] + [x.grad.data.copy()]
+    for t in [*params, x]:
+        t.grad = None
+    return out
+
+
+def _x() -> ae.Tensor:
+    return ae.tensor(np.random.default_rng(5).standard_normal((6, 4)), requires_grad=True)
+
+
+def test_same_gradients_as_plain_sync() -> None:
+    params, x = _mlp_params(), _x()
+    ae.sync.backward(_loss(params, x, False))
+    expected = _grads(params, x)
+    ae.sync.backward(_loss(params, x, True))
+    for got, exp in zip(_grads(params, x), expected, strict=True):
+        np.testing.assert_allclose(got, exp, rtol=1e-12)
+
+
+@pytest.mark.anyio
+async def test_same_gradients_as_plain_async() -> None:
+    params, x = _mlp_params(), _x()
+    await ae.backward(_loss(params, x, False))
+    expected = _grads(params, x)
+    await ae.backward(_loss(params, x, True))
+    for got, exp in zip(_grads(params, x), expected, strict=True):
+        np.testing.assert_allclose(got, exp, rtol=1e-12)
+
+
+def test_same_gradients_as_torch() -> None:
+    torch = pytest.importorskip("torch")
+    import torch.utils.checkpoint as tcp
+
+    params, x = _mlp_params(), _x()
+    tparams = [torch.tensor(p.data, requires_grad=True) for p in params]
+    tx = torch.tensor(x.data, requires_grad=True)
+    th = tcp.checkpoint(_segment(tparams), tx, use_reentrant=True)
+    ((th @ tparams[4]) ** 2).sum().backward()
+    ae.sync.backward(_loss(params, x, True))
+    for p, tp in zip([*params, x], [*tparams, tx], strict=True):
+        np.testing.assert_allclose(p.grad.data, tp.grad.numpy(), rtol=1e-12)
+
+
+def test_segment_intermediates_are_not_kept() -> None:
+    """The checkpointed forward keeps only its inputs: the segment's activations die."""
+    params, x = _mlp_params(), _x()
+    plain_kept: list[Any] = []
+    plain = _segment(params, plain_kept)(x)
+    ck_kept: list[Any] = []
+    ck = ae.checkpoint(_segment(params, ck_kept), x)
+    gc.collect()
+    assert plain_kept[1]() is not None  # h1: saved by TanhBackward and MmBackward
+    assert all(r() is None for r in ck_kept)  # nothing of the segment survives
+    # the checkpointed output's node saves only the input
+    node = ck.grad_fn
+    assert node.name() == "CheckpointFunctionBackward"
+    assert [t is x for t in node.saved_tensors] == [True]
+    del plain, ck
+
+
+def test_many_segments_then_one_backward() -> None:
+    """K6 test_checkpointing (small): a chain of checkpointed segments."""
+    params, x = _mlp_params(), _x()
+    w = params[2]
+    h = (x @ params[0]).tanh()
+    h_plain = (x @ params[0]).tanh()
+    for _ in range(20):
+        h = ae.checkpoint(lambda t: (t @ w).tanh(), h)
+    for _ in range(20):
+        h_plain = (h_plain @ w).tanh()
+    ae.sync.backward(h.sum())
+    got = w.grad.data.copy()
+    w.grad = None
+    ae.sync.backward(h_plain.sum())
+    np.testing.assert_allclose(got, w.grad.data, rtol=1e-10)
+
+
+@pytest.mark.parametrize("mode", ["grad", "inputs"])
+def test_incompatible_with_grad_and_inputs(mode: str) -> None:
+    """K6 test_checkpoint_valid_reset_on_error: error, then a plain backward works."""
+    params, x = _mlp_params(), _x()
+    loss = _loss(params, x, True)
+    with pytest.raises(ae.AutogradError, match="is incompatible with ae.grad()") as info:
+        if mode == "grad":
+            ae.sync.grad(loss, [x])
+        else:
+            ae.sync.backward(loss, inputs=[x])
+    assert "`inputs`" in str(info.value)
+    ae.sync.backward(_loss(params, x, True))  # the flag is per backward: valid again
+    assert x.grad is not None
+
+
+@pytest.mark.anyio
+async def test_incompatible_with_grad_async() -> None:
+    params, x = _mlp_params(), _x()
+    with pytest.raises(ae.AutogradError, match="is incompatible with"):
+        await ae.grad(_loss(params, x, True), [x])
+
+
+def test_nested_inside_grad_is_invalid_too() -> None:
+    """A backward nested in a grad() call inherits checkpoint_valid = False."""
+    params, x = _mlp_params(), _x()
+    v = ae.tensor(1.0, requires_grad=True)
+
+    def hook(g: ae.Tensor) -> None:
+        with ae.enable_grad():
+            loss = _loss(params, x, True)
+        ae.sync.backward(loss)
+
+    with ae.enable_grad():
+        y = v * 2.0
+    y.register_hook(hook)
+    with pytest.raises(ae.AutogradError, match="is incompatible with"):
+        with ae.enable_grad():
+            ae.sync.grad(y * 1.0, [v])
+
+
+def test_no_output_requires_grad() -> None:
+    """K7: a checkpointed function that computes under no_grad."""
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+
+    def fn(t: ae.Tensor) -> ae.Tensor:
+        with ae.no_grad():
+            return t * 2.0
+
+    y = ae.checkpoint(fn, x)
+    with pytest.raises(ae.AutogradError, match="none of output has requires_grad=True"):
+        ae.sync.backward((y * x).sum())
+
+
+def test_no_input_requires_grad_warns() -> None:
+    w = ae.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
+        y = ae.checkpoint(lambda t: t * w, ae.tensor([3.0, 4.0]))
+    assert not y.requires_grad  # as torch: the parameters inside get no gradient
+
+
+def test_non_tensor_args_and_multiple_outputs() -> None:
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    y = ae.tensor([0.5, -1.0], requires_grad=True)
+    a, b = ae.checkpoint(lambda t, k, u: (t * k, (t * u).sin()), x, 3.0, y)
+    ae.sync.backward((a * a).sum() + b.sum())
+    xv, yv = x.data, y.data
+    np.testing.assert_allclose(x.grad.data, 18 * xv + np.cos(xv * yv) * yv)
+    np.testing.assert_allclose(y.grad.data, np.cos(xv * yv) * xv)
+
+
+def test_preserve_rng_state() -> None:
+    """The recomputation sees the same random numbers as the forward."""
+    x = ae.tensor([1.0, 2.0, 3.0], requires_grad=True)
+
+    def noisy(t: ae.Tensor) -> ae.Tensor:
+        return t * ae.rand(3)
+
+    ae.manual_seed(3)
+    y = ae.checkpoint(noisy, x)
+    mask = (y / x).data.copy()
+    ae.sync.backward(y.sum())
+    np.testing.assert_allclose(x.grad.data, mask)
+
+
+def test_use_reentrant_false_is_refused() -> None:
+    with pytest.raises(NotImplementedError, match="use_reentrant=True"):
+        ae.checkpoint(lambda t: t, ae.ones(1), use_reentrant=False)
+
+
+def test_sync_backward_in_running_loop_no_warning_from_nesting() -> None:
+    """The checkpoint's nested backward never warns (it nests in a running graph task)."""
+    params, x = _mlp_params(), _x()
+
+    async def main() -> None:
+        await ae.backward(_loss(params, x, True))
+
+    anyio.run(main)
+    assert x.grad is not None
