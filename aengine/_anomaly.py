@@ -69,56 +69,80 @@ class detect_anomaly(_Mode):
 
 
 class _AnomalyInfo:
-    __slots__ = ("parent", "stack")
+    """What anomaly mode keeps on a node: its forward stack and its parent's info.
 
-    def __init__(self, stack: str, parent: Any) -> None:
+    # NOTE [Anomaly parents]
+    # A node created while another node's backward runs (create_graph) has
+    # that node as parent; the error report lists the parent's forward trace
+    # too (and its parent's...).  PyTorch keeps the parent node itself alive
+    # from the child's metadata; aengine keeps only the parent's name and
+    # its _AnomalyInfo (strings), so the traces survive the parent graph
+    # being dropped and no node or tensor is ever kept alive by anomaly mode.
+    """
+
+    __slots__ = ("parent", "parent_name", "stack")
+
+    def __init__(self, stack: str, parent_name: str | None, parent: _AnomalyInfo | None) -> None:
         self.stack = stack
+        self.parent_name = parent_name
         self.parent = parent
 
 
-def record_forward(node: Any) -> None:
-    """Called for each new node while anomaly mode is on."""
+def record_forward(node: Any, skip: int = 2) -> None:
+    """Called for each new node while anomaly mode is on.
+
+    Records the forward stack (without the innermost ``skip`` frames: this
+    function and aengine's own) and, for a node created while a backward
+    runs a node (a create_graph or reentrant backward), that node's name and
+    info (see NOTE [Anomaly parents]).
+    """
     from ._engine import current_graph_task
 
-    stack = "".join(traceback.format_stack()[:-2])
-    parent = None
+    stack = "".join(traceback.format_stack()[:-skip])
     gt = current_graph_task()
-    if gt is not None:
-        parent = gt.running_node
-    import weakref
+    parent = gt.running_node if gt is not None else None
+    if parent is not None:
+        node._anomaly = _AnomalyInfo(stack, parent.name(), parent._anomaly)
+    else:
+        node._anomaly = _AnomalyInfo(stack, None, None)
 
-    node._anomaly = _AnomalyInfo(stack, weakref.ref(parent) if parent is not None else None)
 
-
-def _traces(node: Any) -> str:
-    parts = []
+def _messages(node: Any) -> list[str]:
+    """The warnings anomaly mode gives for an error in ``node`` (as PyTorch's print_stack)."""
     info = node._anomaly
-    while info is not None:
-        parts.append(info.stack)
-        parent = info.parent() if info.parent is not None else None
-        info = parent._anomaly if parent is not None else None
-    return "\n".join(parts)
+    if info is None:
+        return [
+            f"Error detected in {node.name()}. No forward pass information available. "
+            "Enable detect anomaly during forward pass for more information."
+        ]
+    msgs = [
+        f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
+        + info.stack
+    ]
+    depth = 0
+    while info.parent_name is not None and info.parent is not None and depth < 1000:
+        depth += 1
+        msgs.append(
+            f"\n\nPrevious calculation was induced by {info.parent_name}. Traceback of "
+            "forward call that induced the previous calculation:\n" + info.parent.stack
+        )
+        info = info.parent
+    return msgs
 
 
 def report_error(node: Any) -> None:
-    """Warn with the failing node's forward trace (as PyTorch's anomaly mode)."""
-    trace = _traces(node)
-    if not trace:
-        msg = (
-            f"Error detected in {node.name()}. No forward pass information available. "
-            "Enable detect anomaly during forward pass for more information."
-        )
-    else:
-        msg = (
-            f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
-            + trace
-        )
-    try:
-        warnings.warn(msg, UserWarning, stacklevel=2)
-    except Exception:  # warnings turned into errors: print instead, keep the original error
-        import sys
+    """Warn with the failing node's forward trace and its parents' (as PyTorch's anomaly mode).
 
-        print(msg, file=sys.stderr)
+    When warnings are turned into errors the text goes to stderr instead, so
+    the original error still propagates.
+    """
+    for msg in _messages(node):
+        try:
+            warnings.warn(msg, UserWarning, stacklevel=2)
+        except Exception:
+            import sys
+
+            print(msg, file=sys.stderr)
 
 
 def check_nan(node: Any, outs: Any) -> None:

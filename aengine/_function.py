@@ -423,7 +423,7 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
         return outputs
     _connect(ctx, args, outs)
     if _anomaly.get()[0]:
-        record_forward(ctx)
+        record_forward(ctx, skip=3)  # the trace ends at the user's ``F.apply(...)``
     return tuple(outs) if is_tuple else outs[0]
 
 
