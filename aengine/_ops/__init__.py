@@ -6,6 +6,7 @@ from .._creation import ones_like, zeros_like
 from ._arith import add, clamp, div, maximum, minimum, mul, neg, pow, rdiv, rpow, rsub, sub, where
 from ._compare import eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne
 from ._core import TENSOR_OPS
+from ._inplace_ops import put_flat, take_flat
 from ._index import (
     gather,
     getitem,
@@ -87,6 +88,8 @@ def _fill_tensor_ops() -> None:
     F.gather = gather
     F.scatter_add = scatter_add_grad
     F.cat = cat
+    F.put_flat = put_flat
+    F.take_flat = take_flat
 
 
 def _zeros(shape: tuple[int, ...], like: object) -> object:

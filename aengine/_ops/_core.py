@@ -377,7 +377,14 @@ def as_view(t: Tensor, base: Tensor, view_fn: Any, creation: str | None = None) 
         t._view_fn = composed
     t._vc = base._vc
     t._inference = base._inference
-    if creation is None and not _grad_enabled.get() and base._rg:
-        creation = "no_grad"
+    # As PyTorch's CreationMeta: a view of a restricted view stays restricted;
+    # views made in no_grad / inference mode are marked whatever the base.
+    if base._creation is not None and base._base is not None:
+        creation = base._creation
+    elif not _grad_enabled.get():
+        creation = "inference" if _inference.get() and not base._inference else "no_grad"
     t._creation = creation
+    if t.data.dtype.kind in "fc":
+        # the version at which the view's grad_fn was made (see _inplace.py)
+        t._view_meta = t._vc[0]
     return t

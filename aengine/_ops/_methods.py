@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._tensor import Tensor
-from . import _arith, _compare, _index, _join, _linalg, _reduce, _shape, _unary
+from . import _arith, _compare, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
 
 
 def _reflected(fn: Any, name: str) -> Any:
@@ -57,6 +57,18 @@ for _fn in (
     setattr(_T, _fn.__name__, _fn)
 _T.neg = _arith.neg
 _T.__getitem__ = _index.getitem
+_T.__setitem__ = _inplace_ops.setitem
+for _fn in (
+    _inplace_ops.add_, _inplace_ops.sub_, _inplace_ops.mul_, _inplace_ops.div_,
+    _inplace_ops.zero_, _inplace_ops.fill_, _inplace_ops.copy_, _inplace_ops.clamp_,
+    _inplace_ops.relu_,
+):  # fmt: skip
+    setattr(_T, _fn.__name__, _fn)
+# ``a += b`` mutates ``a`` in place, as in PyTorch
+_T.__iadd__ = _inplace_ops.add_
+_T.__isub__ = _inplace_ops.sub_
+_T.__imul__ = _inplace_ops.mul_
+_T.__itruediv__ = _inplace_ops.div_
 for _fn in (
     _index.select, _index.narrow, _index.index_select, _index.gather, _index.take_along_dim,
     _index.masked_fill, _join.split, _join.chunk, _join.unbind,

@@ -13,6 +13,7 @@
 #   exp log sqrt sin cos tanh sign abs log1p expm1 sigmoid
 #   zeros_like(x)            ones_like(x)        zeros(shape, like)
 #   getitem(x, idx)          index_add(shape, idx, g, like)
+#   take_flat(x, pos)        put_flat(x, pos, v, accumulate)  (flat positions; _inplace_ops)
 #   gather(x, dim, idx)      scatter_add(shape, dim, idx, g)
 #   cat(xs, axis)            to_device(x, device) maximum(a, b) minimum(a, b)
 """
@@ -135,3 +136,15 @@ class RawOps:
         if dst is src:
             return x
         return dst.from_numpy(src.to_numpy(x))
+
+    def take_flat(self, x: Any, pos: Any) -> Any:
+        return self.xp.asarray(self.xp.reshape(x, (-1,))[pos])
+
+    def put_flat(self, x: Any, pos: Any, v: Any, accumulate: bool = False) -> Any:
+        out = self.xp.array(x, order="C", copy=True)
+        flat = out.reshape(-1)
+        if accumulate:
+            self.xp.add.at(flat, pos, v)
+        else:
+            flat[pos] = v
+        return out

@@ -1,0 +1,301 @@
+"""In-place operations rewrite history: version counters, views and CopySlices.
+
+# NOTE [In-place and history]
+# An in-place op ``t.op_(other)`` mutates ``t.data`` and bumps the version
+# counter ``t._vc`` that ``t`` shares with its base and every view of it, so
+# saved tensors of earlier nodes fail their version check at backward.  When
+# grad mode is on and ``t`` (or its base, for a view) or an operand requires
+# grad, the op is recorded as its out-of-place node applied to the *old*
+# value of ``t`` (``snapshot``): the node's first edge is ``t``'s previous
+# gradient edge, and values its rule needs (e.g. old self for ``mul_`` when
+# the other operand requires grad) are copied before the mutation, and only
+# then.  ``commit_inplace`` then makes that node ``t``'s grad_fn (PyTorch's
+# rebase_history); a retain_grad moves to the new node, tensor hooks stay
+# with the old one (they belong to the old version).
+#
+# # NOTE [Views and CopySlices]
+# For a view ``v`` (``_base`` b, ``_view_fn`` rebuilding v from b) the new
+# history goes to the base: ``b._fn = CopySlices(old history of b, node)``.
+# Its backward takes the gradient g of the new base, hands ``view_fn(g)`` to
+# the op's rule, and returns g with the view region replaced by the rule's
+# gradient for its self input (for the old base), plus the rule's gradients
+# for the other inputs.  The view's own grad_fn is then stale: each view
+# records in ``_view_meta`` the version at which its grad_fn was made, and
+# ``refresh_view_grad_fn`` (called by ``Tensor.grad_fn`` when ``_view_meta``
+# is not None) rebuilds it from the base through ``view_fn`` when the
+# version moved.  That also updates views of the same base made before the
+# in-place op.  ``_creation`` marks views that may not be modified in place
+# (outputs of multi-view ops, views made in no_grad or inference mode).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from ._errors import AutogradError
+from ._grad_mode import _grad_enabled, _inference
+from ._graph import Node, gradient_edge
+from ._tensor import Tensor
+
+__all__ = [
+    "CopySlices",
+    "check_inplace",
+    "commit_inplace",
+    "refresh_view_grad_fn",
+    "snapshot",
+]
+
+_ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+_ERR_LEAF_VIEW = (
+    "a view of a leaf Variable that requires grad is being used in an in-place operation."
+)
+_ERR_INFERENCE = (
+    "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+    "clone to get a normal tensor before doing inplace update.See "
+    "https://github.com/pytorch/rfcs/pull/17 for more details."
+)
+_ERR_OVERLAP = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation."
+)
+_CLARIFY = (
+    " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+    "your code by moving both the view and the inplace either both inside the {block} block "
+    "(if you don't want the inplace to be tracked) or both outside (if you want the inplace "
+    "to be tracked)."
+)
+
+
+def _view_error(t: Tensor, indirect: bool) -> str:
+    """PyTorch's message for modifying a view whose ``_creation`` forbids it."""
+    creation = t._creation or ""
+    modified = "its base or another view of its base has been" if indirect else "is being"
+    if creation.startswith("multi_output:"):
+        name = creation.partition(":")[2]
+        return (
+            f"Output {t.output_nr} of {name} is a view and {modified} modified inplace. This "
+            "view is the output of a function that returns multiple views. Such functions do "
+            "not allow the output views to be modified inplace. You should replace the inplace "
+            "operation by an out-of-place one."
+        )
+    if creation == "inference":
+        return (
+            f"A view was created in inference mode and {modified} modified inplace in normal "
+            "mode." + _CLARIFY.format(block="inference_mode")
+        )
+    return (
+        f"A view was created in no_grad mode and {modified} modified inplace with grad mode "
+        "enabled." + _CLARIFY.format(block="no_grad")
+    )
+
+
+def check_inplace(t: Tensor, *others: Any) -> bool:
+    """Raise if ``t`` may not be modified in place; return whether to record history.
+
+    History is recorded when grad mode is on and ``t`` (or the base of the
+    view ``t``) or one of ``others`` requires grad.
+    """
+    if t._inference and not _inference.get():
+        raise AutogradError(_ERR_INFERENCE)
+    flags = getattr(t.data, "flags", None)
+    if flags is not None and not getattr(flags, "writeable", True):
+        raise AutogradError(_ERR_OVERLAP)
+    if not _grad_enabled.get():
+        return False
+    base = t._base
+    is_view = base is not None and t._view_meta is not None
+    rg = t._rg or (is_view and base._rg)  # type: ignore[union-attr]
+    if not rg:
+        for o in others:
+            if o.__class__ is Tensor and o._rg:
+                rg = True
+                break
+        if not rg:
+            return False
+    if is_view:
+        assert base is not None
+        if t._creation is not None:
+            raise AutogradError(_view_error(t, False))
+        if base._rg and base._fn is None:
+            raise AutogradError(_ERR_LEAF_VIEW)
+    elif t._rg and t._fn is None:
+        raise AutogradError(_ERR_LEAF)
+    return True
+
+
+def snapshot(t: Tensor, copy: bool) -> Tensor:
+    """A stand-in for the value of ``t`` before an in-place op, carrying its history.
+
+    With ``copy`` the data is copied (the op's rule needs the old value);
+    otherwise it is shared and must not be read by the rule.  The stand-in
+    has a version counter of its own, so saving it never trips the check.
+    """
+    s = Tensor._make(t.data.copy() if copy else t.data, False, t._device)
+    fn = t.grad_fn
+    if fn is not None:
+        s._rg = True
+        s._fn = fn
+        s.output_nr = t.output_nr
+    return s
+
+
+def commit_inplace(t: Tensor, r: Tensor | None) -> Tensor:
+    """Bump ``t``'s version; with a recorded result ``r``, make its node ``t``'s history.
+
+    ``r`` is what ``record`` returned for the op on ``snapshot(t)``, with
+    ``t.data`` as its output array.  Returns ``t``.
+    """
+    vc = t._vc
+    vc[0] += 1
+    if r is None or r._fn is None:
+        return t
+    node = r._fn
+    saved = getattr(node, "saved", None)
+    if saved:
+        for s in saved:
+            if s.is_output:  # the output of an in-place op is t, at its new version
+                s.vc = vc
+                s.version = vc[0]
+                s.data = t.data
+    _rebase_history(t, node)
+    return t
+
+
+def _rebase_history(t: Tensor, node: Node) -> None:
+    base = t._base
+    if base is not None and t._view_meta is not None:
+        cs = CopySlices(base, t._view_fn, node)
+        old, old_nr = base._fn, base.output_nr
+        base._fn = cs
+        base.output_nr = 0
+        base._rg = True
+        if base._retains:
+            _move_retains(base, old, old_nr, cs)
+        t._rg = True  # its grad_fn is rebuilt from the base on next access
+        return
+    old, old_nr = t._fn, t.output_nr
+    t._fn = node
+    t.output_nr = 0
+    t._rg = True
+    if t._retains:
+        _move_retains(t, old, old_nr, node)
+
+
+def _move_retains(t: Tensor, old: Node | None, old_nr: int, new: Node) -> None:
+    """retain_grad follows the tensor to its new grad_fn (PyTorch's update_tensor_hooks)."""
+    if old is not None and old._retains_grad:
+        old._retains_grad.pop(old_nr, None)
+    if new._retains_grad is None:
+        new._retains_grad = {}
+    new._retains_grad[t.output_nr] = weakref.ref(t)
+    new._special = True
+
+
+def refresh_view_grad_fn(t: Tensor) -> None:
+    """Rebuild the grad_fn of view ``t`` from its base if the version moved since.
+
+    Called by ``Tensor.grad_fn`` for views (``_view_meta`` holds the version
+    at which the view's grad_fn was made).  See NOTE [Views and CopySlices].
+    """
+    vc = t._vc[0]
+    if t._view_meta == vc:
+        return
+    base = t._base
+    if base is None or (t._fn is None and not base._rg):
+        return
+    if t._creation is not None:
+        raise AutogradError(_view_error(t, True))
+    from ._ops._core import TENSOR_OPS
+
+    token = _grad_enabled.set(True)
+    try:
+        fresh = t._view_fn(TENSOR_OPS, base)
+    finally:
+        _grad_enabled.reset(token)
+    old, old_nr = t._fn, t.output_nr
+    t._fn = fresh._fn
+    t.output_nr = fresh.output_nr
+    t._rg = fresh._rg
+    t._view_meta = vc
+    if t._retains and t._fn is not None:
+        _move_retains(t, old, old_nr, t._fn)
+
+
+class CopySlices(Node):
+    """History of a base after an in-place op on one of its views.
+
+    Wraps the op's node ``fn``: its inputs are the old base and ``fn``'s
+    other inputs.  See NOTE [Views and CopySlices].
+    """
+
+    __slots__ = ("base_shape", "dev", "fn", "out_devs", "pos", "view_fn")
+
+    def __init__(self, base: Tensor, view_fn: Any, fn: Node) -> None:
+        first = gradient_edge(base) if base._rg else None
+        super().__init__((first, *fn.next_edges[1:]))
+        self.fn = fn
+        self.view_fn = view_fn
+        self.base_shape = tuple(base.data.shape)
+        self.dev = base._device
+        self.out_devs = base._device
+        self.pos: Any = None
+
+    def _positions(self, raw: Any) -> Any:
+        """Flat positions in the base of the view's elements (view-shaped ints)."""
+        if self.pos is None:
+            xp = raw.xp
+            n = 1
+            for s in self.base_shape:
+                n *= s
+            idx = xp.arange(n).reshape(self.base_shape)
+            self.pos = xp.asarray(self.view_fn(raw, idx))
+        return self.pos
+
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        g = grads[0]
+        if g is None:
+            return (None,) * len(self.next_edges)
+        raw = self.dev._backend.raw
+        if create_graph:
+            from ._ops._core import TENSOR_OPS as F
+
+            res = self.fn.apply([self.view_fn(F, g)], True)
+            out0 = None
+            if self.next_edges[0] is not None:
+                r0 = res[0]
+                out0 = F.put_flat(g, self._positions(raw), 0.0 if r0 is None else r0)
+            return (out0, *res[1:])
+        xp = raw.xp
+        result = xp.array(g, order="C", copy=True)
+        gs = self.view_fn(raw, result)
+        direct = isinstance(gs, xp.ndarray) and xp.may_share_memory(gs, result)
+        if direct:
+            res = self.fn.apply([gs.copy()], False)
+        else:  # view_fn copied (cannot write through it): use flat positions
+            pos = self._positions(raw)
+            res = self.fn.apply([result.reshape(-1)[pos]], False)
+        out0 = None
+        if self.next_edges[0] is not None:
+            r0 = res[0]
+            val = 0 if r0 is None else r0
+            if direct:
+                gs[...] = val
+            else:
+                result.reshape(-1)[pos] = val
+            out0 = result
+        return (out0, *res[1:])
+
+    def release_variables(self) -> None:
+        self.fn.release_variables()
+
+
+def _install() -> None:
+    # Tensor.grad_fn calls _tensor._refresh_view for views: bind it directly
+    # (a function-level import on every access of a view's grad_fn is slow).
+    from . import _tensor
+
+    _tensor._refresh_view = refresh_view_grad_fn
+
+
+_install()

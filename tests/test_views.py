@@ -1,0 +1,345 @@
+"""Views and in-place ops: CopySlices, stale view grad_fns, hooks and retain_grad (vs PyTorch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aengine as ae
+
+from .oracle import check_op, torch_or_skip
+
+
+def _backward(lib, t, *args, **kw):  # type: ignore[no-untyped-def]
+    if lib is ae:
+        ae.sync.backward(t, *args, **kw)
+    else:
+        t.backward(*args, **kw)
+
+
+def _name(fn):  # type: ignore[no-untyped-def]
+    return None if fn is None else fn.name().split("::")[-1]
+
+
+# -- H6: in-place on a view rewrites the base's history -------------------------------------
+def test_h6_inplace_on_view_backprop_base():
+    root = ae.ones(2, 2, requires_grad=True)
+    x = root.clone()
+    v1 = x.narrow(0, 0, 1)
+    v1.mul_(2)
+    ae.sync.backward(x.sum())
+    assert root.grad.tolist() == [[2.0, 2.0], [1.0, 1.0]]
+    assert x.grad_fn.name() == "CopySlices"
+    assert v1._base is x and v1._is_view() and v1._version == x._version == 1
+
+
+def test_h6_backprop_through_other_view():
+    root = ae.ones(2, 2, requires_grad=True)
+    x = root.clone()
+    v1 = x.narrow(0, 0, 1)
+    v2 = x.narrow(0, 0, 1)
+    v1.mul_(2)
+    ae.sync.backward(v2.sum())  # v2 was made before the in-place and sees it
+    assert root.grad.tolist() == [[2.0, 2.0], [0.0, 0.0]]
+
+
+def test_h6_view_of_view():
+    root = ae.ones(2, 2, requires_grad=True)
+    x = root.clone()
+    v1 = x[0]
+    v2 = v1[1:]
+    v2.mul_(2)
+    ae.sync.backward(x.sum())
+    assert root.grad.tolist() == [[1.0, 2.0], [1.0, 1.0]]
+    assert v2._base is x
+
+
+def test_h6_non_contiguous_view():
+    torch = torch_or_skip()
+    res = []
+    for lib in (ae, torch):
+        root = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+        x = root.clone()
+        v = x.transpose(0, 1)  # (3, 2), not contiguous
+        v[1:].mul_(lib.tensor([[10.0, 20.0]]))
+        w = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        _backward(lib, (x * w).sum())
+        res.append((x.tolist(), root.grad.tolist()))
+    assert res[0] == res[1]
+
+
+VIEW_CASES = {
+    "slice_mul": lambda x, b: x[1:].mul_(b[0]),
+    "select_div": lambda x, b: x[:, 1].div_(b[:, 0] + 3.0),
+    "transpose_mul": lambda x, b: x.transpose(0, 1)[0].mul_(b[:, 1]),
+    "view_add": lambda x, b: x.view(-1)[1:4].add_(b[0]),
+    "reshape_sub": lambda x, b: x.reshape(3, 2)[0].sub_(b[0, :2]),
+    "view_of_view_mul": lambda x, b: x[0][1:].mul_(b[1, 1:]),
+    "permute_copy": lambda x, b: x.permute(1, 0)[1:].copy_(b.transpose(0, 1)[1:] * 2),
+    "relu": lambda x, b: x[1].relu_(),
+    "clamp": lambda x, b: x[0].clamp_(-0.3, 0.3),
+    "zero": lambda x, b: x[:, 0].zero_(),
+    "fill": lambda x, b: x[:, 2].fill_(b[0, 0]),
+    "setitem_on_view": lambda x, b: x[1].__setitem__([0, 2], b[0, :2]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VIEW_CASES))
+def test_inplace_through_view_first_and_second_order(case):
+    """mul_/div_/... on views: values, grads and create_graph grads equal torch's."""
+    op = VIEW_CASES[case]
+
+    def fn(a, b):  # type: ignore[no-untyped-def]
+        x = a * b  # a non-leaf whose history depends on a and b
+        op(x, b)
+        return x * a
+
+    check_op(fn, fn, [(2, 3), (2, 3)])
+
+
+def test_inplace_on_view_of_plain_base_with_rg_operand():
+    # the base does not require grad; the operand does: base gets CopySlices (H9)
+    def fn(b):  # type: ignore[no-untyped-def]
+        x = b.detach() * 0 + 1.0
+        x[0].mul_(b[1])
+        x.transpose(0, 1)[2].add_(b[0, :1] * 3)
+        return x * b
+
+    check_op(fn, fn, [(2, 3)])
+
+
+def test_multiple_inplace_on_several_views():
+    def fn(a, b):  # type: ignore[no-untyped-def]
+        x = a.clone()
+        v1 = x[0]
+        v2 = x[:, 1]
+        v1.mul_(b[0])
+        v2.add_(b[:, 0])
+        v1.div_(b[1] + 3.0)
+        return x * v2.unsqueeze(1) + v1.sum()
+
+    check_op(fn, fn, [(2, 3), (2, 3)], positive=True)
+
+
+# -- stale grad_fns of views ------------------------------------------------------------------
+def test_views_made_before_see_new_history():
+    torch = torch_or_skip()
+    names = []
+    for lib in (ae, torch):
+        root = lib.ones(2, 3, requires_grad=True)
+        x = root.clone()
+        va = x[0]
+        vb = x[1]
+        vb.mul_(3)
+        names.append((_name(va.grad_fn), _name(va.grad_fn.next_functions[0][0])))
+        _backward(lib, va.sum() + vb.sum())
+        names.append(root.grad.tolist())
+    assert names[1] == names[3] == [[1.0, 1.0, 1.0], [3.0, 3.0, 3.0]]
+    assert names[0][1] == names[2][1] == "CopySlices"
+
+
+def test_inplace_on_base_refreshes_views():
+    root = ae.ones(3, requires_grad=True)
+    x = root.clone()
+    v = x[1:]
+    old = v.grad_fn
+    x.mul_(ae.tensor([1.0, 2.0, 3.0]))
+    assert v.grad_fn is not old and v.grad_fn.next_functions[0][0] is x.grad_fn
+    ae.sync.backward(v.sum())
+    assert root.grad.tolist() == [0.0, 2.0, 3.0]
+
+
+def test_view_of_leaf_regenerated_after_no_grad_update():
+    w = ae.ones(3, requires_grad=True)
+    vw = w[0:2]
+    with ae.no_grad():
+        w.mul_(2)
+    fn = vw.grad_fn
+    assert fn is not None and fn.next_functions[0][0].name() == "AccumulateGrad"
+    ae.sync.backward((vw * vw).sum())
+    assert w.grad.tolist() == [4.0, 4.0, 0.0]
+
+
+def test_indirect_errors_for_restricted_views():
+    x = ae.ones(3, requires_grad=True)
+    b = x.clone()
+    u = b.unbind()
+    with ae.no_grad():
+        b.mul_(2)
+    with pytest.raises(
+        ae.AutogradError,
+        match="Output 0 of UnbindBackward0 is a view and its base or another view of its base "
+        "has been modified inplace",
+    ):
+        u[0].grad_fn  # noqa: B018
+    b = x.clone()
+    with ae.no_grad():
+        v = b[0:2]
+        b.mul_(2)
+    with pytest.raises(
+        ae.AutogradError,
+        match="A view was created in no_grad mode and its base or another view of its base has "
+        "been modified inplace with grad mode enabled",
+    ):
+        v.grad_fn  # noqa: B018
+
+
+def test_views_made_in_no_grad_of_plain_tensor_are_fine():
+    z = ae.zeros(3)
+    with ae.no_grad():
+        v = z[0:2]
+    z.mul_(2)
+    assert v.grad_fn is None and not v.requires_grad
+
+
+# -- retain_grad (D3) and hooks (E9, E10) --------------------------------------------------------
+def test_d3_retain_grad_inplace():
+    leaf = ae.ones(3, requires_grad=True)
+    a = leaf.clone()
+    a.retain_grad()
+    a.mul_(2)
+    a.mul_(2)
+    ae.sync.backward(a.sum())
+    assert a.grad.tolist() == [1.0, 1.0, 1.0]
+    assert leaf.grad.tolist() == [4.0, 4.0, 4.0]
+
+
+def test_d3_retain_grad_inplace_over_view():
+    torch = torch_or_skip()
+    res = []
+    for lib in (ae, torch):
+        base = lib.tensor([1.0], requires_grad=True).clone()
+        view = base[:]
+        view2 = base[:]
+        view.retain_grad()
+        view2.retain_grad()
+        view.mul_(2)
+        _backward(lib, (view + view2).sum())
+        res.append((view.grad.tolist(), view2.grad.tolist()))
+    assert res[0] == res[1] == ([1.0], [1.0])
+
+
+def test_retain_grad_on_base_moves_to_copyslices():
+    leaf = ae.ones(3, requires_grad=True)
+    base = leaf.clone()
+    base.retain_grad()
+    base[0:2].mul_(3)
+    ae.sync.backward((base * 2).sum())
+    assert base.grad.tolist() == [2.0, 2.0, 2.0]
+    assert leaf.grad.tolist() == [6.0, 6.0, 2.0]
+
+
+def test_e9_tensor_hooks_inplace():
+    torch = torch_or_skip()
+    res = []
+    for lib in (ae, torch):
+        a = lib.ones(2, requires_grad=True)
+        b = a * 2
+        seen = []
+        b.register_hook(lambda g: seen.append(("old", g.tolist())))
+        b.mul_(2)
+        b.register_hook(lambda g: seen.append(("new", g.tolist())))
+        _backward(lib, (b * 2).sum())
+        res.append((sorted(seen), a.grad.tolist()))
+    assert res[0] == res[1]
+    assert res[0] == ([("new", [2.0, 2.0]), ("old", [4.0, 4.0])], [8.0, 8.0])
+
+
+def test_e10_tensor_hooks_inplace_over_view():
+    torch = torch_or_skip()
+    res = []
+    for lib in (ae, torch):
+        base = lib.tensor([1.0, 2.0], requires_grad=True).clone()
+        view = base[:]
+        view2 = base[:]
+        count = [0, 0, 0]
+
+        def h(i):  # type: ignore[no-untyped-def]
+            def hook(g):  # type: ignore[no-untyped-def]
+                count[i] += 1
+
+            return hook
+
+        view.register_hook(h(0))
+        view2.register_hook(h(1))
+        view.mul_(2)
+        view2.grad_fn  # noqa: B018  (refresh, then register)
+        view2.register_hook(h(2))
+        _backward(lib, view2.sum())
+        res.append(count)
+    assert res[0] == res[1] == [0, 0, 1]
+
+
+# -- detach (I5) -------------------------------------------------------------------------------------
+def test_detach_base_does_not_detach_view():
+    x = ae.ones(3, requires_grad=True)
+    b = x * 2
+    v = b[1:]
+    b.detach_()
+    assert b.grad_fn is None and not b.requires_grad
+    assert v.requires_grad and v.grad_fn is not None
+    ae.sync.backward(v.sum())
+    assert x.grad.tolist() == [0.0, 2.0, 2.0]
+
+
+def test_detach_then_inplace():
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    z = y.detach()
+    z.add_(1)  # detached: no history, but shares the version
+    assert y._version == 1 and z.grad_fn is None
+    assert y.tolist() == [3.0, 5.0]
+
+
+# -- create_graph through CopySlices -------------------------------------------------------------------
+def test_double_backward_through_copyslices_matches_torch():
+    torch = torch_or_skip()
+    data = np.array([[0.5, -1.0, 2.0], [1.5, 0.3, -0.7]])
+    res = []
+    for lib in (ae, torch):
+        a = lib.tensor(data, requires_grad=True)
+        x = a * a
+        x[1].mul_(a[0])
+        x[:, 0].div_(a[1, :1] + 2.0)
+        loss = (x * x).sum()
+        if lib is ae:
+            (g,) = ae.sync.grad(loss, [a], create_graph=True)
+            (gg,) = ae.sync.grad((g * g).sum(), [a])
+        else:
+            (g,) = torch.autograd.grad(loss, [a], create_graph=True)
+            (gg,) = torch.autograd.grad((g * g).sum(), [a])
+        res.append((g.detach().numpy(), gg.detach().numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-10)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-10)
+
+
+def test_copyslices_saved_version_error():
+    x = ae.ones(3, requires_grad=True)
+    b = x.clone()
+    o = ae.tensor([1.0, 2.0], requires_grad=True)
+    m = o * 1
+    b[0:2].mul_(m)  # saves m
+    m.add_(1)
+    with pytest.raises(
+        ae.AutogradError, match="which is output 0 of AddBackward0, is at version 1"
+    ):
+        ae.sync.backward(b.sum())
+
+
+@pytest.mark.anyio
+async def test_copyslices_under_async_backward():
+    root = ae.ones(2, 2, requires_grad=True)
+    x = root.clone()
+    x[0].mul_(3)
+    await x.sum().backward()
+    assert root.grad.tolist() == [[3.0, 3.0], [1.0, 1.0]]
+
+
+def test_reshape_copy_is_not_a_view():
+    torch = torch_or_skip()
+    for lib in (ae, torch):
+        x = lib.ones(2, 3)
+        r = x.T.reshape(-1)  # not contiguous: a copy
+        assert r._base is None
+        r.add_(1)
+        assert x._version == 0 and x.tolist() == [[1.0] * 3] * 2
