@@ -53,7 +53,7 @@ from ._dtype import (
     int64,
     uint8,
 )
-from ._errors import AutogradError, BackwardError
+from ._errors import AutogradError, BackwardError, GradcheckError
 from ._scheduler import Engine
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
 from ._grad_mode import (
@@ -64,6 +64,7 @@ from ._grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+from ._gradcheck import gradcheck, gradgradcheck
 from ._graph import AccumulateGrad, Node, RemovableHandle
 from ._ops import (
     MaxResult,
@@ -158,6 +159,7 @@ __all__ = [
     "unsqueeze", "where", "zeros", "zeros_like", "__version__",
     "MaxResult", "MinResult", "amax", "amin", "log_softmax", "logsumexp", "max", "min",
     "norm", "prod", "softmax", "std", "var",
+    "GradcheckError", "gradcheck", "gradgradcheck",
     "cat", "chunk", "gather", "index_select", "masked_fill", "narrow", "select", "split",
     "stack", "take_along_dim", "unbind",
 ]  # fmt: skip

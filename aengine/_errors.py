@@ -8,7 +8,7 @@ PyTorch (``except RuntimeError``) keeps working.  Bad arguments raise
 
 from __future__ import annotations
 
-__all__ = ["AutogradError", "BackwardError", "ERR_BACKWARD_TWICE"]
+__all__ = ["AutogradError", "BackwardError", "GradcheckError", "ERR_BACKWARD_TWICE"]
 
 
 class AutogradError(RuntimeError):
@@ -33,6 +33,19 @@ class BackwardError(AutogradError):
         super().__init__(message)
         self.node_name = node_name
         self.original = original
+
+
+class GradcheckError(AutogradError):
+    """``gradcheck`` / ``gradgradcheck`` found analytical and numerical gradients differ.
+
+    The message names the output and the input and shows both Jacobians.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> issubclass(ae.GradcheckError, ae.AutogradError)
+        True
+    """
 
 
 ERR_BACKWARD_TWICE = (

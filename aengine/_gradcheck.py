@@ -1,0 +1,296 @@
+"""``gradcheck`` / ``gradgradcheck``: the engine's Jacobians against finite differences.
+
+# NOTE [gradcheck]
+# As torch.autograd.gradcheck (its slow, exact mode): for every input that
+# requires grad and every differentiable output (one that requires grad),
+# the analytical Jacobian is built one output element at a time, each a
+# vector-Jacobian product through the engine with a one-hot grad_output, and
+# the numerical one by central differences, perturbing each input element by
+# +-eps in a private copy of its data.  Jacobians are (input numel, output
+# numel) float64 matrices compared with ``allclose(analytical, numerical,
+# rtol, atol)``.  gradgradcheck runs gradcheck on the function
+# ``(inputs, grad_outputs) -> grad(fn(inputs), inputs, grad_outputs,
+# create_graph=True)``, which needs the engine even to be *evaluated*: the
+# checked function is therefore a generator like the check itself, and every
+# engine call is a ``yield from _grad(...)`` (NOTE [One definition, two
+# drivers] in _api.py) so that both run under ``await`` and under ``ae.sync``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Generator
+from typing import Any
+
+import numpy as np
+
+from ._api import _grad, _twins
+from ._errors import GradcheckError
+from ._grad_mode import no_grad
+from ._tensor import Tensor
+
+__all__ = ["gradcheck", "gradgradcheck", "sync_gradcheck", "sync_gradgradcheck"]
+
+Gen = Generator[Any, None, Any]
+
+
+class _EngineFn:
+    """A checked function that itself runs the engine (a generator function)."""
+
+    def __init__(self, fn: Callable[..., Gen]) -> None:
+        self.fn = fn
+
+
+def _as_tuple(x: Any, what: str) -> tuple[Any, ...]:
+    if isinstance(x, Tensor):
+        return (x,)
+    if isinstance(x, (tuple, list)):
+        return tuple(x)
+    raise TypeError(f"{what} must be a Tensor or a tuple of Tensors, got {type(x).__name__}")
+
+
+def _to_numpy(t: Tensor) -> np.ndarray:
+    return np.asarray(t._device.backend.to_numpy(t.data), dtype=np.float64)
+
+
+def _call(fn: Any, args: tuple[Any, ...], grad: bool) -> Gen:
+    """The outputs of ``fn(*args)`` as a tuple (with grad mode on only if ``grad``)."""
+    if isinstance(fn, _EngineFn):
+        res = yield from fn.fn(*args)
+    elif grad:
+        res = fn(*args)
+    else:
+        with no_grad():
+            res = fn(*args)
+    return _as_tuple(res, "the checked function's result")
+
+
+def _check_inputs(inputs: tuple[Any, ...]) -> list[int]:
+    """Positions of the inputs to check; warns about non-double ones, as PyTorch."""
+    idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t._rg]
+    if not idx:
+        raise ValueError(
+            "gradcheck expects at least one input tensor to require gradient, but none of "
+            "them have requires_grad=True; create them with requires_grad=True"
+        )
+    for i in idx:
+        if inputs[i].data.dtype != np.float64 and inputs[i].data.dtype.kind != "c":
+            warnings.warn(
+                f"Input #{i} requires gradient and is not a double precision floating point "
+                "or complex. This check will likely fail if all the inputs are not of double "
+                "precision floating point or complex. Use .double() on the inputs.",
+                UserWarning,
+                stacklevel=4,
+            )
+    return idx
+
+
+def _values(fn: Any, inputs: tuple[Any, ...], out_idx: list[int]) -> Gen:
+    """Flat float64 copies of the outputs ``out_idx`` (outputs may be views of an input)."""
+    outs = yield from _call(fn, inputs, False)
+    return [np.array(_to_numpy(outs[j]), dtype=np.float64).reshape(-1) for j in out_idx]
+
+
+def _numerical(
+    fn: Any,
+    inputs: tuple[Any, ...],
+    in_idx: list[int],
+    outputs: tuple[Any, ...],
+    out_idx: list[int],
+    eps: float,
+) -> Gen:
+    """Central-difference Jacobians: ``jac[i][j]`` of shape (numel input i, numel output j)."""
+    jac: dict[int, dict[int, np.ndarray]] = {}
+    for i in in_idx:
+        x = inputs[i]
+        orig = x.data
+        work = orig.astype(orig.dtype, copy=True)  # a private, contiguous copy to perturb
+        flat = work.reshape(-1)
+        cols: list[list[np.ndarray]] = []
+        x.data = work
+        try:
+            for k in range(flat.size):
+                v = flat[k].item()
+                flat[k] = v + eps
+                plus = yield from _values(fn, inputs, out_idx)
+                flat[k] = v - eps
+                minus = yield from _values(fn, inputs, out_idx)
+                flat[k] = v
+                cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus, strict=True)])
+        finally:
+            x.data = orig
+        jac[i] = {
+            j: np.stack([c[n] for c in cols]) if cols else np.zeros((0, outputs[j].data.size))
+            for n, j in enumerate(out_idx)
+        }
+    return jac
+
+
+def _analytical(
+    outputs: tuple[Any, ...], inputs: tuple[Any, ...], in_idx: list[int], out_idx: list[int]
+) -> Gen:
+    """Engine Jacobians, one vector-Jacobian product per output element."""
+    from ._creation import tensor
+
+    diff_inputs = [inputs[i] for i in in_idx]
+    jac: dict[int, dict[int, np.ndarray]] = {i: {} for i in in_idx}
+    for j in out_idx:
+        o = outputs[j]
+        m = o.data.size
+        for i in in_idx:
+            jac[i][j] = np.zeros((inputs[i].data.size, m))
+        for k in range(m):
+            onehot = np.zeros(m, dtype=o.data.dtype)
+            onehot[k] = 1
+            go = tensor(onehot.reshape(o.shape), device=o.device)
+            grads = yield from _grad(
+                o, diff_inputs, grad_outputs=go, retain_graph=True, allow_unused=True
+            )
+            for i, g in zip(in_idx, grads, strict=True):
+                if g is None:
+                    continue
+                x = inputs[i]
+                if g.shape != x.shape:
+                    raise GradcheckError(
+                        f"Gradient has shape mismatch for input {i}: got {g.shape}, "
+                        f"expected {x.shape}"
+                    )
+                if g.dtype != x.dtype:
+                    raise GradcheckError(
+                        f"Gradient has dtype mismatch for input {i}: got {g.dtype}, "
+                        f"expected {x.dtype}"
+                    )
+                jac[i][j][:, k] = _to_numpy(g).reshape(-1)
+    return jac
+
+
+def _run_check(fn: Any, inputs: tuple[Any, ...], eps: float, atol: float, rtol: float) -> Gen:
+    """The check itself; raises GradcheckError on the first mismatch."""
+    in_idx = _check_inputs(inputs)
+    outputs = yield from _call(fn, inputs, True)
+    out_idx = [j for j, o in enumerate(outputs) if isinstance(o, Tensor) and o._rg]
+    if not out_idx:
+        every = [j for j, o in enumerate(outputs) if isinstance(o, Tensor)]
+        num = yield from _numerical(fn, inputs, in_idx, outputs, every, eps)
+        for i in in_idx:
+            for j in every:
+                if not np.allclose(num[i][j], 0.0, rtol=rtol, atol=atol):
+                    raise GradcheckError(
+                        f"Numerical gradient for function expected to be zero: output {j} "
+                        f"does not require grad yet depends on input {i}"
+                    )
+        return True
+    ana = yield from _analytical(outputs, inputs, in_idx, out_idx)
+    num = yield from _numerical(fn, inputs, in_idx, outputs, out_idx, eps)
+    for j in out_idx:
+        for i in in_idx:
+            a, n = ana[i][j], num[i][j]
+            if not np.allclose(a, n, rtol=rtol, atol=atol):
+                with np.printoptions(precision=4, suppress=True, threshold=200):
+                    raise GradcheckError(
+                        f"Jacobian mismatch for output {j} with respect to input {i},\n"
+                        f"numerical:{n!r}\nanalytical:{a!r}\n"
+                    )
+    return True
+
+
+def _gradcheck(
+    fn: Callable[..., Any],
+    inputs: Any,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> Gen:
+    inputs = _as_tuple(inputs, "inputs")
+    try:
+        return (yield from _run_check(fn, inputs, eps, atol, rtol))
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
+
+
+def _gradgradcheck(
+    fn: Callable[..., Any],
+    inputs: Any,
+    grad_outputs: Any = None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> Gen:
+    from ._creation import tensor
+
+    inputs = _as_tuple(inputs, "inputs")
+    _check_inputs(inputs)
+    if grad_outputs is None:
+        # random grad_outputs (fixed seed: a failure reproduces), checked as inputs too
+        outs = _as_tuple(fn(*inputs), "the checked function's result")
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(
+            tensor(rng.standard_normal(o.shape), dtype=o.dtype, device=o.device, requires_grad=True)
+            for o in outs
+            if isinstance(o, Tensor) and o._rg
+        )
+    else:
+        grad_outputs = _as_tuple(grad_outputs, "grad_outputs")
+    n_in = len(inputs)
+
+    def first_grads(*args: Any) -> Gen:
+        ins, gos = args[:n_in], args[n_in:]
+        outs = [o for o in _as_tuple(fn(*ins), "result") if isinstance(o, Tensor) and o._rg]
+        diff = [t for t in ins if isinstance(t, Tensor) and t._rg]
+        if not outs:
+            return ()
+        grads = yield from _grad(outs, diff, gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    try:
+        return (
+            yield from _run_check(_EngineFn(first_grads), inputs + grad_outputs, eps, atol, rtol)
+        )
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
+
+
+gradcheck, sync_gradcheck = _twins(_gradcheck)
+gradgradcheck, sync_gradgradcheck = _twins(_gradgradcheck)
+
+gradcheck.__doc__ = """Check the engine's gradients of ``fn`` against finite differences.
+
+    ``fn(*inputs)`` returns a Tensor or a tuple of Tensors; every input that
+    requires grad (use float64) is checked against every output that
+    requires grad (see NOTE [gradcheck] in _gradcheck.py).  Returns True, or
+    raises :class:`ae.GradcheckError` naming the output and input and showing
+    both Jacobians (returns False instead with ``raise_exception=False``).
+    ``ae.sync.gradcheck`` is the same without an event loop.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.randn(3, dtype=ae.float64, requires_grad=True)
+        >>> ae.sync.gradcheck(lambda t: (t * t).sum(), (x,))
+        True
+"""
+gradgradcheck.__doc__ = """Check second derivatives: gradcheck of ``fn``'s vector-Jacobian product.
+
+    The checked function maps ``(inputs, grad_outputs)`` to
+    ``grad(fn(*inputs), inputs, grad_outputs, create_graph=True)``; without
+    ``grad_outputs`` random ones (fixed seed, requiring grad) are used.
+    Same tolerances and results as :func:`gradcheck`; ``ae.sync.gradgradcheck``
+    is the same without an event loop.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.randn(3, dtype=ae.float64, requires_grad=True)
+        >>> ae.sync.gradgradcheck(lambda t: (t ** 3).sum(), (x,))
+        True
+"""
+sync_gradcheck.__doc__ = gradcheck.__doc__
+sync_gradgradcheck.__doc__ = gradgradcheck.__doc__

@@ -1,0 +1,384 @@
+"""gradcheck / gradgradcheck: every exported op against finite differences, detection
+of wrong rules, the async and sync forms.
+
+Inputs keep away from kinks (abs, relu, sign at 0; clamp bounds; ties of max).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aengine as ae
+from aengine._ops._core import node_class, record
+
+# -- the table of ops ------------------------------------------------------------------------
+
+
+def _away(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Values with |x| in [0.2, 1.2], distinct: no kink or tie within eps."""
+    n = int(np.prod(shape))
+    mags = np.linspace(0.2, 1.2, n) + rng.uniform(0, 0.01, n)
+    return (rng.permutation(mags) * rng.choice([-1.0, 1.0], n)).reshape(shape)
+
+
+KINDS: dict[str, Callable[[tuple[int, ...], np.random.Generator], np.ndarray]] = {
+    "any": lambda s, r: r.standard_normal(s),
+    "pos": lambda s, r: np.abs(r.standard_normal(s)) + 0.5,
+    "away": _away,
+}
+
+# name -> (fn, input shapes, kind of inputs)
+OPS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], str]] = {
+    # arithmetic, with broadcasting and scalars
+    "add": (lambda a, b: a + b, [(2, 3), (3,)], "any"),
+    "sub": (lambda a, b: a - b, [(2, 3), (2, 1)], "any"),
+    "mul": (lambda a, b: a * b, [(2, 3), (3,)], "any"),
+    "div": (lambda a, b: a / b, [(2, 3), (3,)], "pos"),
+    "neg": (lambda a: -a, [(2, 3)], "any"),
+    "scalar_ops": (lambda a: 3.0 - a * 2.0 / 4.0 + 1.0, [(3,)], "any"),
+    "rdiv": (lambda a: 2.0 / a, [(3,)], "pos"),
+    "pow_2": (lambda a: a**2, [(4,)], "any"),
+    "pow_3": (lambda a: a**3, [(4,)], "any"),
+    "pow_half": (lambda a: a**0.5, [(4,)], "pos"),
+    "pow_neg": (lambda a: a**-1.5, [(4,)], "pos"),
+    "pow_tensor": (lambda a, b: a**b, [(4,), (4,)], "pos"),
+    "rpow": (lambda a: 2.0**a, [(4,)], "any"),
+    "maximum": (lambda a, b: ae.maximum(a, b), [(2, 3), (3,)], "away"),
+    "minimum": (lambda a, b: ae.minimum(a, b), [(2, 3), (2, 3)], "away"),
+    "where": (lambda a, b: ae.where(a.detach() > 0, a, b), [(2, 3), (3,)], "away"),
+    "clamp": (lambda a: a.clamp(-0.5, 0.7), [(2, 3)], "away"),
+    "clamp_min": (lambda a: a.clamp(min=0.1), [(5,)], "away"),
+    "matmul": (lambda a, b: a @ b, [(2, 3), (3, 2)], "any"),
+    "matmul_batched": (lambda a, b: a @ b, [(2, 2, 3), (3,)], "any"),
+    "matmul_vec": (lambda a, b: a @ b, [(3,), (3, 2)], "any"),
+    # elementwise
+    "exp": (lambda a: a.exp(), [(2, 3)], "any"),
+    "log": (lambda a: a.log(), [(2, 3)], "pos"),
+    "sqrt": (lambda a: a.sqrt(), [(2, 3)], "pos"),
+    "sin": (lambda a: a.sin(), [(2, 3)], "any"),
+    "cos": (lambda a: a.cos(), [(2, 3)], "any"),
+    "tanh": (lambda a: a.tanh(), [(2, 3)], "any"),
+    "sigmoid": (lambda a: a.sigmoid(), [(2, 3)], "any"),
+    "relu": (lambda a: a.relu(), [(2, 3)], "away"),
+    "square": (lambda a: a.square(), [(2, 3)], "any"),
+    "log1p": (lambda a: a.log1p(), [(2, 3)], "pos"),
+    "expm1": (lambda a: a.expm1(), [(2, 3)], "any"),
+    "abs": (lambda a: a.abs(), [(2, 3)], "away"),
+    "sign": (lambda a: a.sign() * a, [(2, 3)], "away"),
+    # reductions
+    "sum": (lambda a: a.sum(), [(2, 3)], "any"),
+    "sum_dim": (lambda a: a.sum(1, keepdim=True), [(2, 3)], "any"),
+    "mean": (lambda a: a.mean(0), [(2, 3)], "any"),
+    "prod": (lambda a: a.prod(), [(2, 3)], "any"),
+    "prod_dim": (lambda a: a.prod(-1), [(2, 3)], "any"),
+    "amax": (lambda a: a.amax(1), [(2, 3)], "away"),
+    "amin": (lambda a: a.amin((0, 1)), [(2, 3)], "away"),
+    "max": (lambda a: a.max(), [(2, 3)], "away"),
+    "min_dim": (lambda a: a.min(0), [(2, 3)], "away"),
+    "var": (lambda a: a.var(1), [(2, 3)], "any"),
+    "std": (lambda a: a.std(), [(2, 3)], "any"),
+    "logsumexp": (lambda a: a.logsumexp(1), [(2, 3)], "any"),
+    "softmax": (lambda a: a.softmax(1), [(2, 3)], "any"),
+    "log_softmax": (lambda a: a.log_softmax(0), [(2, 3)], "any"),
+    "norm": (lambda a: a.norm(), [(2, 3)], "any"),
+    "norm_1": (lambda a: a.norm(1, 1), [(2, 3)], "away"),
+    "norm_inf": (lambda a: a.norm(math.inf, 1), [(2, 3)], "away"),
+    "norm_3": (lambda a: a.norm(3, 0), [(2, 3)], "any"),
+    # shape
+    "reshape": (lambda a: a.reshape(3, 2) * a.reshape(3, 2), [(2, 3)], "any"),
+    "view": (lambda a: a.view(-1), [(2, 3)], "any"),
+    "flatten": (lambda a: a.flatten(), [(2, 1, 3)], "any"),
+    "permute": (lambda a: a.permute(2, 0, 1), [(2, 1, 3)], "any"),
+    "transpose": (lambda a: a.transpose(0, 1), [(2, 3)], "any"),
+    "T": (lambda a: a.T * 2.0, [(2, 3)], "any"),
+    "mT": (lambda a: a.mT, [(2, 2, 3)], "any"),
+    "expand": (lambda a: a.expand(2, 3) * 1.5, [(1, 3)], "any"),
+    "broadcast_to": (lambda a: ae.broadcast_to(a, (2, 3)), [(3,)], "any"),
+    "squeeze": (lambda a: a.squeeze(1), [(2, 1, 3)], "any"),
+    "unsqueeze": (lambda a: a.unsqueeze(0), [(2, 3)], "any"),
+    "clone": (lambda a: a.clone(), [(2, 3)], "any"),
+    "contiguous": (lambda a: a.T.contiguous(), [(2, 3)], "any"),
+    "to_float64": (lambda a: a.to(dtype=ae.float64) * a, [(3,)], "any"),
+}
+
+# ops landed by other families: checked when present
+OPTIONAL_OPS: dict[str, tuple[str, Callable[..., Any], list[tuple[int, ...]], str]] = {
+    "getitem_basic": ("__getitem__", lambda a: a[1:, ::2], [(3, 4)], "any"),
+    "getitem_int": ("__getitem__", lambda a: a[1] * a[0], [(3, 4)], "any"),
+    "getitem_advanced": ("__getitem__", lambda a: a[[0, 2, 0]], [(3, 2)], "any"),
+    "getitem_mask": ("__getitem__", lambda a: a[a.detach() > 0], [(3, 2)], "away"),
+    "gather": (
+        "gather",
+        lambda a: a.gather(1, ae.tensor([[0, 0], [1, 0]])),
+        [(2, 3)],
+        "any",
+    ),
+    "index_select": (
+        "index_select",
+        lambda a: a.index_select(0, ae.tensor([1, 1])),
+        [(2, 3)],
+        "any",
+    ),
+    "take_along_dim": (
+        "take_along_dim",
+        lambda a: a.take_along_dim(ae.tensor([[2], [0]]), 1),
+        [(2, 3)],
+        "any",
+    ),
+    "masked_fill": (
+        "masked_fill",
+        lambda a: a.masked_fill(ae.tensor([[True, False, False]]), 0.5),
+        [(2, 3)],
+        "any",
+    ),
+    "narrow": ("narrow", lambda a: a.narrow(1, 1, 2), [(2, 3)], "any"),
+    "select": ("select", lambda a: a.select(0, 1), [(2, 3)], "any"),
+    "cat": ("cat", lambda a, b: ae.cat([a, b, a], 0), [(2, 3), (1, 3)], "any"),
+    "stack": ("stack", lambda a, b: ae.stack([a, b], 1), [(2, 3), (2, 3)], "any"),
+    "split": ("split", lambda a: a.split(2, 1), [(2, 3)], "any"),
+    "chunk": ("chunk", lambda a: a.chunk(2, 0), [(3, 2)], "any"),
+    "unbind": ("unbind", lambda a: a.unbind(1), [(2, 3)], "any"),
+    "setitem": ("__setitem__", lambda a, b: _setitem(a, b), [(3, 2), (2,)], "any"),
+    "add_": ("add_", lambda a, b: a.clone().add_(b), [(2, 3), (3,)], "any"),
+    "sub_": ("sub_", lambda a, b: a.clone().sub_(b), [(2, 3), (3,)], "any"),
+    "mul_": ("mul_", lambda a, b: (a * 1.0).mul_(b), [(2, 3), (3,)], "any"),
+    "div_": ("div_", lambda a, b: (a * 1.0).div_(b), [(2, 3), (3,)], "pos"),
+    "zero_": ("zero_", lambda a: a * (a * 1.0).zero_(), [(2, 3)], "any"),
+    "fill_": ("fill_", lambda a: a.clone().fill_(2.0) * a, [(2, 3)], "any"),
+    "copy_": (
+        "copy_",
+        lambda a, b: ae.zeros(2, 3, dtype=ae.float64).copy_(b) * a,
+        [(2, 3), (3,)],
+        "any",
+    ),
+    "clamp_": ("clamp_", lambda a: a.clone().clamp_(-0.5, 0.7), [(2, 3)], "away"),
+    "relu_": ("relu_", lambda a: a.clone().relu_(), [(2, 3)], "away"),
+    "view_inplace": ("mul_", lambda a: _view_inplace(a), [(2, 3)], "any"),
+}
+
+
+def _setitem(a: ae.Tensor, b: ae.Tensor) -> ae.Tensor:
+    c = a * 1.0
+    c[1] = b
+    return c
+
+
+def _view_inplace(a: ae.Tensor) -> ae.Tensor:
+    c = a.clone()
+    c[0].mul_(a[1])  # an in-place op on a view rebases the base's history
+    return c
+
+
+def _has(attr: str) -> bool:
+    return hasattr(ae.Tensor, attr) or hasattr(ae, attr)
+
+
+TABLE = [pytest.param(fn, shapes, kind, id=name) for name, (fn, shapes, kind) in OPS.items()] + [
+    pytest.param(
+        fn,
+        shapes,
+        kind,
+        id=name,
+        marks=pytest.mark.skipif(not _has(attr), reason=f"{attr} is not implemented yet"),
+    )
+    for name, (attr, fn, shapes, kind) in OPTIONAL_OPS.items()
+]
+
+
+def _inputs(shapes: list[tuple[int, ...]], kind: str, seed: int = 0) -> tuple[ae.Tensor, ...]:
+    rng = np.random.default_rng(seed)
+    return tuple(ae.tensor(KINDS[kind](s, rng), requires_grad=True) for s in shapes)
+
+
+@pytest.mark.parametrize(("fn", "shapes", "kind"), TABLE)
+def test_gradcheck_every_op(fn, shapes, kind):
+    assert ae.sync.gradcheck(fn, _inputs(shapes, kind)) is True
+
+
+@pytest.mark.parametrize(("fn", "shapes", "kind"), TABLE)
+def test_gradgradcheck_every_op(fn, shapes, kind):
+    assert ae.sync.gradgradcheck(fn, _inputs(shapes, kind)) is True
+
+
+def test_every_exported_op_is_in_the_table():
+    """A new differentiable export must be added to OPS / OPTIONAL_OPS above."""
+    not_ops = {
+        "AccumulateGrad", "AutogradError", "BackwardCFunction", "BackwardError", "Device",
+        "Engine", "Function", "FunctionCtx", "Generator", "GradcheckError", "MaxResult",
+        "MinResult", "Node", "RemovableHandle", "Tensor", "__version__", "arange",
+        "as_tensor", "backward", "bool", "bool_", "checkpoint", "detect_anomaly", "device",
+        "empty", "empty_like", "enable_grad", "eye", "full", "full_like", "functional", "grad",
+        "gradcheck", "gradgradcheck", "inference_mode", "is_anomaly_check_nan_enabled",
+        "is_anomaly_enabled", "is_grad_enabled", "is_inference_mode_enabled", "linspace",
+        "manual_seed", "no_grad", "once_differentiable", "ones", "ones_like", "queue_callback",
+        "rand", "rand_like", "randn", "randn_like", "set_grad_enabled", "sync", "tensor",
+        "zeros", "zeros_like", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+        "logical_or", "logical_not",
+    }  # fmt: skip
+    aliases = {"pow": "pow_2", "max": "max", "min": "min_dim", "getitem": "getitem_basic"}
+    covered = set(OPS) | set(OPTIONAL_OPS)
+    missing = []
+    for name in ae.__all__:
+        if name in not_ops or name.startswith("float") or name.startswith(("int", "uint")):
+            continue
+        if aliases.get(name, name) not in covered:
+            missing.append(name)
+    assert not missing, f"ops without a gradcheck entry: {missing}"
+
+
+# -- a wrong rule is detected ------------------------------------------------------------------
+BadSquareBackward = node_class("BadSquareBackward0", lambda F, g, s, n: (g * 3.0 * s[0],))
+
+
+def bad_square(x: ae.Tensor) -> ae.Tensor:
+    """x * x whose rule claims 3x: wrong first derivative."""
+    return record(BadSquareBackward, x.data * x.data, x._device, (x,), (x,))
+
+
+def _const(v: Any) -> Any:
+    return v.detach() if isinstance(v, ae.Tensor) else v
+
+
+# right first derivative 2x, but the saved x is used as a constant: wrong second derivative
+FlatSquareBackward = node_class(
+    "FlatSquareBackward0", lambda F, g, s, n: (g * (2.0 * _const(s[0])),)
+)
+
+
+def flat_square(x: ae.Tensor) -> ae.Tensor:
+    return record(FlatSquareBackward, x.data * x.data, x._device, (x,), (x,))
+
+
+WRONG_FIRST = (
+    "Jacobian mismatch for output 0 with respect to input 0,\n"
+    "numerical:array([[2., 0.],\n       [0., 4.]])\n"
+    "analytical:array([[3., 0.],\n       [0., 6.]])\n"
+)
+
+
+def test_gradcheck_detects_a_wrong_rule():
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(ae.GradcheckError, match=re.escape(WRONG_FIRST)):
+        ae.sync.gradcheck(bad_square, (x,))
+    assert ae.sync.gradcheck(bad_square, (x,), raise_exception=False) is False
+    assert issubclass(ae.GradcheckError, ae.AutogradError)
+
+
+def test_gradcheck_names_the_failing_output_and_input():
+    a = ae.tensor([1.0, 2.0], requires_grad=True)
+    b = ae.tensor([0.5, -1.0], requires_grad=True)
+    with pytest.raises(ae.GradcheckError, match=r"for output 1 with respect to input 2,"):
+        ae.sync.gradcheck(lambda k, u, v: (u * v, bad_square(v) + u), (3.0, a, b))
+
+
+def test_gradgradcheck_detects_a_wrong_second_derivative():
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    assert ae.sync.gradcheck(flat_square, (x,))
+    # output 0 is the first derivative, input 0 is x: d(2 x v)/dx = 2 v, claimed 0
+    msg = (
+        r"Jacobian mismatch for output 0 with respect to input 0,\n"
+        r"numerical:array\(\[\[ ?-?\d\.\d+, +0\. +\],\n +\[ +0\. +, -?\d\.\d+\]\]\)\n"
+        r"analytical:array\(\[\[0\., 0\.\],\n +\[0\., 0\.\]\]\)\n$"
+    )
+    with pytest.raises(ae.GradcheckError, match=msg):
+        ae.sync.gradgradcheck(flat_square, (x,))
+    assert ae.sync.gradgradcheck(flat_square, (x,), raise_exception=False) is False
+    # with grad_outputs that do not require grad, only x is checked: the claimed
+    # first derivative then has no graph at all, though it depends on x
+    v = ae.tensor([1.0, 1.0])
+    with pytest.raises(
+        ae.GradcheckError, match=r"Numerical gradient for function expected to be zero"
+    ):
+        ae.sync.gradgradcheck(flat_square, (x,), grad_outputs=(v,))
+    assert ae.sync.gradgradcheck(lambda t: t**3, (x,), grad_outputs=v)
+
+
+def test_output_that_does_not_require_grad_but_depends_on_input():
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(
+        ae.GradcheckError, match=r"Numerical gradient for function expected to be zero"
+    ):
+        ae.sync.gradcheck(lambda t: t.detach() * 2.0, (x,))
+    assert ae.sync.gradcheck(lambda t: ae.ones(2), (x,))
+
+
+# -- arguments ------------------------------------------------------------------------------------
+def test_tuples_of_outputs_non_tensor_and_frozen_inputs():
+    a = ae.tensor([[1.0, -2.0], [0.5, 3.0]], requires_grad=True)
+    c = ae.tensor([2.0, 1.0])  # does not require grad: passed through, not checked
+    assert ae.sync.gradcheck(lambda x, k, y: (x * k, (x * y).sum(), x.max(1)), (a, 2.5, c))
+    assert ae.sync.gradgradcheck(lambda x, k, y: (x * x * k, (x * y).sum()), [a, 2.5, c])
+    assert ae.sync.gradcheck(lambda x: x.exp(), a)  # a single tensor is accepted
+
+
+def test_empty_input_and_output():
+    x = ae.zeros(0, 3, dtype=ae.float64, requires_grad=True)
+    assert ae.sync.gradcheck(lambda t: t.sum(0), (x,))
+    assert ae.sync.gradcheck(lambda t: t * 2.0, (x,))
+
+
+def test_no_input_requires_grad():
+    with pytest.raises(ValueError, match=r"at least one input tensor to require gradient"):
+        ae.sync.gradcheck(lambda t: t * 2.0, (ae.ones(2, dtype=ae.float64),))
+
+
+def test_float32_input_warns_like_torch():
+    x = ae.tensor([1.0, 2.0], dtype=ae.float32, requires_grad=True)
+    msg = r"Input #0 requires gradient and is not a double precision floating point"
+    with pytest.warns(UserWarning, match=msg):
+        assert ae.sync.gradcheck(lambda t: t * 2.0, (x,), eps=1e-2, atol=1e-2)
+
+
+def test_result_must_be_tensors():
+    x = ae.tensor([1.0], requires_grad=True)
+    with pytest.raises(TypeError, match=r"must be a Tensor or a tuple of Tensors, got float"):
+        ae.sync.gradcheck(lambda t: 1.0, (x,))
+
+
+def test_inputs_are_restored():
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    x = ae.tensor(a, requires_grad=True)
+    data, version = x.data, x._version
+    assert ae.sync.gradgradcheck(lambda t: (t**3).sum(1), (x,))
+    assert x.data is data and x._version == version
+    np.testing.assert_array_equal(x.detach().numpy(), a)
+
+
+def test_tolerances_are_used():
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    # analytical 3x vs numerical 2x: rtol=0.6 accepts it
+    assert ae.sync.gradcheck(bad_square, (x,), rtol=0.6)
+    assert ae.sync.gradcheck(bad_square, (x,), atol=2.1, rtol=0.0)
+    assert not ae.sync.gradcheck(bad_square, (x,), atol=1.9, rtol=0.0, raise_exception=False)
+
+
+# -- async and sync forms ---------------------------------------------------------------------------
+@pytest.mark.anyio
+async def test_async_gradcheck_and_gradgradcheck():
+    x = ae.tensor([[0.3, -1.2, 2.0]], requires_grad=True)
+    assert await ae.gradcheck(lambda t: t.softmax(1), (x,)) is True
+    assert await ae.gradgradcheck(lambda t: t.prod(), (x,)) is True
+    with pytest.raises(ae.GradcheckError, match=r"Jacobian mismatch for output 0"):
+        await ae.gradcheck(bad_square, (x,))
+    assert await ae.gradgradcheck(flat_square, (x,), raise_exception=False) is False
+
+
+@pytest.mark.anyio
+async def test_sync_form_inside_a_loop_warns():
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.warns(RuntimeWarning, match=r"ae\.sync\.gradcheck\(\) called inside a running"):
+        assert ae.sync.gradcheck(lambda t: t * t, (x,))
+
+
+def test_names_and_docs():
+    assert (
+        ae.gradcheck.__name__ == "gradcheck" and ae.sync.gradgradcheck.__name__ == "gradgradcheck"
+    )
+    assert "finite differences" in ae.gradcheck.__doc__
+    assert ae.sync.gradcheck.__doc__ == ae.gradcheck.__doc__
