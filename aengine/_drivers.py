@@ -167,15 +167,17 @@ async def _post(gt: GraphTask) -> None:
 
 
 async def _run_post(gt: GraphTask, hooks: list[Any]) -> None:
+    from ._node_exec import await_user  # async user code also runs under ae.sync
+
     for fn, t in hooks:
         res = fn(t)
         if inspect.isawaitable(res):
-            res = await res
+            res = await await_user(res)
         if res is not None:
             raise AutogradError("hooks should return None.")
     i = 0
     while i < len(gt.callbacks):  # callbacks may queue callbacks
         res = gt.callbacks[i]()
         if inspect.isawaitable(res):
-            await res
+            await await_user(res)
         i += 1
