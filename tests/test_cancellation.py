@@ -1,0 +1,268 @@
+"""Cancellation and timeouts: prompt stop, nothing lost, nothing leaked, clear reuse error."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+from anyio.lowlevel import checkpoint
+
+import aengine as ae
+from aengine import _offload
+
+
+def _snapshot(*leaves: ae.Tensor) -> list[Any]:
+    return [None if t.grad is None else t.grad.to("cpu").numpy().copy() for t in leaves]
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    return all(
+        (x is None and y is None)
+        or (x is not None and y is not None and x.tobytes() == y.tobytes())
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _living_tasks(backend: str) -> int:
+    if backend == "trio":
+        import trio
+
+        return int(trio.lowlevel.current_statistics().tasks_living)
+    import asyncio
+
+    return len(asyncio.all_tasks())
+
+
+async def _backward_cancelled_after(loss: ae.Tensor, k: int, **kw: Any) -> bool:
+    """Run a backward, cancelled after ``k`` checkpoints of another task; True if it finished."""
+    finished = False
+
+    async def canceller(scope: anyio.CancelScope) -> None:
+        for _ in range(k):
+            await checkpoint()
+        scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(canceller, tg.cancel_scope)
+        await ae.backward(loss, **kw)
+        finished = True
+        tg.cancel_scope.cancel()
+    return finished
+
+
+async def _backward_cancelled_at_node(loss: ae.Tensor, engine: ae.Engine, k: int) -> bool:
+    """Run a backward, cancelled when its ``k``-th node starts; True if it finished."""
+    count = 0
+
+    def on_node(node: ae.Node, where: str) -> None:
+        nonlocal count
+        count += 1
+        if count == k + 1:
+            scope.cancel()
+
+    engine.on_node = on_node
+    try:
+        with anyio.CancelScope() as scope:
+            await ae.backward(loss)
+            return True
+        return False
+    finally:
+        engine.on_node = None
+
+
+@pytest.mark.anyio
+async def test_cancellation_fuzz_leaves_grads_bit_identical_and_leaks_nothing(
+    anyio_backend: str,
+) -> None:
+    rng = random.Random(1234)
+    x = ae.tensor(np.linspace(-1.0, 1.0, 16), requires_grad=True)
+    w = ae.tensor(np.linspace(0.5, 2.0, 16), requires_grad=True, device="sim:0")
+    big = ae.tensor(np.linspace(0.0, 1.0, 64), requires_grad=True)
+    leaves = (x, w, big)
+
+    def graph(heavy: bool) -> ae.Tensor:
+        a = ae.sin(x * 1.5)  # cpu
+        b = a.to("sim:0") * w + w  # sim:0
+        c = ae.exp(b * 0.1).to("sim:1") * 2.0  # sim:1
+        loss = (c.to("cpu") * x).sum()  # cpu again
+        if heavy:  # 64 elements >= offload_threshold: kernels run in threads
+            loss = loss + ae.cos(big * 2.0).sum()
+        return loss
+
+    with anyio.fail_after(120):
+        async with ae.Engine(sim_latency=0.00005, offload_threshold=64) as engine:
+            # reference gradients of each kind of graph (the leaves never change)
+            refs = {
+                h: [
+                    None if g is None else g.to("cpu").numpy()
+                    for g in await ae.grad(graph(h), leaves, allow_unused=True)
+                ]
+                for h in (False, True)
+            }
+            threads0 = threading.active_count()
+            tasks0 = _living_tasks(anyio_backend)
+            done = cancelled = 0
+            for i in range(500):
+                heavy = i % 10 == 0
+                loss = graph(heavy)
+                before = _snapshot(*leaves)
+                if i % 2:  # cancel from another task after k of its checkpoints
+                    finished = await _backward_cancelled_after(loss, rng.randrange(0, 50))
+                else:  # cancel when the k-th node starts (cpu or device worker)
+                    finished = await _backward_cancelled_at_node(loss, engine, rng.randrange(16))
+                if finished:
+                    done += 1
+                    for t, b, r in zip(leaves, before, refs[heavy], strict=True):
+                        if not heavy and t is big:
+                            assert _same([None if t.grad is None else t.grad.numpy()], [b])
+                            continue
+                        want = r if b is None else b + r
+                        np.testing.assert_array_equal(t.grad.to("cpu").numpy(), want)
+                else:
+                    cancelled += 1
+                    assert _same(_snapshot(*leaves), before), f"iteration {i} changed .grad"
+                if i % 50 == 0:
+                    x.grad = w.grad = big.grad = None
+            assert done > 20 and cancelled > 20, (done, cancelled)
+            # nothing of the cancelled backwards is left queued or running (a
+            # worker may still finish the node it was running when cancelled)
+            await anyio.sleep(0.02)
+            assert engine._inflight == {}
+            for q in engine._queues.values():
+                assert q.heaps == {} and not q.rr and q.blocked == 0 and q.workers == 1
+            assert _living_tasks(anyio_backend) == tasks0
+            assert threading.active_count() <= threads0 + 1
+        assert _living_tasks(anyio_backend) == tasks0 - len(engine._queues)
+
+
+@pytest.mark.anyio
+async def test_cancelled_backward_stops_promptly() -> None:
+    x = ae.tensor(np.ones(4), requires_grad=True, device="sim:0")
+    y = x
+    for _ in range(2000):
+        y = y * 1.0001
+    ran: list[int] = []
+    async with ae.Engine(sim_latency=0.0002, on_node=lambda n, w: ran.append(1)):
+        with anyio.move_on_after(0.02) as scope:
+            await ae.backward(y.sum())
+        assert scope.cancelled_caught
+        after_cancel = len(ran)
+        await anyio.sleep(0.05)
+        assert len(ran) <= after_cancel + 1  # at most the node that was running
+        assert 0 < after_cancel < 2000
+    assert x.grad is None
+
+
+@pytest.mark.anyio
+async def test_fail_after_raises_timeout_error_and_leaves_grad() -> None:
+    x = ae.tensor(np.ones(4), requires_grad=True)
+    x.grad = ae.full((4,), 3.0)
+    loss = (x.to("sim:0") * 2).sum()
+    async with ae.Engine(sim_latency=0.5):
+        with pytest.raises(TimeoutError):
+            with anyio.fail_after(0.01):
+                await ae.backward(loss)
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(4, 3.0))
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_asyncio_timeout() -> None:
+    import asyncio
+
+    tasks0 = len(asyncio.all_tasks())
+    x = ae.tensor(np.ones(4), requires_grad=True)
+    loss = (x.to("sim:0") * 2).sum()
+    async with ae.Engine(sim_latency=0.5):
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.01):
+                await ae.backward(loss)
+    assert x.grad is None
+    assert len(asyncio.all_tasks()) == tasks0
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+@pytest.mark.anyio
+async def test_trio_move_on_after() -> None:
+    import trio
+
+    x = ae.tensor(np.ones(4), requires_grad=True)
+    loss = (x.to("sim:0") * 2).sum()
+    async with ae.Engine(sim_latency=0.5):
+        with trio.move_on_after(0.01) as scope:
+            await ae.backward(loss)
+    assert scope.cancelled_caught
+    assert x.grad is None
+
+
+@pytest.mark.anyio
+async def test_reusing_a_graph_freed_by_a_cancelled_backward_says_so() -> None:
+    x = ae.tensor(np.ones(3), requires_grad=True)
+    h = ae.sin(x) * 2
+    loss = (h * h).sum()
+    post: list[int] = []
+    x.register_post_accumulate_grad_hook(lambda t: post.append(1))
+
+    async def cancelling_hook(g: ae.Tensor) -> None:
+        scope.cancel()
+        await checkpoint()  # cancellation is delivered here, inside the backward
+
+    handle = h.register_hook(cancelling_hook)
+    with anyio.CancelScope() as scope:
+        await ae.backward(loss)
+    assert scope.cancelled_caught
+    assert x.grad is None and post == []  # post-accumulate hooks run at commit only
+    handle.remove()
+    with pytest.raises(ae.AutogradError, match="cancelled or failed part way.*retain_graph=True"):
+        await ae.backward(loss)
+    # with retain_graph=True the graph survives a cancelled backward
+    h = ae.sin(x) * 2
+    loss = (h * h).sum()
+    handle = h.register_hook(cancelling_hook)
+    with anyio.CancelScope() as scope:
+        await ae.backward(loss, retain_graph=True)
+    handle.remove()
+    assert x.grad is None
+    await ae.backward(loss)
+    np.testing.assert_allclose(x.grad.numpy(), 8 * np.sin(np.ones(3)) * np.cos(np.ones(3)))
+    assert post == [1]
+
+
+def test_a_graph_freed_by_a_successful_backward_keeps_pytorchs_message() -> None:
+    x = ae.tensor(np.ones(3), requires_grad=True)
+    loss = (ae.sin(x) * 2).sum()
+    ae.sync.backward(loss)
+    with pytest.raises(ae.AutogradError, match="Trying to backward through the graph a second"):
+        ae.sync.backward(loss)
+
+
+@pytest.mark.anyio
+async def test_cancel_while_a_kernel_runs_in_a_thread() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    def hook(node: Any) -> None:
+        entered.set()
+        release.wait(5)
+
+    x = ae.tensor(np.ones(32), requires_grad=True)
+    async with ae.Engine(offload_threshold=32):
+        loss = (ae.sin(x) * 3).sum()
+        old, _offload.kernel_hook = _offload.kernel_hook, hook
+        timer = threading.Timer(0.2, release.set)  # the kernel ends later, by itself
+        try:
+            with anyio.move_on_after(0.01) as scope:
+                timer.start()
+                await ae.backward(loss)
+        finally:
+            timer.join()
+            _offload.kernel_hook = old
+    # cancelled while the kernel ran in its thread: the backward waited for it
+    # (threads cannot be killed), then stopped without committing anything
+    assert entered.is_set() and release.is_set()
+    assert scope.cancelled_caught
+    assert x.grad is None

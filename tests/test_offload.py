@@ -1,0 +1,123 @@
+"""Kernel offload: heavy nodes run in threads (async only), small ones inline; kernels overlap."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+import aengine as ae
+from aengine import _offload
+from aengine._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
+
+
+@pytest.fixture(autouse=True)
+def _fresh_stats() -> Iterator[None]:
+    _offload.reset_stats()
+    old = _offload.kernel_hook
+    yield
+    _offload.kernel_hook = old
+
+
+def test_the_policy_is_decided_when_the_op_is_recorded() -> None:
+    small = ae.ones(16, requires_grad=True)
+    big = ae.ones(DEFAULT_OFFLOAD_MIN_ELEMENTS, requires_grad=True)
+    assert not (small * 2).grad_fn._special
+    node = (big * 2).grad_fn
+    assert node._special and node._offload
+    # a reduction's result is small: its backward (a broadcast) stays inline
+    assert not getattr(big.sum().grad_fn, "_offload", False)
+
+
+@pytest.mark.anyio
+async def test_engine_threshold_applies_to_ops_recorded_inside_it() -> None:
+    x = ae.ones(8, requires_grad=True)
+    async with ae.Engine(offload_threshold=8):
+        y = ae.sin(x) * 2
+        assert y.grad_fn._offload
+    assert not (ae.sin(x) * 2).grad_fn._special
+
+
+@pytest.mark.anyio
+async def test_heavy_kernels_run_in_threads_and_give_the_same_gradients() -> None:
+    main = threading.get_ident()
+    x = ae.tensor(np.linspace(0, 1, 64), requires_grad=True)
+    async with ae.Engine(offload_threshold=64):
+        loss = (ae.sin(x) * ae.exp(x)).sum()
+        (g,) = await ae.grad(loss, [x])
+    x0 = np.linspace(0, 1, 64)
+    np.testing.assert_allclose(g.numpy(), np.cos(x0) * np.exp(x0) + np.sin(x0) * np.exp(x0))
+    assert _offload.stats.kernels >= 3  # mul, sin, exp backward
+    assert main not in _offload.stats.threads
+
+
+@pytest.mark.anyio
+async def test_sync_backward_and_offload_false_run_inline() -> None:
+    x = ae.tensor(np.linspace(0, 1, 64), requires_grad=True)
+    async with ae.Engine(offload_threshold=64, offload=False):
+        loss = (ae.sin(x) * 3).sum()
+        await ae.backward(loss, retain_graph=True)
+    await anyio.to_thread.run_sync(ae.sync.backward, loss)  # sync, off the loop
+    assert _offload.stats.kernels == 0
+    np.testing.assert_allclose(x.grad.numpy(), 6 * np.cos(np.linspace(0, 1, 64)))
+
+
+@pytest.mark.anyio
+async def test_kernels_of_two_backwards_overlap_in_threads() -> None:
+    # Each backward has one heavy kernel; both must be inside their threads at
+    # the same time for the barrier to open (no timing involved).
+    barrier = threading.Barrier(2, timeout=10)
+    _offload.kernel_hook = lambda node: barrier.wait()
+    a = ae.tensor(np.linspace(0, 1, 64), requires_grad=True)
+    b = ae.tensor(np.linspace(1, 2, 64), requires_grad=True, device="sim:0")
+    async with ae.Engine(offload_threshold=64):
+        la = ae.sin(a).sum()  # cpu: kernel offloaded by its owner
+        lb = ae.sin(b).sum()  # sim:0: kernel offloaded by the device worker
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ae.backward, la)
+            tg.start_soon(ae.backward, lb)
+    assert _offload.stats.max_concurrent == 2
+    assert len(_offload.stats.threads) == 2
+    np.testing.assert_allclose(a.grad.numpy(), np.cos(np.linspace(0, 1, 64)))
+
+
+@pytest.mark.anyio
+async def test_two_cpu_backwards_overlap() -> None:
+    barrier = threading.Barrier(2, timeout=10)
+    _offload.kernel_hook = lambda node: barrier.wait()
+    xs = [ae.tensor(np.full(64, float(i)), requires_grad=True) for i in range(2)]
+    async with ae.Engine(offload_threshold=64):
+        losses = [(x * 3.0).sum() for x in xs]
+        async with anyio.create_task_group() as tg:
+            for loss in losses:
+                tg.start_soon(ae.backward, loss)
+    assert _offload.stats.max_concurrent == 2
+    for x in xs:
+        np.testing.assert_array_equal(x.grad.numpy(), np.full(64, 3.0))
+
+
+@pytest.mark.anyio
+async def test_offload_without_an_engine_uses_a_loop_wide_limiter() -> None:
+    n = DEFAULT_OFFLOAD_MIN_ELEMENTS
+    x = ae.tensor(np.ones(n), requires_grad=True)
+    await ae.backward((x * 2.0).sum())
+    assert _offload.stats.kernels == 1
+    np.testing.assert_array_equal(x.grad.numpy()[:3], [2.0, 2.0, 2.0])
+
+
+@pytest.mark.anyio
+async def test_kernel_errors_in_threads_reach_the_caller() -> None:
+    def boom(node: Any) -> None:
+        raise ValueError("kernel failed")
+
+    _offload.kernel_hook = boom
+    x = ae.tensor(np.ones(8), requires_grad=True)
+    async with ae.Engine(offload_threshold=8):
+        loss = (ae.sin(x) * 2).sum()
+        with pytest.raises(ae.BackwardError, match="ValueError: kernel failed"):
+            await ae.backward(loss)
+    assert x.grad is None
