@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from ._engine import YIELD, GraphTask, _current, wrap_node_error
-from ._errors import AutogradError
+from ._errors import ERR_BACKWARD_TWICE, AutogradError
 from ._grad_mode import _grad_enabled
 from ._node_exec import commit
 
@@ -54,7 +54,10 @@ def _raise_node_error(gt: GraphTask, exc: BaseException) -> None:
         clear = cancelled_graph_error(gt, exc)
         if clear is not None:
             raise clear from exc
-        mark_released(gt)
+        if not (isinstance(exc, AutogradError) and str(exc) == ERR_BACKWARD_TWICE):
+            # A backward that met a graph freed by an earlier, successful
+            # backward (or one running in another thread) freed nothing of it.
+            mark_released(gt)
     node = gt.error_node
     if node is None or gt.error is not exc:
         raise exc

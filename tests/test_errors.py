@@ -293,3 +293,14 @@ def test_inplace_modified_saved_tensor(drv: Driver) -> None:
     ):
         drv.backward(z)
     assert x.grad is None
+
+
+def test_freed_graph_message_stays_the_same_on_later_calls(drv: Driver) -> None:
+    # A backward that fails on a graph freed by an earlier successful backward
+    # freed nothing itself: later calls still get PyTorch's message.
+    x = leaf(3)
+    y = (x * x).sum()
+    drv.backward(y)
+    for _ in range(3):
+        with pytest.raises(ae.AutogradError, match="Specify retain_graph=True"):
+            drv.backward(y)

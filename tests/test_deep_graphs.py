@@ -1,0 +1,114 @@
+"""Deep graphs: no recursion anywhere in the engine, and the loop stays responsive.
+
+A chain of 1,000,000 nodes runs backward with both drivers; dropping a deep
+graph does not overflow the C stack (P1); a long async backward lets other
+tasks of the event loop run meanwhile.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+import numpy as np
+import pytest
+
+import aengine as ae
+
+MILLION = 1_000_000
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause CPython's cyclic GC while a huge graph is recorded.
+
+    Recording a million nodes with the collector on costs about three times
+    as much (each full collection walks the whole growing graph; measured
+    37 s vs 14 s for 1M nodes on this 2-core machine under load).  The graph
+    holds no cycles, so reference counting frees it either way.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def chain(n: int) -> tuple[ae.Tensor, ae.Tensor]:
+    """A leaf and the end of a chain of ``n`` nodes after it (one node per step)."""
+    x = ae.ones(1, dtype=ae.float64, requires_grad=True)
+    y = x
+    with gc_paused():
+        for _ in range(n):
+            y = y * 1.0
+    return x, y
+
+
+def test_million_node_chain_sync() -> None:
+    assert sys.getrecursionlimit() < MILLION
+    x, y = chain(MILLION)
+    assert y.grad_fn.topological_nr == MILLION
+    ae.sync.backward(y.sum())
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0])
+    del y  # freeing the million-node graph must not overflow either
+
+
+@pytest.mark.anyio
+async def test_million_node_chain_async() -> None:
+    x, y = chain(MILLION)
+    await ae.backward(y.sum())
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0])
+    del y
+
+
+def test_deep_chain_grad_and_retain() -> None:
+    x, y = chain(100_000)
+    (g,) = ae.sync.grad(y.sum(), x, retain_graph=True)
+    np.testing.assert_array_equal(g.numpy(), [1.0])
+    ae.sync.backward(y.sum())
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0])
+
+
+def test_free_deep_graph() -> None:
+    x, y = chain(150_000)
+    del y  # no stack overflow while the chain is torn down
+    with gc_paused():
+        prev = z = x
+        for _ in range(50_000):  # with skip connections: 100k nodes
+            prev, z = z, z * 0.5 + prev * 0.5
+    del prev, z
+    x, y = chain(150_000)
+    ae.sync.backward(y.sum())  # freed saved state, then the nodes
+    del y
+    assert x.grad is not None
+
+
+@pytest.mark.anyio
+async def test_long_async_backward_lets_other_tasks_run() -> None:
+    x, y = chain(100_000)
+    loss = y.sum()
+    done = anyio.Event()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await anyio.sleep(0)
+
+    async def run_backward() -> None:
+        try:
+            await ae.backward(loss)
+        finally:
+            done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        tg.start_soon(run_backward)
+    assert ticks >= 3  # the ticker ran while the backward was in progress
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0])
