@@ -508,3 +508,19 @@ def test_setitem_errors():
         x[[0, 1]] = ae.ones(3)
     with pytest.raises(IndexError):
         x[5] = 1.0
+
+
+def test_inplace_on_another_device_and_cross_device_copy():
+    x = ae.ones(2, 3, requires_grad=True, device="sim:0")
+    b = x * 1
+    b[0].mul_(3)
+    b[[1]] = ae.tensor([[5.0, 6.0, 7.0]], device="sim:0")
+    ae.sync.backward(b.sum())
+    assert x.grad.device == x.device
+    assert x.grad.tolist() == [[3.0, 3.0, 3.0], [0.0, 0.0, 0.0]]
+    c = ae.zeros(3, device="sim:0")
+    y = ae.ones(3, requires_grad=True)
+    c.copy_(y * 2)
+    assert c.device == ae.device("sim:0") and c.tolist() == [2.0, 2.0, 2.0]
+    ae.sync.backward(c.sum())
+    assert y.grad.device == y.device and y.grad.tolist() == [2.0, 2.0, 2.0]

@@ -343,3 +343,53 @@ def test_reshape_copy_is_not_a_view():
         assert r._base is None
         r.add_(1)
         assert x._version == 0 and x.tolist() == [[1.0] * 3] * 2
+
+
+def test_inference_mode_view_error():
+    torch = torch_or_skip()
+    msgs = []
+    for lib in (ae, torch):
+        b = lib.ones(3, requires_grad=True).clone()
+        with lib.inference_mode():
+            v = b[0:2]
+            v.mul_(2)  # fine inside
+        assert not v.is_inference()
+        with pytest.raises(RuntimeError) as info:
+            v.mul_(2)
+        msgs.append(str(info.value))
+        assert b.tolist() == [2.0, 2.0, 1.0]
+    assert msgs[0] == msgs[1]
+    assert msgs[0].startswith("A view was created in inference mode and is being modified inplace")
+
+
+def test_view_of_multi_output_view_is_restricted():
+    b = ae.ones(2, 3, requires_grad=True).clone()
+    row = b.unbind()[1]
+    with pytest.raises(ae.AutogradError, match="UnbindBackward0 is a view and is being modified"):
+        row[1:].mul_(2)
+
+
+def test_i5_detach_inplace_cuts_later_gradient():
+    torch = torch_or_skip()
+    res = []
+    for lib in (ae, torch):
+        x = lib.ones(2, requires_grad=True)
+        y = lib.ones(2, requires_grad=True)
+        a = x * 2
+        _backward(lib, (y + a).sum(), retain_graph=True)
+        a.detach_()
+        assert not a.requires_grad and a.grad_fn is None
+        _backward(lib, (y + a).sum())
+        res.append((x.grad.tolist(), y.grad.tolist()))
+    assert res[0] == res[1] == ([2.0, 2.0], [2.0, 2.0])
+
+
+def test_setitem_with_tensor_indices():
+    def fn(a, v):  # type: ignore[no-untyped-def]
+        lib = ae if isinstance(a, ae.Tensor) else __import__("torch")
+        c = a * 1.0
+        c[lib.tensor([2, 0])] = v
+        c[lib.tensor([True, False, True]), 1] = v[:, 0] * 3
+        return c * a
+
+    check_op(fn, fn, [(3, 2), (2, 2)])
