@@ -104,7 +104,7 @@ def _numerical(
     for i in in_idx:
         x = inputs[i]
         orig = x.data
-        work = orig.astype(orig.dtype, copy=True)  # a private, contiguous copy to perturb
+        work = orig.astype(orig.dtype, order="C", copy=True)  # a private copy to perturb
         flat = work.reshape(-1)
         cols: list[list[np.ndarray]] = []
         x.data = work

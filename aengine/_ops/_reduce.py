@@ -115,11 +115,11 @@ def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
             f"or complex dtype. Got: {x.data.dtype}; convert with .to(ae.float64)"
         )
     dims = norm_dims(dim, x.data.ndim)
-    out = x.data.mean(axis=dims, keepdims=keepdim)
-    count = x.data.size if dims is None else 1
-    if dims is not None:
-        for d in dims:
-            count *= x.data.shape[d]
+    count = _count(x.data.shape, dims)
+    if count:
+        out = x.data.mean(axis=dims, keepdims=keepdim)
+    else:  # the mean of nothing is NaN (as PyTorch), without numpy's warning
+        out = x.data.sum(axis=dims, keepdims=keepdim) * x._device.backend.xp.nan
     cls = MeanBackward0 if dim is None else MeanBackward1
     if out.dtype != x.data.dtype:
         out = out.astype(x.data.dtype)
@@ -127,6 +127,15 @@ def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
 
 
 # -- helpers of the rules below ---------------------------------------------------------
+def _count(shape: tuple[int, ...], dims: Any) -> int:
+    """How many elements each slice reduced over ``dims`` (all when None) holds."""
+    count = 1
+    for i, s in enumerate(shape):
+        if dims is None or i in dims:
+            count *= s
+    return count
+
+
 def _arr(v: Any) -> Any:
     """The backend array of a saved value (an array, or a Tensor under create_graph)."""
     return v.data if v.__class__ is Tensor else v
@@ -425,10 +434,7 @@ def _var(x: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any, nam
     _check_float(x, name)
     c = _correction(name, unbiased, correction)
     dims = norm_dims(dim, x.data.ndim)
-    count = x.data.size if dims is None else 1
-    if dims is not None:
-        for d in dims:
-            count *= x.data.shape[d]
+    count = _count(x.data.shape, dims)
     dof = builtins.max(count - c, 0.0)
     if dof == 0:
         warnings.warn(
