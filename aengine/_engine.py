@@ -171,6 +171,7 @@ class GraphTask:
         "captured",
         "captures",
         "checkpoint_valid",
+        "children",
         "create_graph",
         "dependencies",
         "depth",
@@ -220,6 +221,8 @@ class GraphTask:
         self.node_hook: Callable[[Node], None] | None = None
         self.done = False
         self.checkpoint_valid = True
+        #: nested graph tasks running now (registered by _reentrant.py)
+        self.children: list[GraphTask] | None = None
         self.running_node: Node | None = None
         #: the planned preparation not done yet (see plan)
         self.pending: Iterator[None] | None = None
@@ -382,7 +385,8 @@ class GraphTask:
                     node, buffer = nxt_run, nxt_buf  # type: ignore[assignment]
                     if node is not None:
                         count += 1
-                        if not count & 31 and perf() > deadline:
+                        # error: set by another thread or a parent (L2); checked per 32 nodes
+                        if not count & 31 and (perf() > deadline or self.error is not None):
                             heappush(heap, (-node.sequence_nr, tie(), node, buffer))
                             return YIELD
             return None
@@ -439,10 +443,16 @@ class GraphTask:
                 not_ready.pop(nxt, None)
                 self.push(nxt, buf)
 
-    def _fail(self, node: Node, exc: BaseException) -> None:
+    def _fail(self, node: Node | None, exc: BaseException) -> None:
         if self.error is None:
             self.error = exc
             self.error_node = node
+            if self.children:  # nested graph tasks stop too (PyTorch's L2 behaviour)
+                stop = AutogradError(
+                    f"stopped because the enclosing backward failed: {type(exc).__name__}: {exc}"
+                )
+                for child in list(self.children):
+                    child._fail(None, stop)
 
     # -- completion ------------------------------------------------------------------------
     def stage(self, key: Any, grad: Any, kind: str) -> None:

@@ -81,19 +81,44 @@ def _frames_deep(limit: int) -> bool:
 
 def drive_sync_entry(gt: GraphTask) -> None:
     """Run ``gt`` for a sync entry point (top-level or nested)."""
-    n = _stack.get()
-    if current_graph_task() is not None and (
-        n >= reentrant_depth_limit() or _frames_deep(int(sys.getrecursionlimit() * _STACK_SHARE))
-    ):
-        _run_in_thread(gt)
+    parent = current_graph_task()
+    if parent is None:
+        _run_sync_here(gt)
         return
-    t1 = _stack.set(n + 1)
+    _adopt(parent, gt)
+    try:
+        limit = int(sys.getrecursionlimit() * _STACK_SHARE)
+        if _stack.get() >= reentrant_depth_limit() or _frames_deep(limit):
+            _run_in_thread(gt)
+        else:
+            _run_sync_here(gt)
+    finally:
+        _disown(parent, gt)
+
+
+def _run_sync_here(gt: GraphTask) -> None:
+    t1 = _stack.set(_stack.get() + 1)
     t2 = _sync_driven.set(True)
     try:
         run_sync(gt)
     finally:
         _sync_driven.reset(t2)
         _stack.reset(t1)
+
+
+def _adopt(parent: GraphTask, gt: GraphTask) -> None:
+    """Register a nested graph task: the parent's failure stops it (GraphTask._fail)."""
+    if parent.children is None:
+        parent.children = []
+    parent.children.append(gt)
+    if parent.error is not None:
+        gt._fail(None, parent.error)
+
+
+def _disown(parent: GraphTask, gt: GraphTask) -> None:
+    children = parent.children
+    if children is not None and gt in children:
+        children.remove(gt)
 
 
 def _run_in_thread(gt: GraphTask) -> None:
@@ -111,18 +136,24 @@ def _run_in_thread(gt: GraphTask) -> None:
 
     thread = threading.Thread(target=ctx.run, args=(body,), name=f"aengine-reentrant-{gt.depth}")
     thread.start()
-    thread.join()
+    try:
+        thread.join()
+    except BaseException as exc:  # KeyboardInterrupt: stop the nested task, leave no thread
+        gt._fail(None, exc)
+        thread.join()
+        raise
     if failure:
-        exc = failure[0]
+        err = failure[0]
         try:
-            raise exc
+            raise err
         finally:
-            del exc, failure
+            del err, failure
 
 
 async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
     """Run ``gt`` for an async entry point (top-level or nested)."""
-    if current_graph_task() is None:
+    parent = current_graph_task()
+    if parent is None:
         t1 = _stack.set(1)
         t2 = _sync_driven.set(False)
         try:
@@ -134,7 +165,11 @@ async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
     if _sync_driven.get():
         drive_sync_entry(gt)  # see NOTE [Reentrant stacks]: must not suspend
         return
-    await _run_in_new_task(gt, time_slice)
+    _adopt(parent, gt)
+    try:
+        await _run_in_new_task(gt, time_slice)
+    finally:
+        _disown(parent, gt)
 
 
 async def _run_in_new_task(gt: GraphTask, time_slice: float) -> None:
@@ -153,8 +188,8 @@ async def _run_in_new_task(gt: GraphTask, time_slice: float) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(child, name=f"aengine-reentrant-{gt.depth}")
     if failure:
-        exc = failure[0]
+        err = failure[0]
         try:
-            raise exc
+            raise err
         finally:
-            del exc, failure
+            del err, failure

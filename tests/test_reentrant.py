@@ -511,3 +511,75 @@ def test_depth_outside_and_inside() -> None:
     ae.sync.backward(y, retain_graph=True)
     assert depths == [0]
     assert current_graph_task() is None
+
+
+# -- the parent's failure stops the nested graph task (L2) -----------------------------------
+
+
+def _parent_fails_while_child_runs(mode: str) -> tuple[ae.Tensor, list[ae.Tensor], list[str]]:
+    """The child's first node makes the parent fail (as a device worker would, concurrently);
+    the child's later nodes must not run and no leaf may get a gradient."""
+    ran: list[str] = []  # FailParent, then at most a few dozen of the 100 Later nodes
+    parents: list[Any] = []
+    leaves: list[ae.Tensor] = []
+
+    class FailParent(ae.Function):
+        @staticmethod
+        def forward(ctx, x):  # type: ignore[no-untyped-def]
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):  # type: ignore[no-untyped-def]
+            ran.append("FailParent")
+            parents[0]._fail(None, ValueError("Simulate error on the parent"))
+            return g
+
+    class Later(ae.Function):
+        @staticmethod
+        def forward(ctx, x):  # type: ignore[no-untyped-def]
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):  # type: ignore[no-untyped-def]
+            ran.append("Later")
+            return g
+
+    def child_graph() -> ae.Tensor:
+        with ae.enable_grad():
+            v = ae.tensor(1.0, requires_grad=True)
+            leaves.append(v)
+            h = v * 2.0
+            for _ in range(100):
+                h = Later.apply(h)
+            return FailParent.apply(h)
+
+    def sync_hook(g: ae.Tensor) -> None:
+        parents.append(current_graph_task())
+        ae.sync.backward(child_graph())
+
+    async def async_hook(g: ae.Tensor) -> None:
+        parents.append(current_graph_task())
+        await ae.backward(child_graph())
+
+    x = ae.tensor(1.0, requires_grad=True)
+    leaves.append(x)
+    y = x * 2.0
+    y.register_hook(sync_hook if mode == "sync" else async_hook)
+    return y * 3.0, leaves, ran
+
+
+def test_parent_error_stops_child_sync() -> None:
+    root, leaves, ran = _parent_fails_while_child_runs("sync")
+    with pytest.raises(ae.AutogradError, match="Simulate error on the parent"):
+        ae.sync.backward(root)
+    assert ran[0] == "FailParent" and len(ran) < 50  # the child stopped early
+    assert all(t.grad is None for t in leaves)
+
+
+@pytest.mark.anyio
+async def test_parent_error_stops_child_async() -> None:
+    root, leaves, ran = _parent_fails_while_child_runs("async")
+    with pytest.raises(ae.AutogradError, match="Simulate error on the parent"):
+        await ae.backward(root)
+    assert ran[0] == "FailParent" and len(ran) < 50  # the child stopped early
+    assert all(t.grad is None for t in leaves)
