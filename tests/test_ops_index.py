@@ -352,3 +352,19 @@ def test_getitem_torch_oracle_values_for_odd_indices():
     ]:
         tidx = tuple(torch.tensor(i.numpy()) if isinstance(i, ae.Tensor) else i for i in idx)
         np.testing.assert_array_equal(x[idx].numpy(), t[tidx].numpy())
+
+
+def test_index_tensor_modified_in_place_is_caught():
+    x = ae.randn(4, requires_grad=True)
+    i = ae.tensor([0, 2])
+    for y in (x[i], x.index_select(0, i), x[None].gather(1, i[None])):
+        i._vc[0] += 1  # what i.add_(1) does to its version
+        with pytest.raises(ae.AutogradError, match="modified by an inplace operation"):
+            ae.sync.backward(y.sum())
+
+
+def test_nested_list_is_one_index_array():
+    x = ae.arange(12.0).reshape(3, 4)
+    assert x[[[0, 1], [1, 2]]].shape == (2, 2, 4)
+    with pytest.raises(IndexError, match="use a tuple"):
+        x[[0, slice(None)]]

@@ -11,7 +11,10 @@
 # ``x[0, :, [0, 1]]`` has PyTorch's shape, not numpy's.  Both rules call
 # ``F.index_add``, whose own rule is ``F.getitem``: every derivative order is
 # covered by the pair.  Index arrays are saved for backward (version-checked
-# and freed with the graph, like PyTorch's saved indices).
+# and freed with the graph, like PyTorch's saved indices).  A nested list is
+# one index array (``x[[[0, 1], [1, 2]]]`` picks a 2x2 block of rows), which
+# PyTorch announces for 2.9 and numpy does today; PyTorch 2.8 and older read
+# it as a tuple of indices.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "gather",
     "take_along_dim",
     "masked_fill",
+    "ints_first",
     "index_add_grad",
     "scatter_add_grad",
 ]
@@ -90,6 +94,10 @@ def _as_int(v: Any) -> Any:
     return operator.index(v)
 
 
+def _plain(v: Any) -> bool:
+    return v is None or v.__class__ is int
+
+
 def _check_slice(s: slice) -> slice:
     step = s.step
     if s.start.__class__ is not int and s.start is not None:
@@ -140,6 +148,11 @@ def _component(it: Any, x: Tensor) -> Any:
             raise IndexError(
                 f"an index list must hold integers or bools (a rectangular nested list), got {it!r}"
             ) from exc
+        if a.dtype.kind == "O":
+            raise IndexError(
+                f"an index list must hold integers or bools (a rectangular nested list), "
+                f"got {it!r}; for several indices use a tuple: x[i, j], not x[[i, j]]"
+            )
         return _array_index(a, x, False)
     if hasattr(it, "dtype") and hasattr(it, "shape"):
         return _array_index(x._device.backend.asarray(it), x, False)
@@ -152,8 +165,13 @@ def _component(it: Any, x: Tensor) -> Any:
         ) from None
 
 
-def _parse(x: Tensor, index: Any) -> tuple[tuple[Any, ...], Any, bool]:
-    """``(idx, cls, has_int)``: the normalised index, its node class (None: advanced)."""
+def _parse(
+    x: Tensor, index: Any, srcs: dict[int, Tensor] | None = None
+) -> tuple[tuple[Any, ...], Any, bool]:
+    """``(idx, cls, has_int)``: the normalised index, its node class (None: advanced).
+
+    ``srcs``, if given, receives the index Tensors by ``id`` of their array.
+    """
     items = index if index.__class__ is tuple else (index,)
     single = len(items) == 1
     out: list[Any] = []
@@ -165,7 +183,8 @@ def _parse(x: Tensor, index: Any) -> tuple[tuple[Any, ...], Any, bool]:
             cls = SelectBackward0
             has_int = True
         elif c is slice:
-            it = _check_slice(it)
+            if it.step is not None or not (_plain(it.start) and _plain(it.stop)):
+                it = _check_slice(it)
             if single or it.start is not None or it.stop is not None or it.step is not None:
                 cls = SliceBackward0
         elif it is None:
@@ -173,7 +192,10 @@ def _parse(x: Tensor, index: Any) -> tuple[tuple[Any, ...], Any, bool]:
         elif it is Ellipsis:
             ellipsis = True
         else:
+            src = it
             it = _component(it, x)
+            if srcs is not None and src.__class__ is Tensor and it is src.data:
+                srcs[id(it)] = src  # saved as is, so that changing it in place is caught
             if it.__class__ is int:
                 cls = SelectBackward0
                 has_int = True
@@ -209,32 +231,44 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         >>> x[1, 1:].tolist(), x[:, [0, 0]].tolist()
         ([4.0, 5.0], [[0.0, 0.0], [3.0, 3.0]])
     """
-    if index.__class__ is int:
+    c = index.__class__
+    if c is int:
         return _basic(x, (index, Ellipsis), SelectBackward0)
-    idx, cls, has_int = _parse(x, index)
+    if c is slice and index.step is None and _plain(index.start) and _plain(index.stop):
+        return _basic(x, (index, Ellipsis), SliceBackward0)
+    srcs: dict[int, Tensor] = {}
+    idx, cls, has_int = _parse(x, index, srcs)
     if cls is not None:
         return _basic(x, idx, cls)
     if has_int:
-        # Apply the ints first, as PyTorch does (see the NOTE).
-        first: list[Any] = []
-        rest: list[Any] = []
-        for it in idx:
-            c = it.__class__
-            if c is int:
-                first.append(it)
-            elif c is slice or it is Ellipsis:
-                first.append(it)
-                rest.append(it)
-            elif it is None:
-                rest.append(it)
-            else:
-                first.extend((slice(None),) * _consumed(it))
-                rest.append(it)
-        if Ellipsis not in first:
-            first.append(Ellipsis)
-        x = _basic(x, tuple(first), SelectBackward0)
-        idx = tuple(rest)
-    return _advanced(x, idx, IndexBackward0)
+        first, idx = ints_first(idx)
+        x = _basic(x, first, SelectBackward0)
+    return _advanced(x, idx, IndexBackward0, srcs)
+
+
+def ints_first(idx: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """Split an advanced index holding ints into a basic select and the rest.
+
+    PyTorch applies the ints first (see NOTE [Basic and advanced indexing]);
+    ``x[idx]`` is ``x[first][rest]``.
+    """
+    first: list[Any] = []
+    rest: list[Any] = []
+    for it in idx:
+        c = it.__class__
+        if c is int:
+            first.append(it)
+        elif c is slice or it is Ellipsis:
+            first.append(it)
+            rest.append(it)
+        elif it is None:
+            rest.append(it)
+        else:
+            first.extend((slice(None),) * _consumed(it))
+            rest.append(it)
+    if Ellipsis not in first:
+        first.append(Ellipsis)
+    return tuple(first), tuple(rest)
 
 
 def _basic(x: Tensor, idx: tuple[Any, ...], cls: Any) -> Tensor:
@@ -246,7 +280,15 @@ def _basic(x: Tensor, idx: tuple[Any, ...], cls: Any) -> Tensor:
     return as_view(t, x, lambda F, v, _i=idx: F.getitem(v, _i))
 
 
-def _advanced(x: Tensor, idx: tuple[Any, ...], cls: Any) -> Tensor:
+def _saved_index(a: Any, srcs: dict[int, Tensor] | None, dev: Any) -> Tensor:
+    """The user's index Tensor holding ``a`` if there is one, else ``a`` wrapped."""
+    t = srcs.get(id(a)) if srcs else None
+    return t if t is not None else Tensor._make(a, False, dev)
+
+
+def _advanced(
+    x: Tensor, idx: tuple[Any, ...], cls: Any, srcs: dict[int, Tensor] | None = None
+) -> Tensor:
     try:
         out = x.data[idx]
     except IndexError as exc:
@@ -256,7 +298,7 @@ def _advanced(x: Tensor, idx: tuple[Any, ...], cls: Any) -> Tensor:
     pos = tuple(i for i, it in enumerate(idx) if hasattr(it, "dtype"))
     template = tuple(None if i in pos else it for i, it in enumerate(idx))
     dev = x._device
-    saved = tuple(Tensor._make(idx[i], False, dev) for i in pos)
+    saved = tuple(_saved_index(idx[i], srcs, dev) for i in pos)
     return record(cls, out, dev, (x,), saved, attrs=(x.data.shape, template, pos))
 
 
