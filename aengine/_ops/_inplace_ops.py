@@ -129,9 +129,17 @@ def _check_shape(t: Tensor, shape: tuple[int, ...]) -> None:
 
 def _check_operand(t: Tensor, other: Any, true_div: bool = False) -> None:
     """Shape and dtype checks of ``t.op_(other)``: the result must fit in ``t``."""
+    td = t.data.dtype
     if other.__class__ is Tensor:
-        same_device(t, other)
-        _check_shape(t, other.data.shape)
+        if other._device is not t._device:
+            same_device(t, other)
+        od = other.data
+        if od.shape != t.data.shape:
+            _check_shape(t, od.shape)
+        if od.dtype == td and (td.kind in "fc" or not true_div):
+            return
+    elif td.kind == "f" and other.__class__ is not complex:
+        return  # a real scalar always fits a floating tensor
     rd = result_dtype(t, other)
     if true_div and rd.kind not in "fc":
         rd = default_float
@@ -152,9 +160,8 @@ def _keep_self_dtype(r: Tensor, t: Tensor, other: Any) -> None:
     node.meta = tuple(meta)  # type: ignore[attr-defined]
 
 
-def _unused(t: Tensor) -> Tensor:
-    """Fills the slot of a saved value that the rule will not read."""
-    return Tensor._make(t.data[:0].reshape(-1) if t.data.ndim else t.data.reshape(1)[:0])
+#: fills the slot of a saved value that the rule will not read
+_UNUSED = Tensor._make(np.empty(0))
 
 
 # -- add_ / sub_ / mul_ / div_ ----------------------------------------------------------------
@@ -169,7 +176,7 @@ def _binary_(t: Tensor, other: Any, ufunc: str, clss: tuple[Any, Any], saves: bo
             if saves:  # the rule reads old self only for other's gradient (mul and div)
                 snap = snapshot(t, other._rg)
                 keep_other = snap._rg or ufunc == "true_divide"  # mul reads other for self only
-                saved = (snap if other._rg else _unused(t), other if keep_other else _unused(t))
+                saved = (snap if other._rg else _UNUSED, other if keep_other else _UNUSED)
             else:
                 snap = snapshot(t, False)
             r = record(clss[0], t.data, dev, (snap, other), saved, bcast=True)
@@ -178,7 +185,9 @@ def _binary_(t: Tensor, other: Any, ufunc: str, clss: tuple[Any, Any], saves: bo
             attrs = other if saves else None
             r = record(clss[1], t.data, dev, (snapshot(t, False), other), attrs=attrs)
     val = other.data if other.__class__ is Tensor else other
-    getattr(t._device.backend.xp, ufunc)(t.data, val, out=t.data, casting="unsafe")
+    dev = t._device
+    xp = (dev._backend or dev.backend).xp
+    getattr(xp, ufunc)(t.data, val, out=t.data, casting="unsafe")
     return commit_inplace(t, r)
 
 
