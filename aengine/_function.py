@@ -465,19 +465,7 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
             if o._fn is ctx:
                 o.output_nr = i
         elif any(d is o for d in dirty):
-            if o._fn is None and o._rg:
-                raise AutogradError(
-                    "a leaf Variable that requires grad has been used in an in-place operation."
-                )
-            if o._base is not None and (o._base._rg or o._rg):
-                raise AutogradError(
-                    f"{ctx.name()}: mark_dirty on a view that requires grad is not supported; "
-                    "modify (and mark dirty) the base tensor instead"
-                )
-            o._rg = True
-            o._fn = ctx
-            o.output_nr = i
-            o._view_meta = None
+            _rebase_dirty(ctx, args, o, i, len(outs))
         elif any(n is o for n in non_diff):
             if is_input:
                 o = as_view(Tensor._make(o.data, False, o._device), o, _identity)
@@ -512,6 +500,41 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
     else:
         ctx._saved = ()
     ctx._to_save = None
+
+
+def _rebase_dirty(ctx: BackwardCFunction, args: tuple[Any, ...], o: Tensor, i: int, n: int) -> None:
+    """Make the dirty input ``o`` output ``i`` of ``ctx`` (PyTorch's rebase_history).
+
+    For a view the new history goes to its base through CopySlices (see
+    NOTE [Views and CopySlices] in _inplace.py), which supports a Function
+    whose first input is the view and which has one output.
+    """
+    from ._inplace import _ERR_LEAF_VIEW, _move_retains, _rebase_history, _view_error
+
+    base = o._base
+    if base is not None and o._view_meta is not None:
+        if o._creation is not None:
+            raise AutogradError(_view_error(o, False))
+        if base._rg and base._fn is None:
+            raise AutogradError(_ERR_LEAF_VIEW)
+        if n != 1 or not args or args[0] is not o or type(ctx)._is_async:
+            raise AutogradError(
+                f"{ctx.name()}: mark_dirty on a view is supported when the view is the first "
+                "input of a Function with one output and a plain (not async) backward; "
+                "modify and mark dirty the base tensor instead"
+            )
+        _rebase_history(o, ctx)
+        return
+    if o._fn is None and o._rg:
+        raise AutogradError(
+            "a leaf Variable that requires grad has been used in an in-place operation."
+        )
+    old, old_nr = o._fn, o.output_nr
+    o._rg = True
+    o._fn = ctx
+    o.output_nr = i
+    if o._retains:
+        _move_retains(o, old, old_nr, ctx)
 
 
 def _identity(F: Any, x: Any) -> Any:

@@ -125,16 +125,19 @@ def test_callback_args() -> None:
 @pytest.mark.anyio
 async def test_async_callback_is_awaited() -> None:
     ev = anyio.Event()
+    started = anyio.Event()
     log: list[str] = []
     x = ae.tensor([1.0, 2.0], requires_grad=True)
     h = x * 2
 
     async def cb(tag: str) -> None:
         log.append(f"{tag} waits")
+        started.set()
         await ev.wait()
         log.append(f"{tag} done, grad={x.grad.tolist()}")
 
     async def other() -> None:
+        await started.wait()  # the waiter suspended; the loop still runs us
         log.append("other")
         ev.set()
 
@@ -142,7 +145,6 @@ async def test_async_callback_is_awaited() -> None:
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(ae.backward, h.sum())
-            await anyio.sleep(0)
             tg.start_soon(other)
     assert log == ["cb waits", "other", "cb done, grad=[2.0, 2.0]"]
 

@@ -433,6 +433,29 @@ async def g9_duplicate_and_dirty(L: Any) -> Any:
     return out
 
 
+async def g9_dirty_view(L: Any) -> Any:
+    """mark_dirty on a view: the base's history goes through CopySlices."""
+
+    class Double(L.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any) -> Any:
+            ctx.mark_dirty(a)
+            return L.iadd(a, a)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g * 2
+
+    x = L.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    b = x * 1
+    v = b[1:3]
+    y = Double.apply(v)
+    out = [y is v, b.detach().clone(), type(b.grad_fn).__name__]
+    await L.backward((b * b).sum() + (y * 3).sum())
+    out.append(x.grad)
+    return out
+
+
 async def g11_no_grad(L: Any) -> Any:
     class MyFunction(L.Function):
         @staticmethod
@@ -533,6 +556,7 @@ FUNCTION_SCENARIOS = [
     g7_non_tensor_io,
     g8_save_none_and_output_nr,
     g9_duplicate_and_dirty,
+    g9_dirty_view,
     g11_no_grad,
     g12_dep_nograd,
     g_saved_freed,
@@ -690,6 +714,7 @@ def test_direct_node_call_and_async_under_running_loop_suspends() -> None:
 @pytest.mark.anyio
 async def test_async_backward_lets_other_tasks_run() -> None:
     ev = anyio.Event()
+    started = anyio.Event()
     order: list[str] = []
 
     class Waits(ae.Function):
@@ -700,11 +725,13 @@ async def test_async_backward_lets_other_tasks_run() -> None:
         @staticmethod
         async def backward(ctx: Any, g: Any) -> Any:
             order.append("backward waits")
+            started.set()
             await ev.wait()
             order.append("backward resumes")
             return g * 2
 
     async def other() -> None:
+        await started.wait()  # the waiter suspended; the loop still runs us
         order.append("other")
         ev.set()
 
@@ -712,7 +739,6 @@ async def test_async_backward_lets_other_tasks_run() -> None:
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(ae.backward, Waits.apply(x).sum())
-            await anyio.sleep(0)
             tg.start_soon(other)
     assert order == ["backward waits", "other", "backward resumes"]
     assert x.grad.tolist() == [2.0, 2.0]
@@ -740,3 +766,22 @@ async def test_async_once_differentiable() -> None:
     assert gx.tolist() == [2.0, 4.0] and gx.requires_grad
     with pytest.raises(ae.AutogradError, match="trying to differentiate twice"):
         await ae.backward(gx.sum())
+
+
+def test_mark_dirty_view_limits() -> None:
+    class AddTo(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, other: Any, a: Any) -> Any:
+            ctx.mark_dirty(a)
+            return a.add_(other)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g, g
+
+    x = ae.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = x * 1
+    with pytest.raises(ae.AutogradError, match="supported when the view is the first input"):
+        AddTo.apply(ae.ones(2), b[:2])
+    with pytest.raises(ae.AutogradError, match="view of a leaf Variable that requires grad"):
+        AddTo.apply(ae.ones(2), x[:2])
