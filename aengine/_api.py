@@ -71,9 +71,8 @@ def _make_grads(
                     f"Mismatch in shape: grad_output[{i}] has a shape of {tuple(g.data.shape)} "
                     f"and output[{i}] has a shape of {tuple(out.data.shape)}."
                 )
-            if (g.data.dtype.kind == "c") != (
-                out.data.dtype.kind == "c"
-            ) or g.data.dtype.kind not in "fc":
+            if (g.data.dtype.kind == "c") != (out.data.dtype.kind == "c"):
+                # other dtypes (an integer gradient too) are cast, as PyTorch does
                 raise AutogradError(
                     "For complex Tensors, both grad_output and output are required to have the "
                     f"same dtype. Mismatch in dtype: grad_output[{i}] has a dtype of "

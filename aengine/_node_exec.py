@@ -351,10 +351,12 @@ def _commit(gt: Any) -> list[tuple[Any, Tensor]]:
                 )
             else:
                 old = t._grad
-                if old._rg and old._fn is not None:
-                    # the old grad carries a graph: replace it, do not mutate
+                if getattr(old.data, "flags", None) is not None and not old.data.flags.writeable:
+                    # e.g. a broadcast view assigned by the user: cannot add in place
                     t._grad = Tensor._make(old.data + arr, False, dev)
                 else:
+                    # in place even when the old grad carries a graph (from a
+                    # create_graph backward), as PyTorch: same object, version bumped
                     old.data += arr
                     old._vc[0] += 1
         if t._post_acc_hooks:

@@ -123,9 +123,18 @@ def test_grad_shape_mismatch_names_both_shapes(drv: Driver) -> None:
 
 
 def test_grad_dtype_mismatch(drv: Driver) -> None:
+    torch = torch_or_skip()
     x = leaf(2)
     with pytest.raises(ae.AutogradError, match="required to have the same dtype"):
-        drv.backward(x * 2, ae.tensor([1, 2]))
+        drv.backward(x * 2, ae.tensor([1 + 1j, 2]))
+    tx = torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="required to have the same dtype"):
+        (tx * 2).backward(torch.tensor([1 + 1j, 2]))
+    # a real gradient of another dtype (an integer one too) is cast, as in torch
+    drv.backward(x * 2, ae.tensor([1, 2]))
+    (tx * 2).backward(torch.tensor([1, 2]))
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    assert x.grad.dtype == np.float64
 
 
 def test_root_does_not_require_grad(drv: Driver) -> None:
