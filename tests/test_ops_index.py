@@ -368,3 +368,17 @@ def test_nested_list_is_one_index_array():
     assert x[[[0, 1], [1, 2]]].shape == (2, 2, 4)
     with pytest.raises(IndexError, match="use a tuple"):
         x[[0, slice(None)]]
+
+
+def test_index_ops_on_another_device():
+    x = ae.randn(3, 4, device="sim:0", requires_grad=True)
+    i = ae.tensor([[0], [3], [3]], device="sim:0")
+    y = x[[0, 0], 1:].sum() + x[1].sum() + x.gather(1, i).sum() + x.masked_fill(x > 0, 0.0).sum()
+    (g,) = ae.sync.grad(y, [x])
+    assert g.device == x.device
+    want = np.zeros((3, 4))
+    want[0, 1:] += 2
+    want[1] += 1
+    want[[0, 1, 2], [0, 3, 3]] += 1
+    want += x.detach().numpy() <= 0
+    np.testing.assert_allclose(g.numpy(), want)

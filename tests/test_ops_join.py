@@ -249,3 +249,18 @@ def test_split_chunk_errors():
     with pytest.raises(ValueError, match="unbind expects at least a 1-dimensional tensor"):
         ae.tensor(1.0).unbind()
     assert ae.zeros(0, 2).unbind() == ()
+
+
+def test_devices_must_match_and_other_devices_work():
+    a = ae.randn(2, 3)
+    b = ae.randn(2, 3, device="sim:0", requires_grad=True)
+    with pytest.raises(ae.AutogradError, match="Expected all tensors to be on the same device"):
+        ae.cat([a, b])
+    with pytest.raises(ae.AutogradError, match="Expected all tensors to be on the same device"):
+        ae.stack([b, a])
+    parts = b.split([1, 1])
+    y = ae.cat([ae.stack(parts[1].unbind(1), 1), parts[0]], 0) ** 2
+    assert y.device == b.device
+    ae.sync.backward(y.sum())
+    assert b.grad.device == b.device
+    np.testing.assert_allclose(b.grad.numpy(), 2 * b.detach().numpy())
