@@ -583,3 +583,22 @@ async def test_parent_error_stops_child_async() -> None:
         await ae.backward(root)
     assert ran[0] == "FailParent" and len(ran) < 50  # the child stopped early
     assert all(t.grad is None for t in leaves)
+
+
+@pytest.mark.anyio
+async def test_depth_limit_from_engine_settings() -> None:
+    """ae.Engine(reentrant_depth_limit=...) moves sync nesting to threads earlier;
+    async nesting beyond it gets new tasks (same thread)."""
+    for mode in ("sync", "async"):
+        log: list[Any] = []
+        root, leaves = make_chain(12, mode, log)
+        async with ae.Engine(reentrant_depth_limit=4):
+            await ae.backward(root)
+        _check_chain(12, log, leaves)
+        caller = threading.get_ident()
+        on_caller = sum(1 for _, _, tid in log if tid == caller)
+        if mode == "sync":
+            assert on_caller == 4  # the outer graph task and 3 nested, then threads
+            assert len({tid for _, _, tid in log}) >= 3
+        else:
+            assert on_caller == 13
