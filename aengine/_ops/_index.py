@@ -110,8 +110,8 @@ def _check_slice(s: slice) -> slice:
             s = slice(s.start, s.stop, step)
         if step <= 0:
             raise ValueError(
-                f"step must be greater than zero (got {step}); PyTorch slicing has no "
-                "negative steps: use x.flip(dim) or an index list instead"
+                f"step must be greater than zero (got {step}); as in PyTorch, slices "
+                "have no negative steps: index with a reversed list of positions instead"
             )
     return s
 
