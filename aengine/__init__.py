@@ -56,6 +56,7 @@ from ._dtype import (
 from ._errors import AutogradError, BackwardError, GradcheckError
 from ._scheduler import Engine
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
+from ._multi_hook import register_multi_grad_hook
 from ._grad_mode import (
     enable_grad,
     inference_mode,
@@ -144,7 +145,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccumulateGrad", "AutogradError", "BackwardCFunction", "BackwardError", "Function",
-    "FunctionCtx", "once_differentiable", "Device", "Engine", "Generator", "Node",
+    "FunctionCtx", "once_differentiable", "register_multi_grad_hook", "Device", "Engine", "Generator", "Node",
     "RemovableHandle", "Tensor", "abs", "add", "arange", "as_tensor", "backward", "bool",
     "bool_", "broadcast_to", "checkpoint", "clamp", "clone", "cos", "detect_anomaly", "device", "div",
     "empty", "empty_like", "enable_grad", "eq", "exp", "expand", "expm1", "eye", "flatten",

@@ -28,6 +28,7 @@ class TorchLib:
         self.torch = torch = torch_or_skip()
         self.Function = torch.autograd.Function
         self.once_differentiable = torch.autograd.function.once_differentiable
+        self.register_multi_grad_hook = torch.autograd.graph.register_multi_grad_hook
 
     def iadd(self, a: Any, b: Any) -> Any:
         """``a += b`` in place (bumps the version counter)."""
@@ -47,6 +48,7 @@ class AeSyncLib:
     name = "ae"
     Function = ae.Function
     once_differentiable = staticmethod(ae.once_differentiable)
+    register_multi_grad_hook = staticmethod(ae.register_multi_grad_hook)
 
     def iadd(self, a: Any, b: Any) -> Any:
         """``a += b`` in place."""
@@ -471,7 +473,34 @@ async def e_two_leaves_order(L: Any) -> Any:
     return [log, a.grad, w.grad]
 
 
+async def e14_multi_grad_hooks(L: Any) -> Any:
+    ts = [L.tensor([1.0, 2.0], requires_grad=True) for _ in range(4)]
+    log: list[Any] = []
+
+    def fn(grads: Any) -> None:
+        log.append([None if g is None else g.detach().clone() for g in grads])
+
+    h = L.register_multi_grad_hook(ts, fn)
+    out = (ts[1] * ts[2] * 2).sum()
+    await L.backward(out, retain_graph=True)
+    await L.backward(out, inputs=(ts[2],), retain_graph=True)
+    await L.backward((ts[0] * 3).sum() + (ts[3] * ts[1]).sum())
+    await L.backward((L.tensor([1.0], requires_grad=True) * 2).sum())  # none takes part
+    h.remove()
+    await L.backward((ts[0] * 3).sum())
+    any_log: list[Any] = []
+    h2 = L.register_multi_grad_hook(ts, lambda g: any_log.append(g.detach().clone()), mode="any")
+    await L.backward((ts[1] * ts[2] * 2).sum())
+    h2.remove()
+    try:
+        L.register_multi_grad_hook(ts, fn, mode="foo")
+    except ValueError as exc:
+        log.append(str(exc))
+    return [log, any_log]
+
+
 SCENARIOS = [
+    e14_multi_grad_hooks,
     e1_hooks,
     e2_grad_fn_prehooks,
     e2_builtin,
@@ -691,3 +720,59 @@ def test_async_hooks_under_sync_without_loop() -> None:
     y.grad_fn.register_prehook(pre)
     ae.sync.backward(y.sum())
     assert x.grad.tolist() == [9.0, 9.0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["all", "any"])
+async def test_multi_grad_hook_concurrent_backwards(mode: str) -> None:
+    """E14 threaded twin: 5 concurrent backwards, one of which fails on a node."""
+    t1, t2, t3 = (ae.tensor([1.0, 2.0], requires_grad=True) for _ in range(3))
+    calls: list[Any] = []
+
+    async def fn(grads: Any) -> None:
+        await anyio.sleep(0)
+        calls.append(grads)
+
+    ae.register_multi_grad_hook((t2, t3), fn, mode=mode)
+    out = (t2 * t3).sum() + (t1 * 2).sum()
+
+    class Fail(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            raise ValueError("boom")
+
+    # t3's branch is recorded later, so it runs (and t3's hook fires) before Fail raises
+    f = Fail.apply(t2).sum()
+    failing = f + (t3 * 1).sum()
+    errors: list[BaseException] = []
+
+    async def one(y: ae.Tensor) -> None:
+        try:
+            await ae.backward(y, inputs=(t2, t3), retain_graph=True)
+        except ae.BackwardError as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(5):
+            tg.start_soon(one, failing if i == 2 else out)
+    assert len(errors) == 1
+    # "all" needs both gradients: the failing task never completes them
+    assert len(calls) == (4 if mode == "all" else 5)
+
+
+def test_multi_grad_hook_not_fired_when_backward_fails() -> None:
+    a = ae.tensor([1.0], requires_grad=True)
+    b = ae.tensor([2.0], requires_grad=True)
+    calls: list[Any] = []
+    ae.register_multi_grad_hook((a, b), calls.append)
+    y = a * b
+    y.register_hook(lambda g: (_ for _ in ()).throw(ValueError("fail")))
+    with pytest.raises(ae.BackwardError, match="fail"):
+        ae.sync.backward(y.sum())
+    assert calls == []
+    ae.sync.backward((a * b).sum())
+    assert len(calls) == 1 and calls[0][0].tolist() == [2.0]

@@ -1,0 +1,141 @@
+"""``register_multi_grad_hook``: one hook over the gradients of several tensors.
+
+# NOTE [Multi-grad hooks]
+# As PyTorch's ``torch.autograd.graph.register_multi_grad_hook``: a tensor
+# hook is registered on each tensor; state is kept per graph task (its id).
+# Mode "all": at the first of these hooks to fire in a graph task, count how
+# many of the tensors' nodes the task will run (``will_execute``); when that
+# many hooks fired, call ``fn(grads)`` once, with None for the tensors whose
+# gradient this backward does not compute.  A backward that fails before
+# that never calls it.  Mode "any": call ``fn(grad)`` once per graph task,
+# at the first gradient.  ``fn`` may be ``async def`` (awaited like any hook).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._engine import current_graph_task
+from ._errors import AutogradError
+from ._graph import Node
+from ._tensor import Tensor
+
+__all__ = ["register_multi_grad_hook", "MultiHandle", "will_execute"]
+
+
+class MultiHandle:
+    """Removes all the tensor hooks of a multi-grad hook at once."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self, handles: tuple[Any, ...]) -> None:
+        self.handles = handles
+
+    def remove(self) -> None:
+        """Unregister the hook from every tensor; removing twice is harmless."""
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self) -> MultiHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def _node_of(t: Tensor) -> Node:
+    fn = t.grad_fn
+    return fn if fn is not None else t._grad_accumulator()
+
+
+def will_execute(gt: Any, node: Node) -> bool:
+    """Whether ``node`` runs (or runs its tensor hooks) in graph task ``gt`` from now on."""
+    if gt.needed is not None:
+        return node in gt.needed or node in gt.captures
+    if node is gt.running_node or node in gt.dependencies or node in gt.not_ready:
+        return True
+    return any(entry[2] is node for entry in gt.heap)
+
+
+def register_multi_grad_hook(
+    tensors: Sequence[Tensor], fn: Callable[..., Any], *, mode: str = "all"
+) -> MultiHandle:
+    """Call ``fn`` once per backward with the gradients of several tensors.
+
+    ``mode="all"``: ``fn(grads)`` after the gradients of all the tensors this
+    backward reaches were computed (None for the others); ``mode="any"``:
+    ``fn(grad)`` at the first of them.  Returns a handle whose ``remove()``
+    unregisters it.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> a = ae.ones(2, requires_grad=True)
+        >>> b = ae.ones(2, requires_grad=True)
+        >>> seen = []
+        >>> h = ae.register_multi_grad_hook((a, b), lambda gs: seen.append(len(gs)))
+        >>> ae.sync.backward((a * b).sum())
+        >>> seen
+        [2]
+    """
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    tensors = tuple(tensors)
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"register_multi_grad_hook expects Tensors, got {type(t).__name__}")
+    n = len(tensors)
+    if mode == "all":
+        nodes = [_node_of(t) for t in tensors]
+        state: dict[int, list[Any]] = {}  # gt id -> [count, expected, buffer]
+
+        def inner(idx: int) -> Callable[[Tensor], Any]:
+            def hook(grad: Tensor) -> Any:
+                gt = _current_gt()
+                st = state.get(gt.id)
+                if st is None:
+                    expected = sum(will_execute(gt, nd) for nd in nodes)
+                    st = state[gt.id] = [0, expected, [None] * n]
+                    gt.callbacks.append(lambda key=gt.id: state.pop(key, None))
+                st[0] += 1
+                st[2][idx] = grad
+                if st[0] >= st[1]:
+                    del state[gt.id]
+                    return _none(fn(st[2]))
+                return None
+
+            return hook
+
+        return MultiHandle(tuple(t.register_hook(inner(i)) for i, t in enumerate(tensors)))
+
+    ran: dict[int, bool] = {}
+
+    def any_hook(grad: Tensor) -> Any:
+        gt = _current_gt()
+        if gt.id in ran:
+            return None
+        ran[gt.id] = True
+        gt.callbacks.append(lambda key=gt.id: ran.pop(key, None))
+        return _none(fn(grad))
+
+    return MultiHandle(tuple(t.register_hook(any_hook) for t in tensors))
+
+
+def _current_gt() -> Any:
+    gt = current_graph_task()
+    if gt is None:
+        raise AutogradError("a multi-grad hook can only run inside a backward call")
+    return gt
+
+
+def _none(res: Any) -> Any:
+    """The hook never replaces the gradient; awaitables are passed on to be awaited."""
+    if inspect.isawaitable(res):
+
+        async def wait() -> None:
+            await res
+
+        return wait()
+    return None
