@@ -54,9 +54,7 @@ from ._dtype import (
     uint8,
 )
 from ._errors import AutogradError, BackwardError, GradcheckError
-from ._scheduler import Engine
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
-from ._multi_hook import register_multi_grad_hook
 from ._grad_mode import (
     enable_grad,
     inference_mode,
@@ -67,6 +65,7 @@ from ._grad_mode import (
 )
 from ._gradcheck import gradcheck, gradgradcheck
 from ._graph import AccumulateGrad, Node, RemovableHandle
+from ._multi_hook import register_multi_grad_hook
 from ._ops import (
     MaxResult,
     MinResult,
@@ -137,6 +136,7 @@ from ._ops import (
     var,
     where,
 )
+from ._scheduler import Engine
 from ._tensor import Tensor
 
 bool = bool_
