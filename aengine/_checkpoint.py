@@ -8,10 +8,8 @@
 # of the inputs and runs a *reentrant* backward through the recomputed
 # segment; the gradients of the detached inputs are the node's results, and
 # parameters captured by ``fn`` get their ``.grad`` from that nested
-# backward.  The backward is an ``async def``: under ``await ae.backward`` the
-# nested backward is awaited in its own task (it yields to the event loop per
-# time slice); under ``ae.sync.backward`` it runs synchronously (NOTE
-# [Reentrant stacks] in _reentrant.py).
+# backward (NOTE [Reentrant stacks] in _reentrant.py; NOTE [Checkpoint
+# flavour] below for the sync and async forms of the node).
 #
 # A nested backward can only accumulate into ``.grad``: it cannot deliver
 # gradients to an enclosing ``ae.grad()`` or honour ``backward(inputs=...)``.
@@ -32,7 +30,7 @@ from ._function import Function
 from ._grad_mode import enable_grad, no_grad
 from ._tensor import Tensor
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "CheckpointFunction", "AsyncCheckpointFunction"]
 
 ERR_CHECKPOINT_GRAD = (
     "When use_reentrant=True, ae.checkpoint is incompatible with ae.grad() (or "
@@ -87,37 +85,55 @@ class CheckpointFunction(Function):
             return run_function(*args)
 
     @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
+        from ._api import sync_backward
+
+        outputs, out_grads, detached = _recompute(ctx, grads)
+        sync_backward(outputs, out_grads)
+        return (None, None, *(x.grad if isinstance(x, Tensor) else None for x in detached))
+
+
+class AsyncCheckpointFunction(CheckpointFunction):
+    """``CheckpointFunction`` whose nested backward is awaited (made inside event loops)."""
+
+    @staticmethod
     async def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
         from ._api import backward
 
-        gt = current_graph_task()
-        if gt is not None and not gt.checkpoint_valid:
-            raise AutogradError(ERR_CHECKPOINT_GRAD)
-        inputs = list(ctx.inputs)
-        for i, t in zip(ctx.tensor_indices, ctx.saved_tensors, strict=True):
-            inputs[i] = t
-        detached = [_detach(x) for x in inputs]
-        if ctx.preserve_rng_state:
-            outer_state = _rng_state()
-            _set_rng_state(ctx.rng_state)
-        try:
-            with enable_grad():
-                outputs = ctx.run_function(*detached)
-        finally:
-            if ctx.preserve_rng_state:
-                _set_rng_state(outer_state)
-        if isinstance(outputs, Tensor):
-            outputs = (outputs,)
-        outputs_with_grad = []
-        grads_with_grad = []
-        for out, g in zip(outputs, grads, strict=False):
-            if isinstance(out, Tensor) and out.requires_grad:
-                outputs_with_grad.append(out)
-                grads_with_grad.append(g)
-        if not outputs_with_grad:
-            raise AutogradError(ERR_NO_OUTPUT_GRAD)
-        await backward(outputs_with_grad, grads_with_grad)
+        outputs, out_grads, detached = _recompute(ctx, grads)
+        await backward(outputs, out_grads)
         return (None, None, *(x.grad if isinstance(x, Tensor) else None for x in detached))
+
+
+def _recompute(ctx: Any, grads: tuple[Any, ...]) -> tuple[list[Tensor], list[Any], list[Any]]:
+    """Re-run the segment with grad enabled on detached inputs (same RNG state)."""
+    gt = current_graph_task()
+    if gt is not None and not gt.checkpoint_valid:
+        raise AutogradError(ERR_CHECKPOINT_GRAD)
+    inputs = list(ctx.inputs)
+    for i, t in zip(ctx.tensor_indices, ctx.saved_tensors, strict=True):
+        inputs[i] = t
+    detached = [_detach(x) for x in inputs]
+    if ctx.preserve_rng_state:
+        outer_state = _rng_state()
+        _set_rng_state(ctx.rng_state)
+    try:
+        with enable_grad():
+            outputs = ctx.run_function(*detached)
+    finally:
+        if ctx.preserve_rng_state:
+            _set_rng_state(outer_state)
+    if isinstance(outputs, Tensor):
+        outputs = (outputs,)
+    outputs_with_grad = []
+    grads_with_grad = []
+    for out, g in zip(outputs, grads, strict=False):
+        if isinstance(out, Tensor) and out.requires_grad:
+            outputs_with_grad.append(out)
+            grads_with_grad.append(g)
+    if not outputs_with_grad:
+        raise AutogradError(ERR_NO_OUTPUT_GRAD)
+    return outputs_with_grad, grads_with_grad, detached
 
 
 def _detach(x: Any) -> Any:
@@ -162,4 +178,20 @@ def checkpoint(
         )
     if not callable(function):
         raise TypeError(f"checkpoint needs a callable, got {type(function).__name__}")
-    return CheckpointFunction.apply(function, preserve_rng_state, *args)
+    # NOTE [Checkpoint flavour]: a segment recorded inside an event loop will most
+    # likely be differentiated there (await ae.backward): its nested backward is
+    # awaited and yields per time slice.  Outside a loop the plain flavour avoids
+    # running an event loop per segment under ae.sync.backward.  Both give the
+    # same gradients under either API (NOTE [Reentrant stacks]).
+    fn_cls = AsyncCheckpointFunction if _loop_running() else CheckpointFunction
+    return fn_cls.apply(function, preserve_rng_state, *args)
+
+
+def _loop_running() -> bool:
+    try:
+        import sniffio
+
+        sniffio.current_async_library()
+    except Exception:
+        return False
+    return True

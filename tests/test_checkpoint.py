@@ -95,7 +95,7 @@ def test_segment_intermediates_are_not_kept() -> None:
     assert all(r() is None for r in ck_kept)  # nothing of the segment survives
     # the checkpointed output's node saves only the input
     node = ck.grad_fn
-    assert node.name() == "CheckpointFunctionBackward"
+    assert node.name() == "CheckpointFunctionBackward"  # recorded outside an event loop
     assert [t is x for t in node.saved_tensors] == [True]
     del plain, ck
 
@@ -215,3 +215,29 @@ def test_sync_backward_in_running_loop_no_warning_from_nesting() -> None:
 
     anyio.run(main)
     assert x.grad is not None
+
+
+@pytest.mark.anyio
+async def test_recorded_in_loop_backward_either_way() -> None:
+    """Recorded inside an event loop: the async flavour; both APIs give the same grads."""
+    params, x = _mlp_params(), _x()
+    await ae.backward(_loss(params, x, False))
+    expected = _grads(params, x)
+    h = ae.checkpoint(_segment(params), x)
+    assert h.grad_fn.name() == "AsyncCheckpointFunctionBackward"
+    loss = ((h @ params[4]) ** 2).sum()
+    with pytest.warns(RuntimeWarning, match="blocks the loop"):
+        ae.sync.backward(loss)  # a sync call in a running loop: warns, still works
+    for got, exp in zip(_grads(params, x), expected, strict=True):
+        np.testing.assert_allclose(got, exp, rtol=1e-12)
+
+
+def test_recorded_outside_loop_awaited_inside() -> None:
+    """The plain flavour nests a sync backward inside an awaited one: no warning."""
+    params, x = _mlp_params(), _x()
+    ae.sync.backward(_loss(params, x, False))
+    expected = _grads(params, x)
+    loss = _loss(params, x, True)
+    anyio.run(ae.backward, loss)
+    for got, exp in zip(_grads(params, x), expected, strict=True):
+        np.testing.assert_allclose(got, exp, rtol=1e-12)
