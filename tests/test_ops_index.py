@@ -47,7 +47,13 @@ def test_getitem_matches_torch(name, dtype):
 
 @pytest.mark.parametrize(
     "idx",
-    [(0, slice(None), [0, 1]), ([1, 0], Ellipsis, [0, 1]), (slice(None), 1, [[0], [2]])],
+    [
+        (0, slice(None), [0, 1]),
+        ([1, 0], Ellipsis, [0, 1]),
+        (slice(None), 1, [[0], [2]]),
+        (slice(None), [0, 1], Ellipsis, [0, 3]),  # "..." standing for no dimension
+        (Ellipsis, [0, 1], [[1], [2]]),
+    ],
 )
 def test_ints_mixed_with_arrays_follow_torch(idx):
     # numpy would move the advanced dimensions first; PyTorch applies ints as selects

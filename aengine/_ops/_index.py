@@ -35,6 +35,7 @@ __all__ = [
     "take_along_dim",
     "masked_fill",
     "ints_first",
+    "drop_empty_ellipsis",
     "index_add_grad",
     "scatter_add_grad",
 ]
@@ -243,7 +244,28 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     if has_int:
         first, idx = ints_first(idx)
         x = _basic(x, first, SelectBackward0)
-    return _advanced(x, idx, IndexBackward0, srcs)
+    return _advanced(x, drop_empty_ellipsis(idx, x.data.ndim), IndexBackward0, srcs)
+
+
+def drop_empty_ellipsis(idx: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
+    """``idx`` without a ``...`` that stands for no dimension (advanced indices only).
+
+    PyTorch expands ``...`` to full slices, so one that covers no dimension
+    does not separate the advanced indices around it; numpy would move their
+    dimensions to the front.
+    """
+    used = 0
+    where = -1
+    for i, it in enumerate(idx):
+        if it is Ellipsis:
+            where = i
+        elif it.__class__ is slice:
+            used += 1
+        elif it is not None:
+            used += _consumed(it)
+    if where < 0 or used < ndim:
+        return idx
+    return idx[:where] + idx[where + 1 :]
 
 
 def ints_first(idx: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
