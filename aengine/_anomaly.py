@@ -42,9 +42,11 @@ class detect_anomaly(_Mode):
 
     Example::
 
-        >>> import aengine as ae
-        >>> with ae.detect_anomaly():
-        ...     ae.is_anomaly_enabled()
+        >>> import aengine as ae, warnings
+        >>> with warnings.catch_warnings():  # it warns that it is on
+        ...     warnings.simplefilter("ignore")
+        ...     with ae.detect_anomaly():
+        ...         ae.is_anomaly_enabled()
         True
     """
 
