@@ -252,6 +252,9 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     from ._reentrant import drive_async_entry, drive_sync_entry
 
     name = gen_fn.__name__.lstrip("_")
+    module = gen_fn.__module__.rpartition(".")[2]
+    # the name users call: 'functional.jacobian' for a public module's functions
+    public = name if module.startswith("_") else f"{module}.{name}"
 
     @functools.wraps(gen_fn)
     async def async_fn(*args: Any, **kwargs: Any) -> Any:
@@ -268,7 +271,7 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
 
     @functools.wraps(gen_fn)
     def sync_fn(*args: Any, **kwargs: Any) -> Any:
-        _warn_if_in_loop(name)
+        _warn_if_in_loop(public)
         gen = gen_fn(*args, **kwargs)
         try:
             gt = next(gen)

@@ -234,3 +234,12 @@ def test_inside_a_backward_hook() -> None:
     y.register_hook(hook)
     ae.sync.backward(y)
     assert seen == [18.0] and x.grad.item() == 2.0
+
+
+@pytest.mark.anyio
+async def test_sync_twin_in_running_loop_warns_with_its_name() -> None:
+    with pytest.warns(
+        RuntimeWarning, match=r"ae\.sync\.functional\.jacobian\(\).*await ae\.functional\.jacobian"
+    ):
+        ae.sync.functional.jacobian(lambda t: t * t, ae.tensor([1.0]))
+    assert (await ae.functional.jacobian(lambda t: t * t, ae.tensor([3.0]))).tolist() == [[6.0]]
