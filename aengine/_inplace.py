@@ -44,6 +44,7 @@ __all__ = [
     "commit_inplace",
     "refresh_view_grad_fn",
     "snapshot",
+    "stale_view_requires_grad",
 ]
 
 _ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -220,6 +221,24 @@ def refresh_view_grad_fn(t: Tensor) -> None:
     t._view_meta = vc
     if t._retains and t._fn is not None:
         _move_retains(t, old, old_nr, t._fn)
+
+
+def stale_view_requires_grad(t: Tensor) -> bool:
+    """For ``record``: whether a view that does not require grad now does.
+
+    A view made while its base did not require grad goes stale when an
+    in-place op gives the base a history; this refreshes it (PyTorch's
+    ``requires_grad`` of a view consults its refreshed grad_fn likewise).
+    """
+    vc = t._vc[0]
+    if t._view_meta == vc:
+        return False
+    base = t._base
+    if base is None or not base._rg:
+        t._view_meta = vc  # nothing to rebuild; look again after the next change
+        return False
+    refresh_view_grad_fn(t)
+    return t._rg
 
 
 class CopySlices(Node):

@@ -171,8 +171,21 @@ class Tensor:
     # -- autograd attributes ---------------------------------------------------------------
     @property
     def requires_grad(self) -> bool:
-        """Whether gradients flow to this tensor (settable on leaves)."""
-        return self._rg
+        """Whether gradients flow to this tensor (settable on leaves).
+
+        A view requires grad when its base does, also when it was made before
+        an in-place op gave the base a history (as in PyTorch).  Views made in
+        no_grad mode do not (PyTorch says True but records nothing for them).
+        """
+        if self._rg:
+            return True
+        base = self._base
+        return (
+            base is not None
+            and base._rg
+            and self._view_meta is not None
+            and self._creation not in ("no_grad", "inference")
+        )
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:

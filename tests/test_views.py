@@ -393,3 +393,30 @@ def test_setitem_with_tensor_indices():
         return c * a
 
     check_op(fn, fn, [(3, 2), (2, 2)])
+
+
+def test_views_made_before_base_required_grad():
+    torch = torch_or_skip()
+    res = []
+    for lib in (ae, torch):
+        z = lib.zeros(2, 3)
+        row = z[0]
+        col = z[:, 2]
+        untouched = z[1, :1]
+        y = lib.ones(2, requires_grad=True)
+        z[0, 1:] = y * 2
+        flags = (row.requires_grad, col.requires_grad, untouched.requires_grad)
+        _backward(lib, (row * 3).sum() + (col * 5).sum() + (untouched * 7).sum())
+        res.append((flags, y.grad.tolist()))
+    assert res[0] == res[1] == ((True, True, True), [6.0, 16.0])
+
+
+def test_view_requires_grad_follows_base():
+    x = ae.ones(3, requires_grad=True)
+    b = x * 1
+    with ae.no_grad():
+        v = b[0:2]
+    # torch says requires_grad=True here but treats v as a leaf; aengine records nothing
+    assert not v.requires_grad and v.grad_fn is None
+    assert b[0:2].requires_grad
+    assert not ae.zeros(3)[0:2].requires_grad

@@ -23,6 +23,7 @@ from .._engine_ctx import _offload_min
 from .._errors import AutogradError
 from .._grad_mode import _grad_enabled, _inference
 from .._graph import Node, SavedTensor, freed_error, gradient_edge, next_sequence_nr
+from .._inplace import stale_view_requires_grad as _stale_view_rg
 from .._tensor import Tensor
 
 __all__ = [
@@ -187,7 +188,9 @@ def record(
         return t
     if len(inputs) == 1:
         x = inputs[0]
-        if x.__class__ is not Tensor or not x._rg:
+        if x.__class__ is not Tensor or not (
+            x._rg or (x._view_meta is not None and _stale_view_rg(x))
+        ):
             return t
         edges: tuple[Any, ...] = (
             (x._fn, x.output_nr)
@@ -197,14 +200,17 @@ def record(
         needs: tuple[bool, ...] = _NEEDS1
     elif len(inputs) == 2:
         a, b = inputs
-        ra = a.__class__ is Tensor and a._rg
-        rb = b.__class__ is Tensor and b._rg
+        ra = a.__class__ is Tensor and (a._rg or (a._view_meta is not None and _stale_view_rg(a)))
+        rb = b.__class__ is Tensor and (b._rg or (b._view_meta is not None and _stale_view_rg(b)))
         if not (ra or rb):
             return t
         edges = (gradient_edge(a) if ra else None, gradient_edge(b) if rb else None)
         needs = (ra, rb)
     else:
-        flags = [x.__class__ is Tensor and x._rg for x in inputs]
+        flags = [
+            x.__class__ is Tensor and (x._rg or (x._view_meta is not None and _stale_view_rg(x)))
+            for x in inputs
+        ]
         if not any(flags):
             return t
         edges = tuple(gradient_edge(x) if f else None for x, f in zip(inputs, flags))
