@@ -160,7 +160,7 @@ class BackwardCFunction(Node, FunctionCtx):
         args = self._prepare(grads, create_graph)
         cls = self._forward_cls
         if type(self)._is_async:
-            if not create_graph and not _loop_running():
+            if not _loop_running():
                 import anyio
 
                 return anyio.run(self._apply_async, args, create_graph)
@@ -405,7 +405,6 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
     ctx._in_meta = tuple(
         (a.data.shape, a.data.dtype, a._device) if isinstance(a, Tensor) else None for a in args
     )
-    versions = [a._vc[0] if isinstance(a, Tensor) else 0 for a in args]
     new_style = cls.setup_context is not Function.setup_context
     token = _grad_enabled.set(False)
     try:
@@ -418,7 +417,8 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
         _grad_enabled.reset(token)
     is_tuple = isinstance(outputs, tuple)
     outs = list(outputs) if is_tuple else [outputs]
-    _check_dirty(ctx, args, outs, versions)
+    if ctx._dirty:
+        _check_dirty(ctx, args, outs)
     if not is_recording:
         return outputs
     _connect(ctx, args, outs)
@@ -427,10 +427,9 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
     return tuple(outs) if is_tuple else outs[0]
 
 
-def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any], versions: list[int]) -> None:
+def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any]) -> None:
     for t in ctx._dirty:
-        pos = next((i for i, a in enumerate(args) if a is t), None)
-        if pos is None:
+        if not any(a is t for a in args):
             raise AutogradError("mark_dirty only accepts input tensors, but received a tensor "
                                 "that was not an input.")  # fmt: skip
         if not any(o is t for o in outs):

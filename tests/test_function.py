@@ -116,6 +116,10 @@ def test_async_backward_under_sync() -> None:
     ae.sync.backward(AF.apply(x, 3.0, y).sum())
     assert x.grad.tolist() == [2.0, 2.0]
     assert y.grad.tolist() == [4.0, 4.0]
+    (gx,) = ae.sync.grad(AF.apply(x, 3.0, y).sum(), x, create_graph=True)
+    assert gx.tolist() == [2.0, 2.0] and gx.grad_fn is not None
+    (gxy,) = ae.sync.grad(gx.sum(), y)
+    assert gxy.tolist() == [1.0, 1.0]
 
 
 # -- G2-G13 as scenarios run by torch, ae.sync and the awaitable API -----------------------
