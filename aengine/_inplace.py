@@ -255,6 +255,7 @@ class CopySlices(Node):
         super().__init__((first, *fn.next_edges[1:]))
         self.fn = fn
         self.view_fn = view_fn
+        self._anomaly = fn._anomaly  # the forward trace of the in-place op
         self.base_shape = tuple(base.data.shape)
         self.dev = base._device
         self.out_devs = base._device

@@ -524,3 +524,11 @@ def test_inplace_on_another_device_and_cross_device_copy():
     assert c.device == ae.device("sim:0") and c.tolist() == [2.0, 2.0, 2.0]
     ae.sync.backward(c.sum())
     assert y.grad.device == y.device and y.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_clamp_int_tensor_float_bounds_error():
+    x = ae.tensor([0, 5, 9])
+    with pytest.raises(TypeError, match="can't be cast to the desired output type int64"):
+        x.clamp_(0.5, 3.5)
+    x.clamp_(1, 4)
+    assert x.tolist() == [1, 4, 4] and x._version == 1

@@ -420,3 +420,20 @@ def test_view_requires_grad_follows_base():
     assert not v.requires_grad and v.grad_fn is None
     assert b[0:2].requires_grad
     assert not ae.zeros(3)[0:2].requires_grad
+
+
+def test_anomaly_trace_of_copyslices_names_the_inplace_line():
+    import warnings
+
+    x = ae.ones(3, requires_grad=True)
+    m = x * 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ae.detect_anomaly():
+            b = x.clone()
+            b[0:2].mul_(m[:2])  # the line the trace must show
+            m.add_(1)
+            with pytest.raises(ae.AutogradError, match="variable in question was changed"):
+                ae.sync.backward(b.sum())
+    texts = [str(w.message) for w in caught]
+    assert any("Error detected in CopySlices" in t and "b[0:2].mul_(m[:2])" in t for t in texts)

@@ -308,6 +308,9 @@ def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
         raise ValueError("clamp needs at least one of min or max")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         return _clamp_tensor_(self, min, max)
+    for bound in (min, max):
+        if bound is not None:
+            _check_operand(self, bound)
     r = None
     if check_inplace(self):
         snap = snapshot(self, True)  # the rule masks by the old values
@@ -367,7 +370,10 @@ def _ints_first(idx: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]
     for it in idx:
         if it.__class__ is int:
             first.append(it)
-        elif it.__class__ is slice or it is Ellipsis:
+        elif it.__class__ is slice:
+            first.append(it)
+            rest.append(slice(None))  # already applied by ``first``
+        elif it is Ellipsis:
             first.append(it)
             rest.append(it)
         elif it is None:
