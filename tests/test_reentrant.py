@@ -602,3 +602,96 @@ async def test_depth_limit_from_engine_settings() -> None:
             assert len({tid for _, _, tid in log}) >= 3
         else:
             assert on_caller == 13
+
+
+# -- K3 with ae.Function, and F2 under the async engine ----------------------------------------
+
+
+def make_deep_reentrant(kind: str) -> Any:
+    """K3 test_deep_reentrant: backward runs the backward of a new instance until < 0."""
+
+    class DeepReentrant(ae.Function):
+        @staticmethod
+        def forward(ctx, x):  # type: ignore[no-untyped-def]
+            with ae.enable_grad():
+                ctx.x = x.detach().requires_grad_()
+                ctx.x = ctx.x - 1
+            return ctx.x.detach()
+
+        if kind == "async":
+
+            @staticmethod
+            async def backward(ctx, x):  # type: ignore[no-untyped-def]
+                if ctx.x.item() < 0:
+                    return x
+                with ae.enable_grad():
+                    await ae.backward(DeepReentrant.apply(ctx.x).sum())
+                return x
+
+        else:
+
+            @staticmethod
+            def backward(ctx, x):  # type: ignore[no-untyped-def]
+                if ctx.x.item() < 0:
+                    return x
+                with ae.enable_grad():
+                    ae.sync.backward(DeepReentrant.apply(ctx.x).sum())
+                return x
+
+    return DeepReentrant
+
+
+def test_deep_reentrant_function_sync() -> None:
+    DeepReentrant = make_deep_reentrant("sync")
+    for start in (2000.0, 200.0):
+        v = ae.tensor(start, requires_grad=True)
+        ae.sync.backward(DeepReentrant.apply(v).sum())
+        assert v.grad.item() == 1.0
+
+
+@pytest.mark.anyio
+async def test_deep_reentrant_function_async() -> None:
+    DeepReentrant = make_deep_reentrant("async")
+    for start in (300.0, 100.0):  # depth 1000 is covered by test_deep_async
+        v = ae.tensor(start, requires_grad=True)
+        await ae.backward(DeepReentrant.apply(v).sum())
+        assert v.grad.item() == 1.0
+
+
+@pytest.mark.anyio
+async def test_reentrant_with_callbacks_async() -> None:
+    """F2 under await: async backward functions, async callbacks, nested awaited."""
+    events: list[str] = []
+
+    class Inner(ae.Function):
+        @staticmethod
+        def forward(ctx, x):  # type: ignore[no-untyped-def]
+            return x * 1.0
+
+        @staticmethod
+        async def backward(ctx, g):  # type: ignore[no-untyped-def]
+            async def cb() -> None:
+                await anyio.sleep(0)
+                events.append("inner-callback")
+
+            ae.queue_callback(cb)
+            return g
+
+    class Outer(ae.Function):
+        @staticmethod
+        def forward(ctx, x):  # type: ignore[no-untyped-def]
+            return x * 1.0
+
+        @staticmethod
+        async def backward(ctx, g):  # type: ignore[no-untyped-def]
+            await anyio.sleep(0)  # the graph task stays current across suspensions
+            ae.queue_callback(lambda: events.append("outer-callback"))
+            with ae.enable_grad():
+                v = ae.tensor(1.0, requires_grad=True)
+                await ae.backward(Inner.apply(v * 2.0))
+            events.append("outer-backward-done")
+            return g
+
+    x = ae.tensor(1.0, requires_grad=True)
+    await ae.backward(Outer.apply(x * 2.0))
+    assert events == ["inner-callback", "outer-backward-done", "outer-callback"]
