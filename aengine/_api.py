@@ -209,7 +209,8 @@ def _grad(
     for t, g in zip(ins, gt.captured, strict=True):
         if g is None:
             if materialize_grads:
-                result.append(zeros_like(t))
+                # as PyTorch: the zeros require grad under create_graph
+                result.append(zeros_like(t).requires_grad_(create_graph))
                 continue
             if not allow_unused:
                 raise AutogradError(

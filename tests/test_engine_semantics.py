@@ -212,6 +212,10 @@ def test_a11_materialize_grads(drv: Driver) -> None:
     same(gx, tgx)
     same(gy, tgy)
     assert not gy.requires_grad and not tgy.requires_grad
+    # under create_graph the materialized zeros require grad, as in torch
+    _, gy = drv.grad(x * x, [x, y], materialize_grads=True, create_graph=True)
+    _, tgy = torch.autograd.grad(tx * tx, [tx, ty], materialize_grads=True, create_graph=True)
+    assert gy.requires_grad and tgy.requires_grad
     # through higher derivatives: d2(y*x)/dy2 == 0
     (g1,) = drv.grad(y * x, y, create_graph=True)
     (g2,) = drv.grad(g1, y, materialize_grads=True)
