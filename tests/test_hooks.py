@@ -387,6 +387,44 @@ async def e8_hooks_with_grad(L: Any) -> Any:
     return res
 
 
+async def e9_tensor_hooks_inplace(L: Any) -> Any:
+    log: list[Any] = []
+
+    def fn(name: str) -> Any:
+        def hook(g: Any) -> Any:
+            log.append((name, g.detach().clone()))
+            return g * 2
+
+        return hook
+
+    a = L.tensor(1.0, requires_grad=True)
+    b = a.clone()
+    b.register_hook(fn("old version"))
+    b.mul_(2)
+    b.register_hook(fn("new version"))
+    await L.backward(b.sum())
+    out: list[Any] = [log, a.grad]
+
+    class TwoOut(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1, x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g1: Any, g2: Any) -> Any:
+            return g1 + g2
+
+    log2: list[Any] = []
+    a2 = L.tensor(1.0, requires_grad=True)
+    b2, c2 = TwoOut.apply(a2)
+    b2.register_hook(lambda g: (log2.append(("b old", g.detach().clone())), g * 2)[1])
+    b2.mul_(2)
+    b2.register_hook(lambda g: (log2.append(("b new", g.detach().clone())), g * 2)[1])
+    await L.backward(b2.sum() + c2.sum())
+    out += [log2, a2.grad]
+    return out
+
+
 async def e11_hook_none(L: Any) -> Any:
     info: dict[str, Any] = {}
 
@@ -510,6 +548,7 @@ SCENARIOS = [
     e6_retain_grad_observes_tensor_hooks,
     e7_acc_hooks,
     e8_hooks_with_grad,
+    e9_tensor_hooks_inplace,
     e11_hook_none,
     e12_post_acc_hooks,
     e_optimizer_in_backward,
