@@ -388,3 +388,62 @@ def test_index_ops_on_another_device():
     want[[0, 1, 2], [0, 3, 3]] += 1
     want += x.detach().numpy() <= 0
     np.testing.assert_allclose(g.numpy(), want)
+
+
+def _random_index(rng, shape):  # type: ignore[no-untyped-def]
+    """A random mix of ints, slices, None, ..., int lists, bool masks and 2-D index arrays."""
+    idx: list = []
+    dim = 0
+    has_ellipsis = False
+    for _ in range(rng.integers(1, 5)):
+        if dim >= len(shape):
+            break
+        size = shape[dim]
+        k = rng.integers(7)
+        if k == 5 and not has_ellipsis:
+            has_ellipsis = True
+            idx.append(Ellipsis)
+            dim = len(shape) - int(rng.integers(0, len(shape) - dim))
+            continue
+        if k == 0:
+            it = int(rng.integers(-size, size))
+        elif k == 1:
+            it = slice(
+                rng.choice([None, 0, 1]), rng.choice([None, size, -1]), rng.choice([None, 1, 2])
+            )
+        elif k == 2:
+            idx.append(None)
+            continue
+        elif k == 3:
+            it = [int(v) for v in rng.integers(-size, size, 2)]
+        elif k == 4:
+            it = rng.random(size) < 0.5
+        else:
+            it = rng.integers(0, size, (2, 1))
+        idx.append(it)
+        dim += 1
+    return tuple(idx)
+
+
+def test_random_indices_match_torch():
+    torch = torch_or_skip()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 4, 5))
+    checked = 0
+    for _ in range(150):
+        idx = _random_index(rng, a.shape)
+        x, t = ae.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        try:
+            ty = t[idx]
+        except IndexError:
+            with pytest.raises(IndexError):
+                x[idx]
+            continue
+        y = x[idx]
+        np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy(), err_msg=str(idx))
+        w = rng.standard_normal(y.shape)
+        (g,) = ae.sync.grad((y * ae.tensor(w)).sum(), [x])
+        (tg,) = torch.autograd.grad((ty * torch.tensor(w)).sum(), [t])
+        np.testing.assert_allclose(g.numpy(), tg.numpy(), err_msg=str(idx))
+        checked += 1
+    assert checked > 100

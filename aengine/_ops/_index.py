@@ -268,6 +268,9 @@ def drop_empty_ellipsis(idx: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
     return idx[:where] + idx[where + 1 :]
 
 
+_ALL = slice(None)
+
+
 def ints_first(idx: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """Split an advanced index holding ints into a basic select and the rest.
 
@@ -280,7 +283,10 @@ def ints_first(idx: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         c = it.__class__
         if c is int:
             first.append(it)
-        elif c is slice or it is Ellipsis:
+        elif c is slice:
+            first.append(it)
+            rest.append(_ALL)  # already applied by ``first``
+        elif it is Ellipsis:
             first.append(it)
             rest.append(it)
         elif it is None:
