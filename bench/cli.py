@@ -23,6 +23,7 @@ from .harness import OK, check_grads, interleave, summarize
 from .report import evaluate_targets, markdown
 from .service import run_concurrency, run_fixedcost, run_looplag, run_memory
 from .systems import REFERENCE, System, all_systems
+from .threads import ENV_VARS
 from .workloads import GraphWorkload, chain, mlp, wide
 
 __all__ = ["main", "FULL", "QUICK"]
@@ -125,6 +126,20 @@ def _versions(systems: list[System]) -> str:
     return ", ".join(parts)
 
 
+def _threads(requested: int | None) -> str:
+    import os
+
+    parts = [f"{v}={os.environ[v]}" for v in ENV_VARS if v in os.environ]
+    try:
+        import torch
+
+        parts.append(f"torch.get_num_threads()={torch.get_num_threads()}")
+    except Exception:
+        pass
+    head = "library defaults" if requested is None else f"--threads {requested}"
+    return head + (f" ({', '.join(parts)})" if parts else "")
+
+
 def _wanted(only: str | None, family: str, name: str) -> bool:
     if not only:
         return True
@@ -139,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help=f"comma-separated families or names: {', '.join(FAMILIES)}")
     p.add_argument("--repeats", type=int, help="override every workload's repeat count")
     p.add_argument("--pause", type=float, help="seconds of pause before each trial")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="BLAS/OpenMP threads for every system (numpy, torch); default: the libraries' own",
+    )
     p.add_argument("--out", default=str(Path(__file__).parent / "results"), help="output folder")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else FULL
@@ -150,7 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    if args.threads is not None:
+        import os
+
+        for var in ENV_VARS:  # effective only if numpy is not imported yet
+            os.environ[var] = str(args.threads)
     systems = all_systems()
+    if args.threads is not None and any(s.name == REFERENCE and s.available for s in systems):
+        import torch
+
+        torch.set_num_threads(args.threads)
     _freeze_heap()
     t_start = time.perf_counter()
     workloads: list[dict[str, Any]] = []
@@ -203,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.repeats is None and not args.quick
             else (args.repeats or 1),
             "pause": pause,
+            "threads": _threads(args.threads),
             "seconds": None,
         },
         "systems": {

@@ -77,6 +77,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"- machine: {meta['machine']}",
         f"- versions: {meta['versions']}",
         f"- command: `{meta['command']}`",
+        f"- threads: {meta.get('threads', 'library defaults')}",
         f"- repeats: {meta['repeats']}; pause between trials: {meta['pause']} s; "
         "systems interleaved, one warm-up round not counted",
         "- ratios are of medians: a time ratio below 1 means faster than the column's system; "
@@ -199,3 +200,12 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     if wl is not None:
         add("memory: peak vs numpy floor", ratio(wl, ae, FLOOR, "peak"), 1.2, "{:.2f}x")
     return targets
+
+
+if __name__ == "__main__":  # python -m bench.report bench/results/latest.json
+    import json
+    import sys
+
+    for path in sys.argv[1:] or ["bench/results/latest.json"]:
+        with open(path) as f:
+            print(markdown(json.load(f)))

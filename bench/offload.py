@@ -1,0 +1,227 @@
+"""Kernel offload benchmark: event-loop responsiveness and overlap of backwards.
+
+Run ``python -m bench.offload`` (``--quick`` for a short run).  Prints two
+tables (markdown) that ``docs/performance.md`` quotes:
+
+(a) the worst and 99th-percentile wake-up delay of a task sleeping 1 ms on
+    the event loop while a large backward runs, with offload on and off,
+    against the bound "one time slice plus the longest inline kernel";
+(b) two large backwards (kernels that release the GIL) run one after the
+    other, then concurrently in one Engine: on 2 cores the concurrent run
+    takes clearly less time.
+
+Both run under asyncio and trio.  Medians over repetitions; other processes
+on the machine show up as noise, so the tables give min-max too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import numpy as np
+
+import aengine as ae
+from aengine._drivers import DEFAULT_TIME_SLICE
+from aengine._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
+
+__all__ = ["loop_lag", "overlap", "longest_inline_kernel", "main"]
+
+
+def _big_graph(n_small: int, n_big: int, big: int) -> tuple[ae.Tensor, ae.Tensor]:
+    """A loss mixing a long chain of small nodes and heavy elementwise kernels."""
+    x = ae.tensor(np.linspace(0.0, 1.0, 16), requires_grad=True)
+    y = x
+    for _ in range(n_small):
+        y = ae.sin(y * 1.0001 + 0.001)
+    z = ae.tensor(np.linspace(0.0, 1.0, big), requires_grad=True)
+    h = z
+    for _ in range(n_big):
+        h = ae.sin(h) * 1.0001
+    return x, y.sum() + h.sum()
+
+
+def longest_inline_kernel(reps: int = 20) -> float:
+    """Seconds of the slowest kernel kept inline: sin's backward just under the threshold."""
+    n = DEFAULT_OFFLOAD_MIN_ELEMENTS - 1
+    x = ae.tensor(np.linspace(0.0, 1.0, n), requires_grad=True)
+    node = ae.sin(x).grad_fn
+    g = np.ones(n)
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        node.apply([g], False)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+async def _lag_during(fn: Callable[[], Any]) -> list[float]:
+    """Wake-up delays of a task sleeping 1 ms while ``fn()`` is awaited."""
+    lags: list[float] = []
+    done = False
+
+    async def ticker() -> None:
+        while not done:
+            t = time.perf_counter()
+            await anyio.sleep(0.001)
+            lags.append(time.perf_counter() - t - 0.001)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.sleep(0.005)
+        await fn()
+        done = True
+    return lags
+
+
+def loop_lag(backend: str, offload: bool, reps: int, n_small: int, n_big: int) -> dict[str, Any]:
+    """Worst and p99 loop lag (seconds) during a large backward."""
+    worst: list[float] = []
+    p99: list[float] = []
+    durations: list[float] = []
+    chunks: list[float] = []
+
+    async def one() -> None:
+        async with ae.Engine(offload=offload):
+            _, loss = _big_graph(n_small, n_big, 1 << 20)
+
+            async def run() -> None:
+                t = time.perf_counter()
+                await ae.backward(loss)
+                durations.append(time.perf_counter() - t)
+
+            lags = await _lag_during(run)
+        worst.append(max(lags))
+        p99.append(float(np.percentile(lags, 99)))
+
+    from aengine._engine import GraphTask
+
+    orig = GraphTask.run
+
+    def timed_run(self: GraphTask, deadline: float = float("inf")) -> Any:
+        t = time.perf_counter()
+        try:
+            return orig(self, deadline)
+        finally:
+            chunks.append(time.perf_counter() - t)
+
+    GraphTask.run = timed_run  # type: ignore[method-assign]
+    try:
+        for _ in range(reps):
+            gc.collect()
+            anyio.run(one, backend=backend)
+            time.sleep(0.05)
+    finally:
+        GraphTask.run = orig  # type: ignore[method-assign]
+    return {
+        "run_p50": float(np.median(chunks)),
+        "run_p99": float(np.percentile(chunks, 99)),
+        "worst": statistics.median(worst),
+        "worst_range": (min(worst), max(worst)),
+        "p99": statistics.median(p99),
+        "backward": statistics.median(durations),
+    }
+
+
+def overlap(backend: str, reps: int, n_big: int, size: int) -> dict[str, Any]:
+    """Two large backwards: sequential vs concurrent wall time (seconds).
+
+    Also the process's CPU time over wall time while the concurrent pair ran:
+    above 1 means kernels ran on two cores at once.
+    """
+    seq: list[float] = []
+    conc: list[float] = []
+    cpu_ratio: list[float] = []
+
+    async def one(concurrent: bool) -> float:
+        async with ae.Engine():
+            losses = [_big_graph(0, n_big, size)[1] for _ in range(2)]
+            t = time.perf_counter()
+            c = time.process_time()
+            if concurrent:
+                async with anyio.create_task_group() as tg:
+                    for loss in losses:
+                        tg.start_soon(ae.backward, loss)
+            else:
+                for loss in losses:
+                    await ae.backward(loss)
+            wall = time.perf_counter() - t
+            if concurrent:
+                cpu_ratio.append((time.process_time() - c) / wall)
+            return wall
+
+    for i in range(reps):
+        for concurrent in (i % 2 == 0, i % 2 == 1):  # alternate who goes first
+            gc.collect()
+            time.sleep(0.05)
+            (conc if concurrent else seq).append(anyio.run(one, concurrent, backend=backend))
+    return {
+        "sequential": statistics.median(seq),
+        "concurrent": statistics.median(conc),
+        "speedup": statistics.median(seq) / statistics.median(conc),
+        "seq_range": (min(seq), max(seq)),
+        "conc_range": (min(conc), max(conc)),
+        "cpu_per_wall": statistics.median(cpu_ratio),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run both benchmarks and print markdown tables."""
+    parser = argparse.ArgumentParser(prog="python -m bench.offload", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller graphs")
+    args = parser.parse_args(argv)
+    reps = 3 if args.quick else 7
+    n_small = 5_000 if args.quick else 30_000
+    n_big = 4 if args.quick else 10
+    inline = longest_inline_kernel()
+    ms = 1e3
+    print(
+        f"time slice {DEFAULT_TIME_SLICE * ms:.1f} ms; offload threshold "
+        f"{DEFAULT_OFFLOAD_MIN_ELEMENTS} elements; longest inline kernel "
+        f"{inline * ms:.2f} ms; bound = slice + kernel = {(DEFAULT_TIME_SLICE + inline) * ms:.2f} ms"
+    )
+    print()
+    print(f"(a) loop lag during a backward of {3 * n_small} small nodes + {2 * n_big} kernels on")
+    print("    2**20 elements (a task sleeping 1 ms; median over runs of the worst delay)")
+    print()
+    print(
+        "| backend | offload | worst lag (ms) | worst min-max | p99 lag (ms) | backward (ms) "
+        "| engine run p50 / p99 (ms) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for backend in ("asyncio", "trio"):
+        for off in (True, False):
+            r = loop_lag(backend, off, reps, n_small, n_big)
+            lo, hi = r["worst_range"]
+            print(
+                f"| {backend} | {'on' if off else 'off'} | {r['worst'] * ms:.2f} | "
+                f"{lo * ms:.2f}-{hi * ms:.2f} | {r['p99'] * ms:.2f} | {r['backward'] * ms:.0f} "
+                f"| {r['run_p50'] * ms:.2f} / {r['run_p99'] * ms:.2f} |"
+            )
+    print()
+    size = 1 << 20 if args.quick else 1 << 21
+    print(f"(b) two backwards of {2 * n_big} kernels on {size} elements each")
+    print()
+    print(
+        "| backend | sequential (ms) | concurrent (ms) | speedup | seq min-max | conc min-max "
+        "| CPU/wall (concurrent) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for backend in ("asyncio", "trio"):
+        r = overlap(backend, reps, n_big, size)
+        s0, s1 = r["seq_range"]
+        c0, c1 = r["conc_range"]
+        print(
+            f"| {backend} | {r['sequential'] * ms:.0f} | {r['concurrent'] * ms:.0f} | "
+            f"{r['speedup']:.2f}x | {s0 * ms:.0f}-{s1 * ms:.0f} | {c0 * ms:.0f}-{c1 * ms:.0f} "
+            f"| {r['cpu_per_wall']:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
