@@ -324,9 +324,12 @@ class MinResult(NamedTuple):
 def _select_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
     # The gradient goes to the selected element only (PyTorch's
     # value_selecting_reduction_backward); a one-hot mask keeps it differentiable.
-    shape, dim, keepdim, onehot = n.attrs
+    shape, dim, keepdim, idx = n.attrs
     if not shape:
         return (g,)
+    kshape = [1] * len(shape)
+    kshape[dim] = shape[dim]
+    onehot = n.dev.backend.xp.arange(shape[dim]).reshape(kshape) == idx
     return (F.where(onehot, _keep(F, g, shape, (dim,), keepdim), 0.0),)
 
 
@@ -341,20 +344,18 @@ def _select(x: Tensor, dim: int, keepdim: bool, is_max: bool) -> Any:
     data = x.data
     shape = data.shape
     if not shape:
-        idx = xp.zeros((), dtype="int64")
-        vals, onehot = data.copy(), None
+        idx = kidx = xp.zeros((), dtype="int64")
+        vals = data.copy()
     else:
         _check_nonempty(x, (d,), name)
-        idx = (xp.argmax if is_max else xp.argmin)(data, axis=d, keepdims=True)
-        vals = xp.take_along_axis(data, idx, axis=d)
-        kshape = [1] * len(shape)
-        kshape[d] = shape[d]
-        onehot = xp.arange(shape[d]).reshape(kshape) == idx
+        kidx = (xp.argmax if is_max else xp.argmin)(data, axis=d, keepdims=True)
+        vals = xp.take_along_axis(data, kidx, axis=d)
+        idx = kidx
         if not keepdim:
-            vals, idx = vals.squeeze(d), idx.squeeze(d)
+            vals, idx = vals.squeeze(d), kidx.squeeze(d)
     cls = MaxBackward0 if is_max else MinBackward0
-    values = record(cls, vals, x._device, (x,), attrs=(shape, d, keepdim, onehot))
-    indices = wrap(idx.astype("int64", copy=False), x._device)
+    values = record(cls, vals, x._device, (x,), attrs=(shape, d, keepdim, kidx))
+    indices = wrap(idx.astype("int64", copy=True), x._device)  # not the saved array
     return (MaxResult if is_max else MinResult)(values, indices)
 
 
