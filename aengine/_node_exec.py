@@ -159,17 +159,16 @@ async def _tensor_pre_hooks(gt: Any, node: Node, inputs: list[Any]) -> list[Any]
             else:
                 slot, fn = hook.output_nr, hook.fn
             g = inputs[slot]
-            if g is None:
-                continue
             dev = _node_device(node, slot)
-            res = await _maybe_await(fn(to_tensor(g, dev)))
+            # an undefined gradient (None) is passed to the hook too, as PyTorch does
+            old = to_tensor(g, dev)
+            res = await _maybe_await(fn(old))
             if res is not None:
                 if not isinstance(res, Tensor):
                     raise TypeError(
                         f"a tensor hook must return a Tensor or None, got {type(res).__name__}"
                     )
-                old = to_tensor(g, dev)
-                if res.data.shape != old.data.shape:
+                if old is not None and res.data.shape != old.data.shape:
                     raise AutogradError(
                         f"hook '{getattr(fn, '__name__', fn)}' has changed the size of value: "
                         f"expected shape {tuple(old.data.shape)}, got {tuple(res.data.shape)}"

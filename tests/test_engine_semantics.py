@@ -503,6 +503,61 @@ def test_d2_nonleaf_grad_warning() -> None:
     del lib
 
 
+def test_d4_hook_of_an_output_that_got_no_gradient_sees_none(drv: Driver) -> None:
+    torch = torch_or_skip()
+    res = []
+    for lib in (ae, torch):
+        x = lib.tensor(rand(4), requires_grad=True)
+        xs = x.unbind()
+        seen: list[Any] = []
+        xs[0].register_hook(lambda g, seen=seen: seen.append(None if g is None else g.item()))
+        for i in range(3):
+            if lib is ae:
+                drv.backward(xs[i], retain_graph=True)
+            else:
+                xs[i].backward(retain_graph=True)
+        assert xs[0].retains_grad is False
+        res.append((seen, x.grad.detach().numpy().tolist()))
+    assert res[0] == res[1]
+    assert res[0][0] == [1.0, None, None]
+
+
+def test_d4_leaf_and_nonleaf_hooks_see_none_from_a_function(drv: Driver) -> None:
+    torch = torch_or_skip()
+
+    def run(lib: Any, base: type) -> list[Any]:
+        class F(base):  # type: ignore[misc, valid-type]
+            @staticmethod
+            def forward(ctx: Any, x: Any, y: Any) -> Any:
+                return x * y
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                return None, g
+
+        x = lib.ones(2, requires_grad=True)
+        y = lib.ones(2, requires_grad=True)
+        seen: list[Any] = []
+        x.register_hook(lambda g: seen.append(("x", g)))
+        z = x * 1
+        z.register_hook(lambda g: seen.append(("z", g)))
+        loss = F.apply(z, y).sum()
+        if lib is ae:
+            drv.backward(loss)
+        else:
+            loss.backward()
+        return [seen, x.grad]
+
+    assert (
+        run(ae, ae.Function)
+        == run(torch, torch.autograd.Function)
+        == [
+            [("z", None), ("x", None)],
+            None,
+        ]
+    )
+
+
 def test_d5_shared_grads_are_not_mutated(drv: Driver) -> None:
     torch = torch_or_skip()
     (x, tx), (y, ty) = pair(np.ones((5, 5))), pair(np.ones((5, 5)))
