@@ -401,6 +401,7 @@ class Engine:
         self._cpu_limiter: Any = None
         self._tg: Any = None
         self._tokens: list[Any] = []
+        self._ctx = contextvars.Context()
         self._closed = True
         self._entered = False
 
@@ -430,6 +431,9 @@ class Engine:
             (_offload_min, _offload_min.set(self.offload_threshold)),
             (_reentrant_depth_limit, _reentrant_depth_limit.set(self.reentrant_depth_limit)),
         ]
+        # workers start from the Engine's context, not from the context of
+        # whichever backward first used a device (its graph task, modes...)
+        self._ctx = contextvars.copy_context()
         if not self._ephemeral:
             global _LOOP_ENGINE_VAR
             from anyio.lowlevel import RunVar
@@ -571,7 +575,7 @@ class Engine:
     def _spawn(self, q: _DeviceQueue) -> None:
         q.workers += 1
         name = f"{q.dev}#{next(q.names)}"
-        self._tg.start_soon(self._worker, q, name, name=f"aengine-worker-{name}")
+        self._ctx.run(self._tg.start_soon, self._worker, q, name, name=f"aengine-worker-{name}")
 
     async def _worker(self, q: _DeviceQueue, name: str) -> None:
         import anyio
