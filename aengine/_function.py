@@ -116,6 +116,8 @@ class BackwardCFunction(Node, FunctionCtx):
         self._dirty = ()
         self._non_diff = ()
         self._materialize = True
+        #: False: non-differentiable outputs get None, not zeros (PyTorch's flag)
+        self._materialize_non_diff_grads = True
         self.needs_input_grad = ()
         self._in_meta: tuple[Any, ...] = ()
         self._out_meta: tuple[Any, ...] = ()
@@ -470,6 +472,11 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
                 o = as_view(Tensor._make(o.data, False, o._device), o, _identity)
                 outs[i] = o
             o._rg = False
+            if not ctx._materialize_non_diff_grads:
+                seen[id(o)] = o
+                out_meta.append(None)  # backward gets None for it, not zeros
+                devs.append(o._device)
+                continue
         else:
             if is_input or o._rg or o._fn is not None:
                 # an input (or a tensor already in a graph) returned: an alias of it

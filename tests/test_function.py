@@ -216,6 +216,29 @@ async def g4_materialize(L: Any) -> Any:
     return seen
 
 
+async def g4_non_diff_not_materialized(L: Any) -> Any:
+    seen: list[Any] = []
+
+    class Func(L.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            out0 = x.clone()
+            out1 = x.clone()
+            ctx.mark_non_differentiable(out1)
+            ctx._materialize_non_diff_grads = False
+            return out0, out1
+
+        @staticmethod
+        def backward(ctx: Any, g0: Any, g1: Any) -> Any:
+            seen.append(g1 is None)
+            return g0
+
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    out0, _ = Func.apply(x)
+    await L.backward(out0.sum())
+    return [seen, x.grad]
+
+
 async def g5_non_differentiable(L: Any) -> Any:
     class Positive(L.Function):
         @staticmethod
@@ -555,6 +578,7 @@ FUNCTION_SCENARIOS = [
     g2_once_differentiable,
     g3_returns_input,
     g4_materialize,
+    g4_non_diff_not_materialized,
     g5_non_differentiable,
     g6_too_many_grads,
     g7_non_tensor_io,
