@@ -178,3 +178,35 @@ def test_threads_see_their_own_grad_mode() -> None:
         return all(ae.is_grad_enabled() for _ in range(50))
 
     assert all(run_threads(work))
+
+
+# ---- the same in one event loop: concurrent tasks ----------------------------------------
+
+
+@pytest.mark.anyio
+async def test_concurrent_async_backwards_share_a_leaf() -> None:
+    arr = np.linspace(-1, 1, 64)
+    x = ae.tensor(arr, requires_grad=True)
+    failures: list[str] = []
+
+    async def one(i: int) -> None:
+        y = x * 1.0
+
+        async def hook(g: ae.Tensor) -> None:
+            await anyio.sleep(0)  # the backwards interleave here
+            if i % 4 == 3:
+                raise KeyError(f"task {i}")
+
+        y.register_hook(hook)
+        try:
+            await ae.backward(f(y))
+        except ae.BackwardError as exc:
+            assert isinstance(exc.__cause__, KeyError)
+            failures.append(str(i))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(THREADS):
+            tg.start_soon(one, i)
+    assert sorted(failures) == ["3", "7"]
+    # the failed backwards left no trace; the others add up exactly
+    np.testing.assert_allclose(x.grad.numpy(), (THREADS - 2) * (arr + 3.5))
