@@ -814,3 +814,15 @@ def test_mark_dirty_view_limits() -> None:
         AddTo.apply(ae.ones(2), b[:2])
     with pytest.raises(ae.AutogradError, match="view of a leaf Variable that requires grad"):
         AddTo.apply(ae.ones(2), x[:2])
+
+
+@pytest.mark.anyio
+async def test_suspending_async_backward_under_sync_inside_a_loop() -> None:
+    """ae.sync inside a running loop cannot suspend: a clear error, grads untouched."""
+    AF = make_g1(ae, ae.Function, async_backward=True)
+    x = ae.ones(2, requires_grad=True)
+    y = ae.ones(2, requires_grad=True)
+    with pytest.warns(RuntimeWarning, match="blocks the loop"):
+        with pytest.raises(ae.AutogradError, match="suspended during a synchronous backward"):
+            ae.sync.backward(AF.apply(x, 3.0, y).sum())
+    assert x.grad is None and y.grad is None
