@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 
@@ -167,3 +168,28 @@ async def test_cuda_workers_select_the_device_per_thread() -> None:
         y = (ae.sin(x.to("cuda:0")) * 2).to("cpu").sum()
         await ae.backward(y)
     np.testing.assert_allclose(x.grad.numpy(), 2 * np.cos(X0), rtol=1e-12)
+
+
+@pytest.mark.anyio
+async def test_a_worker_waiting_in_a_nested_backward_is_replaced() -> None:
+    # the hook runs on sim:0's only worker and awaits a backward whose nodes
+    # are on sim:0 too: a replacement worker must drain the queue meanwhile
+    x = ae.tensor(np.ones(3), requires_grad=True)
+    z = ae.tensor(np.full(3, 2.0), requires_grad=True, device="sim:0")
+    y = x.to("sim:0") * 3
+
+    async def hook(g: ae.Tensor) -> ae.Tensor:
+        with ae.enable_grad():
+            inner = (z * z).sum()
+        await ae.backward(inner)
+        return g * 2
+
+    y.register_hook(hook)
+    where: list[tuple[str, str]] = []
+    async with ae.Engine(on_node=lambda n, w: where.append((n.name(), w))):
+        with anyio.fail_after(10):
+            await ae.backward(y.sum())
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 6.0))
+    np.testing.assert_array_equal(z.grad.to("cpu").numpy(), np.full(3, 4.0))
+    workers = {w for _, w in where if w != "owner"}
+    assert workers == {"sim:0#0", "sim:0#1"}

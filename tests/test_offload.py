@@ -121,3 +121,16 @@ async def test_kernel_errors_in_threads_reach_the_caller() -> None:
         with pytest.raises(ae.BackwardError, match="ValueError: kernel failed"):
             await ae.backward(loss)
     assert x.grad is None
+
+
+@pytest.mark.anyio
+async def test_create_graph_through_offloaded_kernels_and_sim_devices() -> None:
+    x0 = np.linspace(0, 1, 64)
+    x = ae.tensor(x0, requires_grad=True)
+    async with ae.Engine(offload_threshold=64):
+        y = (ae.sin(x.to("sim:0")) * x.to("sim:0")).to("cpu").sum()
+        (g,) = await ae.grad(y, [x], create_graph=True)  # kernels record a graph in threads
+        (gg,) = await ae.grad(g.sum(), [x])
+    assert _offload.stats.kernels >= 4
+    np.testing.assert_allclose(g.detach().numpy(), np.cos(x0) * x0 + np.sin(x0))
+    np.testing.assert_allclose(gg.numpy(), -np.sin(x0) * x0 + 2 * np.cos(x0))
