@@ -369,3 +369,20 @@ def test_commit_copies_the_first_gradient() -> None:
     gt.stage(x, np.array([1.0, 1.0]), "leaf")
     commit(gt)
     np.testing.assert_array_equal(arr, [1.0, 2.0])  # the staged array was not reused
+
+
+def test_graph_task_ids_increase_by_one_per_backward() -> None:
+    # M2: inside a hook the running graph task is visible; ids count backwards
+    x = ae.ones(2, requires_grad=True)
+    ids: list[int] = []
+
+    def hook(g: Any) -> None:
+        gt = current_graph_task()
+        assert gt is not None
+        ids.append(gt.id)
+
+    x.register_hook(hook)
+    for _ in range(3):
+        ae.sync.backward((x * 2).sum())
+    assert ids[1] == ids[0] + 1 and ids[2] == ids[1] + 1
+    assert current_graph_task() is None

@@ -379,6 +379,28 @@ def test_inference_tensors_cannot_be_saved() -> None:
     assert (tc + ts).requires_grad
 
 
+@pytest.mark.parametrize("lib_name", ["ae", "torch"])
+def test_inference_mode_inplace_rules(lib_name: str) -> None:
+    lib: Any = ae if lib_name == "ae" else torch_or_skip()
+    x = lib.ones(3, requires_grad=True)
+    s = x * 1.0
+    y = (s * s).sum()
+    with lib.inference_mode():
+        s.mul_(2)  # a normal tensor modified inside: its version still counts
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        if lib is ae:
+            ae.sync.backward(y)
+        else:
+            y.backward()
+    with lib.inference_mode():
+        c = lib.ones(3)
+        c.add_(1)  # allowed inside
+    with pytest.raises(
+        RuntimeError, match="Inplace update to inference tensor outside InferenceMode"
+    ):
+        c.add_(1)
+
+
 def test_inference_tensor_requires_grad_outside_mode() -> None:
     with ae.inference_mode():
         c = ae.ones(2)
