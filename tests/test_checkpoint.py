@@ -241,3 +241,34 @@ def test_recorded_outside_loop_awaited_inside() -> None:
     anyio.run(ae.backward, loss)
     for got, exp in zip(_grads(params, x), expected, strict=True):
         np.testing.assert_allclose(got, exp, rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_nested_checkpoints(mode: str) -> None:
+    """Checkpoints inside a checkpointed function: reentrant backwards two levels deep.
+
+    (In the no_grad forward of ``outer`` the inner checkpoints see inputs that do
+    not require grad and warn, as in torch; the recomputation records them.)"""
+    params, x = _mlp_params(), _x()
+    w1, b1, w2, b2, w3 = params
+
+    def inner(t: ae.Tensor) -> ae.Tensor:
+        return (t @ w1 + b1).tanh()
+
+    def outer(t: ae.Tensor) -> ae.Tensor:
+        h = ae.checkpoint(inner, t)
+        return ae.checkpoint(lambda u: (u @ w2 + b2).sin(), h)
+
+    def loss(checkpointed: bool) -> ae.Tensor:
+        h = ae.checkpoint(outer, x) if checkpointed else outer(x)
+        return ((h @ w3) ** 2).sum()
+
+    ae.sync.backward(loss(False))
+    expected = _grads(params, x)
+    if mode == "sync":
+        ae.sync.backward(loss(True))
+    else:
+        anyio.run(ae.backward, loss(True))
+    for got, exp in zip(_grads(params, x), expected, strict=True):
+        np.testing.assert_allclose(got, exp, rtol=1e-12)
