@@ -62,6 +62,7 @@ class OpNode(Node):
                 return (None,) * len(self.next_edges)
         else:
             g = grads
+        vals: Any
         if create_graph:
             F = TENSOR_OPS
             vals = []
