@@ -489,11 +489,16 @@ def test_grad_fn_names_of_primitives_match_torch():
         assert f(x).grad_fn.name() == type(f(t).grad_fn).__name__
 
 
-def test_third_order_of_prod_and_softmax():
-    """Rules are written with F ops, so gradients nest to any order."""
+LONG_WITH_ZEROS = [1.1, -0.9, 0.0, 1.3, 0.8, -1.2, 0.0, 1.05, 0.95, -1.1, 1.2]
+
+
+@pytest.mark.parametrize("a", [[0.7, -1.2, 0.0, 2.0], LONG_WITH_ZEROS, [0.5, 1.5, -2.0]])
+def test_third_order_of_prod_and_softmax(a):
+    """Rules are written with F ops, so gradients nest to any order (prod: even at zeros)."""
     torch = torch_or_skip()
-    a = np.array([0.7, -1.2, 0.0, 2.0])
-    for f in (lambda x: x.prod(), lambda x: (x.softmax(0) * x).sum()):
+    a = np.array(a)
+    fns = (lambda x: x.prod(), lambda x: x.prod(0, True).sum(), lambda x: (x.softmax(0) * x).sum())
+    for f in fns:
         x = ae.tensor(a, requires_grad=True)
         t = torch.tensor(a, requires_grad=True)
         (g1,) = ae.sync.grad(f(x), [x], create_graph=True)

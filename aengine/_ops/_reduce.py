@@ -185,20 +185,41 @@ def _one_dim(dim: Any, ndim: int, name: str) -> int:
 # NOTE [prod with zeros]
 # d prod(x) / d x_i is the product of the *other* elements.  Without zeros
 # that is ``out / x`` (PyTorch's fast path, differentiable as it stands).
-# With zeros it is computed directly: on arrays (plain backward) from an
-# exclusive cumulative product from each side, O(n); under create_graph
-# from a differentiable product over an (n, n) copy of each slice in which
-# element i is replaced by 1 in row i, so every order of derivative stays
-# exact at zeros (O(n^2) memory along the reduced dim, only when the slice
-# holds zeros and a graph of the backward is being recorded).
+# With zeros it is the product of an exclusive prefix and an exclusive
+# suffix product: on arrays (plain backward) from cumprod, O(n); under
+# create_graph from a log-step scan (Hillis-Steele) of multiplications of
+# shifted slices, O(n log n), every step a differentiable op, so all orders
+# of derivative stay exact at zeros (PyTorch uses cumprod's own backward).
+def _ones(like: Tensor, shape: tuple[int, ...]) -> Tensor:
+    from .._creation import ones
+
+    return ones(*shape, dtype=like.dtype, device=like.device)
+
+
+def _moved(F: Any, c: Tensor, s: int, right: bool) -> Tensor:
+    """``c`` moved ``s`` places along the last axis, padded with ones."""
+    n = c.shape[-1]
+    pad = _ones(c, (*c.shape[:-1], s))
+    if right:  # element i takes c[..., i - s]
+        return F.cat([pad, F.getitem(c, (..., slice(0, n - s)))], -1)
+    return F.cat([F.getitem(c, (..., slice(s, n))), pad], -1)  # takes c[..., i + s]
+
+
+def _scan(F: Any, x: Tensor, right: bool) -> Tensor:
+    """Products of the elements before (``right``) or after each one, along the last axis."""
+    c = _moved(F, x, 1, right)
+    s = 1
+    while s < x.shape[-1]:
+        c = c * _moved(F, c, s, right)
+        s *= 2
+    return c
+
+
 def _prod_others(F: Any, x: Any, axis: int) -> Any:
     """``P[..., i, ...] = prod_{j != i} x[..., j, ...]`` along ``axis``."""
     if x.__class__ is Tensor:
         xm = F.swapaxes(x, axis, -1)
-        n = xm.shape[-1]
-        eye = x._device.backend.xp.eye(n, dtype=bool)
-        rows = F.where(eye, 1.0, F.expand_dims(xm, -2))  # (..., n, n)
-        return F.swapaxes(F.prod(rows, -1), axis, -1)
+        return F.swapaxes(_scan(F, xm, True) * _scan(F, xm, False), axis, -1)
     xp = F.xp
     xm = xp.moveaxis(x, axis, -1)
     ones = xp.ones((*xm.shape[:-1], 1), dtype=xm.dtype)
