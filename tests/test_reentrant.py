@@ -695,3 +695,42 @@ async def test_reentrant_with_callbacks_async() -> None:
     x = ae.tensor(1.0, requires_grad=True)
     await ae.backward(Outer.apply(x * 2.0))
     assert events == ["inner-callback", "outer-backward-done", "outer-callback"]
+
+
+def _mixed_chain(n: int, leaves: list[ae.Tensor]) -> ae.Tensor:
+    """Levels alternate a sync hook (ae.sync.backward) and an async one (await ae.backward)."""
+
+    def level(k: int) -> ae.Tensor:
+        with ae.enable_grad():
+            x = ae.tensor(1.0, requires_grad=True)
+            leaves.append(x)
+            y = x * 2.0
+            if k % 2:
+
+                def hook(g: ae.Tensor) -> None:
+                    if k < n:
+                        ae.sync.backward(level(k + 1))
+
+            else:
+
+                async def hook(g: ae.Tensor) -> None:  # type: ignore[misc]
+                    if k < n:
+                        await ae.backward(level(k + 1))
+
+            y.register_hook(hook)
+            return y * 3.0
+
+    return level(0)
+
+
+@pytest.mark.anyio
+async def test_mixed_sync_async_nesting_deep() -> None:
+    leaves: list[ae.Tensor] = []
+    await ae.backward(_mixed_chain(300, leaves))
+    assert len(leaves) == 301 and all(x.grad.item() == 6.0 for x in leaves)
+
+
+def test_mixed_sync_async_nesting_sync_top() -> None:
+    leaves: list[ae.Tensor] = []
+    ae.sync.backward(_mixed_chain(100, leaves))
+    assert len(leaves) == 101 and all(x.grad.item() == 6.0 for x in leaves)
