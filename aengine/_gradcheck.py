@@ -26,7 +26,7 @@ import numpy as np
 
 from ._api import _grad, _twins
 from ._errors import GradcheckError
-from ._grad_mode import no_grad
+from ._grad_mode import enable_grad, no_grad
 from ._tensor import Tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "sync_gradcheck", "sync_gradgradcheck"]
@@ -58,7 +58,8 @@ def _call(fn: Any, args: tuple[Any, ...], grad: bool) -> Gen:
     if isinstance(fn, _EngineFn):
         res = yield from fn.fn(*args)
     elif grad:
-        res = fn(*args)
+        with enable_grad():  # also when called inside no_grad()
+            res = fn(*args)
     else:
         with no_grad():
             res = fn(*args)
@@ -228,7 +229,8 @@ def _gradgradcheck(
     _check_inputs(inputs)
     if grad_outputs is None:
         # random grad_outputs (fixed seed: a failure reproduces), checked as inputs too
-        outs = _as_tuple(fn(*inputs), "the checked function's result")
+        with enable_grad():
+            outs = _as_tuple(fn(*inputs), "the checked function's result")
         rng = np.random.default_rng(0)
         grad_outputs = tuple(
             tensor(rng.standard_normal(o.shape), dtype=o.dtype, device=o.device, requires_grad=True)
@@ -241,7 +243,9 @@ def _gradgradcheck(
 
     def first_grads(*args: Any) -> Gen:
         ins, gos = args[:n_in], args[n_in:]
-        outs = [o for o in _as_tuple(fn(*ins), "result") if isinstance(o, Tensor) and o._rg]
+        with enable_grad():
+            res = _as_tuple(fn(*ins), "the checked function's result")
+        outs = [o for o in res if isinstance(o, Tensor) and o._rg]
         diff = [t for t in ins if isinstance(t, Tensor) and t._rg]
         if not outs:
             return ()

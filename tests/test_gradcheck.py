@@ -323,6 +323,15 @@ def test_non_contiguous_inputs():
     assert ae.sync.gradgradcheck(lambda t: (t * t).prod(1), (y.T,))  # a view, not a leaf
 
 
+def test_works_inside_no_grad():
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    with ae.no_grad():
+        assert ae.sync.gradcheck(lambda t: t * t, (x,))
+        assert ae.sync.gradgradcheck(lambda t: t * t * t, (x,))
+        with pytest.raises(ae.GradcheckError, match=r"Jacobian mismatch for output 0"):
+            ae.sync.gradgradcheck(flat_square, (x,))
+
+
 def test_tolerances_are_used():
     x = ae.tensor([1.0, 2.0], requires_grad=True)
     # analytical 3x vs numerical 2x: rtol=0.6 accepts it
