@@ -411,6 +411,17 @@ def test_norm_at_zero_has_zero_gradient_like_torch(p):
         np.testing.assert_allclose(g2.numpy()[1], tg2[1].numpy(), rtol=1e-7)
 
 
+@pytest.mark.parametrize(("shape", "dim"), [((0,), None), ((2, 0), 1), ((0, 3), 1)])
+def test_norm_of_empty(shape, dim):
+    for p in (2, 1, 3):
+        check_op(lambda x, p=p: x.norm(p, dim), lambda x, p=p: x.norm(p, dim), [shape])
+    if dim is None or shape[dim] == 0:  # the inf norm has no identity: PyTorch raises
+        with pytest.raises(RuntimeError, match=r"cannot compute the inf norm of an empty"):
+            ae.zeros(*shape).norm(math.inf, dim)
+    else:
+        check_op(lambda x: x.norm(math.inf, dim), lambda x: x.norm(math.inf, dim), [shape])
+
+
 def test_norm_errors():
     with pytest.raises(ValueError, match=r"norm\(\): p must be 'fro', inf, -inf or a number >= 1"):
         ae.ones(3).norm("nuc")

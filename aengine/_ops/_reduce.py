@@ -639,10 +639,14 @@ def norm(x: Tensor, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tenso
         p = 2
     if isinstance(p, str) or not isinstance(p, (int, float)) or p != p or p == 0:
         raise ValueError(f"norm(): p must be 'fro', inf, -inf or a number >= 1, got {p!r}")
-    if p == math.inf:
-        return amax(abs(x), dim, keepdim)
-    if p == -math.inf:
-        return amin(abs(x), dim, keepdim)
+    if p in (math.inf, -math.inf):
+        dims = norm_dims(dim, x.data.ndim)
+        if x.data.size == 0 and (dims is None or 0 in [x.data.shape[d] for d in dims]):
+            raise AutogradError(
+                f"norm(): cannot compute the {p} norm of an empty slice (no identity); "
+                "reduce over non-empty dims only"
+            )
+        return (amax if p > 0 else amin)(abs(x), dim, keepdim)
     if p == 1:
         return sum(abs(x), dim, keepdim)
     if p < 1:
