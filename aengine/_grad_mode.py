@@ -103,15 +103,17 @@ class _ModeState:
 
     def __init__(self, mode: _Mode) -> None:
         self.mode = mode
-        self.inner: tuple[bool, ...] | None = None
+        self.inner: tuple[tuple[contextvars.ContextVar[Any], Any], ...] | None = None
 
-    def enter(self) -> list[contextvars.Token[bool]]:
+    def enter(self) -> list[contextvars.Token[Any]]:
         if self.inner is None:
-            return self.mode._set()
-        return [var.set(value) for var, value in zip(_MODE_VARS, self.inner, strict=True)]
+            return self.mode._set()  # type: ignore[return-value]
+        return [var.set(value) for var, value in self.inner]
 
-    def exit(self, tokens: list[contextvars.Token[bool]]) -> None:
-        self.inner = tuple(var.get() for var in _MODE_VARS)
+    def exit(self, tokens: list[contextvars.Token[Any]]) -> None:
+        # the grad-mode variables, plus any other the mode sets (detect_anomaly's)
+        own = tuple(t.var for t in tokens if t.var not in _MODE_VARS)
+        self.inner = tuple((var, var.get()) for var in (*_MODE_VARS, *own))
         for token in reversed(tokens):
             token.var.reset(token)
 
