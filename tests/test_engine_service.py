@@ -130,10 +130,11 @@ async def test_errors_in_device_workers_reach_the_caller() -> None:
 async def test_engine_closed_while_a_backward_waits_on_it() -> None:
     x = ae.tensor(np.ones(2), requires_grad=True)
     loss = (x.to("sim:0") * 2).sum()
-    gate = anyio.Event()
+    gate, entered = anyio.Event(), anyio.Event()
     failures: list[BaseException] = []
 
     async def hook_waits(g: ae.Tensor) -> None:
+        entered.set()  # a sim:0 worker runs this node now
         await gate.wait()
 
     loss.grad_fn.register_prehook(lambda g: None)
@@ -148,7 +149,7 @@ async def test_engine_closed_while_a_backward_waits_on_it() -> None:
     async with anyio.create_task_group() as tg:
         async with ae.Engine():
             tg.start_soon(caller)
-            await anyio.sleep(0.05)
+            await entered.wait()
         gate.set()
     assert len(failures) == 1 and "was closed while it ran" in str(failures[0])
     assert x.grad is None
