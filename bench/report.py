@@ -167,6 +167,13 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 2.0,
                 "{:.2f} ms",
             )
+            v = _median(wl, f"aengine async ({backend})", "worst_cpu")
+            add(
+                f"loop lag, same in CPU time of the loop thread (not in M4: load-independent), {backend}",
+                None if v is None else v * 1e3,
+                2.0,
+                "{:.2f} ms",
+            )
     wl = wls.get("concurrency")
     if wl is not None:
         rows = [r["system"] for r in wl["rows"]]
