@@ -28,7 +28,9 @@
 # every GraphTask field stay on the loop thread.  The thread gets a copy of
 # the caller's contextvars (grad mode, current graph task).  A cancelled
 # caller waits for the kernel already running (threads cannot be killed),
-# then stops.
+# then stops.  BLAS pools are not capped here (threadpoolctl is not a
+# dependency): several concurrent matmul kernels want OPENBLAS_NUM_THREADS=1
+# (research/measurements.md, "OpenBLAS collapses").
 """
 
 from __future__ import annotations

@@ -13,7 +13,10 @@
 #   ``Scheduler.dispatch``; successors routed by ``GraphTask.route`` (the
 #   general path, and every node a device worker runs) go through
 #   ``GraphTask.push`` -> ``Scheduler.push``, which sends device nodes to their
-#   queue and cpu nodes to the owner's heap, waking the owner.
+#   queue and cpu nodes to the owner's heap, waking the owner.  (A device node
+#   made ready by the owner's hot loop waits in the owner's heap until it is
+#   popped, i.e. behind the ready cpu nodes PyTorch's cpu thread would also
+#   run first; checking devices while routing would cost every cpu node.)
 # * Inside a device queue each graph task keeps its own heap, ordered as the
 #   owner's (sequence_nr, larger first; one graph task has one depth); the
 #   graph tasks with ready work take turns node by node (round robin), so a
