@@ -40,12 +40,12 @@ def gc_paused() -> Iterator[None]:
 
 
 def chain(n: int) -> tuple[ae.Tensor, ae.Tensor]:
-    """A leaf and the end of a chain of ``n`` nodes after it (one node per step)."""
+    """A leaf and the end of a chain of ``n`` negations after it (``n`` even: grad 1)."""
     x = ae.ones(1, dtype=ae.float64, requires_grad=True)
     y = x
     with gc_paused():
         for _ in range(n):
-            y = y * 1.0
+            y = -y  # the cheapest op to record; saves nothing
     return x, y
 
 
@@ -58,6 +58,9 @@ def test_million_node_chain_sync() -> None:
     del y  # freeing the million-node graph must not overflow either
 
 
+# One backend is enough at this size (the drivers differ only in their
+# checkpoint); trio runs the 100k-node async tests below.
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
 async def test_million_node_chain_async() -> None:
     x, y = chain(MILLION)
@@ -82,10 +85,6 @@ def test_free_deep_graph() -> None:
         for _ in range(50_000):  # with skip connections: 100k nodes
             prev, z = z, z * 0.5 + prev * 0.5
     del prev, z
-    x, y = chain(150_000)
-    ae.sync.backward(y.sum())  # freed saved state, then the nodes
-    del y
-    assert x.grad is not None
 
 
 @pytest.mark.anyio
