@@ -313,3 +313,38 @@ def test_freed_graph_message_stays_the_same_on_later_calls(drv: Driver) -> None:
     for _ in range(3):
         with pytest.raises(ae.AutogradError, match="Specify retain_graph=True"):
             drv.backward(y)
+
+
+def test_error_with_nodes_still_queued_exits_without_hanging() -> None:
+    # L3: one branch raises the in-place error while a Python node waits in
+    # the ready queue; the process must end with the error, not hang.
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import aengine as ae
+
+        class Ident(ae.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1.0
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        x = ae.ones(5, requires_grad=True)
+        y = x * 1.0
+        saved = y * y          # saves y
+        y._vc[0] += 1          # as an in-place op would
+        waiting = Ident.apply(x * 2)
+        ae.sync.backward(saved.sum() + waiting.sum())
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode != 0
+    assert "one of the variables needed for gradient computation" in proc.stderr
