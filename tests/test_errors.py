@@ -348,3 +348,38 @@ def test_error_with_nodes_still_queued_exits_without_hanging() -> None:
     )
     assert proc.returncode != 0
     assert "one of the variables needed for gradient computation" in proc.stderr
+
+
+# ---- driver misuse -----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_sync_backward_inside_a_loop_warns_and_async_hook_cannot_suspend() -> None:
+    x = leaf(2)
+    with pytest.warns(RuntimeWarning, match=r"blocks the loop.*await ae.backward"):
+        ae.sync.backward((x * 2).sum())
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+    async def slow_hook(g: ae.Tensor) -> None:
+        await anyio.sleep(0)
+
+    y = x * 3
+    y.register_hook(slow_hook)
+    with pytest.warns(RuntimeWarning, match="blocks the loop"):
+        with pytest.raises(ae.AutogradError, match="suspended during a synchronous backward"):
+            ae.sync.backward(y.sum())
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])  # nothing committed
+    await ae.backward((x * 3).sum())  # the awaitable API runs async hooks
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0])
+
+
+def test_async_hook_that_does_not_suspend_runs_under_sync() -> None:
+    x = leaf(2)
+    y = x * 3
+
+    async def quick_hook(g: ae.Tensor) -> ae.Tensor:
+        return g * 2
+
+    y.register_hook(quick_hook)
+    ae.sync.backward(y.sum())
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 6.0])
