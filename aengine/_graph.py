@@ -281,6 +281,7 @@ class SavedTensor:
     is_output: bool = False
     output_nr: int = 0
     requires_grad: bool = False
+    device: Any = None
 
     def __init__(self, t: Tensor, is_output: bool = False) -> None:
         if t._inference:
@@ -295,6 +296,7 @@ class SavedTensor:
             self.is_output = True
             self.output_nr = t.output_nr
             self.requires_grad = t._rg
+            self.device = t._device
             self.tensor: Tensor | None = None
         else:
             self.tensor = t
@@ -309,7 +311,7 @@ class SavedTensor:
             return self.tensor
         from ._tensor import Tensor
 
-        t = Tensor._make(self.data, self.requires_grad)
+        t = Tensor._make(self.data, self.requires_grad, self.device)
         t._vc = self.vc
         if self.requires_grad:
             t._fn = node

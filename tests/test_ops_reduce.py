@@ -519,3 +519,23 @@ def test_third_order_of_prod_and_softmax(a):
         (t2,) = torch.autograd.grad(t1.sum(), [t], create_graph=True)
         (t3,) = torch.autograd.grad(t2.sum(), [t])
         np.testing.assert_allclose(g3.numpy(), t3.numpy(), rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", sorted(REDUCERS))
+def test_second_order_on_another_device(name):
+    """Saved outputs unpack on their own device under create_graph (sim:0 here)."""
+    a = np.array([[0.5, 0.0, 2.0], [1.0, -3.0, 0.25]])
+    ref = ae.tensor(a, requires_grad=True)
+    x = ae.tensor(a, device="sim:0", requires_grad=True)
+    results = []
+    for t in (ref, x):
+        out = REDUCERS[name](t, 1)
+        out = out.values if isinstance(out, tuple) else out
+        w = ae.tensor(np.linspace(0.5, 1.5, out.numel()).reshape(out.shape), device=t.device)
+        (g,) = ae.sync.grad((out * w).sum(), [t], create_graph=True)
+        assert g.device == t.device
+        g2 = ae.sync.grad((g * g).sum(), [t])[0] if g.requires_grad else ae.zeros_like(t)
+        assert g2.device == t.device
+        results.append((g.detach().to("cpu").numpy(), g2.to("cpu").numpy()))
+    np.testing.assert_allclose(results[0][0], results[1][0])
+    np.testing.assert_allclose(results[0][1], results[1][1])
