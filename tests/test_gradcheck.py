@@ -332,6 +332,14 @@ def test_works_inside_no_grad():
             ae.sync.gradgradcheck(flat_square, (x,))
 
 
+def test_inputs_on_another_device():
+    x = ae.tensor([[0.3, -1.2, 2.0], [0.7, 0.1, -0.4]], device="sim:0", requires_grad=True)
+    assert ae.sync.gradcheck(lambda t: t.prod(1) + t.logsumexp(1), (x,))
+    assert ae.sync.gradgradcheck(lambda t: t.softmax(1) * t, (x,))
+    with pytest.raises(ae.GradcheckError, match=r"Jacobian mismatch for output 0"):
+        ae.sync.gradcheck(bad_square, (x,))
+
+
 def test_tolerances_are_used():
     x = ae.tensor([1.0, 2.0], requires_grad=True)
     # analytical 3x vs numerical 2x: rtol=0.6 accepts it
