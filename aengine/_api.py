@@ -158,6 +158,11 @@ def _backward(
             out_edges.append(gradient_edge(t))
     gt.roots = outputs
     gt.plan(edges, root_grads, out_edges, accumulate=True)
+    if create_graph:
+        # as PyTorch: every backward() with create_graph warns (grad() does not)
+        from ._drivers import WARNING_CREATE_GRAPH
+
+        warnings.warn(WARNING_CREATE_GRAPH, UserWarning, stacklevel=3)
     yield gt
 
 

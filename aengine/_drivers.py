@@ -9,7 +9,6 @@ event loop once per time slice rather than per node.
 from __future__ import annotations
 
 import inspect
-import warnings
 from collections.abc import Coroutine
 from typing import Any
 
@@ -25,7 +24,8 @@ DEFAULT_TIME_SLICE = 0.001
 
 _sched_mod: Any = None  # aengine._scheduler, imported on first use (import cycle)
 
-_WARNED_CREATE_GRAPH = (
+#: warned by every ``backward(create_graph=True)`` (see _api._backward)
+WARNING_CREATE_GRAPH = (
     "Using backward() with create_graph=True will create a reference cycle between the "
     "parameter and its gradient which can cause a memory leak. We recommend using "
     "ae.grad() when creating the graph to avoid this. If you have to use this function, "
@@ -157,10 +157,6 @@ def _check(gt: GraphTask) -> None:
 
 async def _post(gt: GraphTask) -> None:
     """Commit staged gradients, then post-accumulate hooks and final callbacks."""
-
-    if gt.create_graph and any(kind == "leaf" for _, kind in gt.staged.values()):
-        if gt.captures is None:
-            warnings.warn(_WARNED_CREATE_GRAPH, UserWarning, stacklevel=4)
     hooks = commit(gt)
     tok = _current.set(gt)  # callbacks may queue callbacks or run a nested backward
     try:

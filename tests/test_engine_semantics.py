@@ -411,12 +411,36 @@ def test_c2_plain_backward_adds_in_place_into_a_grad_with_graph(drv: Driver) -> 
 
 
 def test_c4_create_graph_warning_only_for_backward(drv: Driver) -> None:
+    torch = torch_or_skip()
     x = ae.tensor(rand(2), requires_grad=True)
     with pytest.warns(UserWarning, match=CREATE_GRAPH_WARNING):
         drv.backward((x * x).sum(), create_graph=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         drv.grad((x * x).sum(), x, create_graph=True)
+
+    # as torch (where it is a warn-once): every backward(create_graph=True)
+    # warns, with inputs= too and whatever reaches the leaves
+    torch.set_warn_always(True)
+
+    def cases(lib: Any, backward: Callable[..., None]) -> list[int]:
+        counts = []
+        for run in (
+            lambda v: backward((v * v).sum(), create_graph=True, inputs=[v]),
+            lambda v: backward((v * 2.0).sum(), create_graph=True),
+            lambda v: backward((v * v).sum(), create_graph=True),
+        ):
+            v = lib.tensor(rand(2), requires_grad=True)
+            with warnings.catch_warnings(record=True) as rec:
+                warnings.simplefilter("always")
+                run(v)
+            counts.append(sum("create_graph=True" in str(w.message) for w in rec))
+        return counts
+
+    try:
+        assert cases(ae, drv.backward) == cases(torch, torch.autograd.backward) == [1, 1, 1]
+    finally:
+        torch.set_warn_always(False)
 
 
 def test_c5_grad_mode_inside_nodes_is_create_graph(drv: Driver) -> None:
