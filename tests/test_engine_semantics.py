@@ -582,6 +582,44 @@ def test_d4_leaf_and_nonleaf_hooks_see_none_from_a_function(drv: Driver) -> None
     )
 
 
+def test_d3_retain_grad_follows_inplace_ops(drv: Driver) -> None:
+    torch = torch_or_skip()
+    res = []
+    for lib in (ae, torch):
+        leaf = lib.tensor(rand(3), requires_grad=True)
+        a = leaf.clone()
+        a.retain_grad()
+        a.mul_(2)
+        a.mul_(3)
+        if lib is ae:
+            drv.backward(a.sum())
+        else:
+            a.sum().backward()
+        res.append((a.grad.numpy().tolist(), leaf.grad.numpy().tolist()))
+    assert res[0] == res[1] == ([1.0] * 3, [6.0] * 3)
+
+
+def test_d10_grad_read_from_threads_is_the_same_object(drv: Driver) -> None:
+    import threading
+
+    x = ae.tensor(rand(3), requires_grad=True)
+    drv.backward((x * x).sum())
+    seen: list[Any] = []
+    barrier = threading.Barrier(4)
+
+    def read() -> None:
+        barrier.wait()
+        for _ in range(10):
+            seen.append(x.grad)
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 40 and all(g is x.grad for g in seen)
+
+
 def test_d5_shared_grads_are_not_mutated(drv: Driver) -> None:
     torch = torch_or_skip()
     (x, tx), (y, ty) = pair(np.ones((5, 5))), pair(np.ones((5, 5)))

@@ -110,6 +110,16 @@ def test_non_scalar_implicit_grad(drv: Driver) -> None:
         drv.backward([x.sum(), x * 2], [None, None])
 
 
+def test_complex_scalar_root_needs_an_explicit_grad(drv: Driver) -> None:
+    torch = torch_or_skip()
+    w = leaf(1)
+    with pytest.raises(ae.AutogradError, match="only for real scalar outputs"):
+        drv.backward((w * ae.tensor([1 + 1j])).sum())
+    tw = torch.ones(1, requires_grad=True)
+    with pytest.raises(RuntimeError, match="only for real scalar outputs"):
+        (tw * torch.tensor([1 + 1j])).sum().backward()
+
+
 def test_grad_shape_mismatch_names_both_shapes(drv: Driver) -> None:
     x = leaf(2, 2)
     with pytest.raises(
