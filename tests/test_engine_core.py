@@ -386,3 +386,44 @@ def test_graph_task_ids_increase_by_one_per_backward() -> None:
         ae.sync.backward((x * 2).sum())
     assert ids[1] == ids[0] + 1 and ids[2] == ids[1] + 1
     assert current_graph_task() is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_init_to_execute_matches_brute_force_on_random_dags(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    log: list[str] = []
+    leaves = [leaf() for _ in range(4)]
+    nodes: list[Node] = [acc(t)[0] for t in leaves]
+    for i in range(60):  # each new node points at 1-3 earlier nodes
+        k = int(rng.integers(1, 4))
+        picks = rng.choice(len(nodes), size=min(k, len(nodes)), replace=False)
+        nodes.append(Scale(f"n{i}", tuple((nodes[int(j)], 0) for j in picks), log))
+    root = Scale("root", tuple((n, 0) for n in nodes[-5:]), log)
+
+    def reaches(n: Node, targets: set[Node]) -> bool:
+        stack, seen = [n], set()
+        while stack:
+            m = stack.pop()
+            for e in m.next_edges:
+                if e is not None and e[0] not in seen:
+                    if e[0] in targets:
+                        return True
+                    seen.add(e[0])
+                    stack.append(e[0])
+        return False
+
+    reachable = set(compute_dependencies(root, 0)) | {root}
+    for _ in range(5):
+        picks = rng.choice(len(nodes), size=2, replace=False)
+        targets = [nodes[int(j)] for j in picks]
+        outputs = [(t, 0) for t in targets]
+        min_topo = min(t.topological_nr for t in targets)
+        for accumulate in (False, True):
+            needed, captures = init_to_execute(root, outputs, accumulate, min_topo)
+            want = {n for n in reachable if reaches(n, set(targets))}
+            if accumulate:
+                want |= set(targets)
+                assert captures == {}
+            else:
+                assert set(captures) == set(targets)
+            assert needed == want
