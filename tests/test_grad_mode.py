@@ -444,3 +444,16 @@ def test_detach_inplace_after_retained_backward() -> None:
         res.append(x.grad.detach().numpy().copy())
     np.testing.assert_array_equal(res[0], res[1])
     np.testing.assert_array_equal(res[0], np.full(3, 2.0))
+
+
+@pytest.mark.parametrize("lib_name", ["ae", "torch"])
+def test_detach_inplace_on_views(lib_name: str) -> None:
+    lib: Any = ae if lib_name == "ae" else torch_or_skip()
+    x = lib.ones(4, requires_grad=True)
+    a = x * 2
+    v = a.view(2, 2)
+    with pytest.raises(RuntimeError, match="Can't detach views in-place"):
+        v.detach_()
+    a.detach_()  # detaching the base does not detach an existing view
+    assert v.requires_grad and v.grad_fn is not None
+    assert not a.requires_grad and a.grad_fn is None
