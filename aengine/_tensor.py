@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,8 @@ from ._errors import AutogradError
 from ._graph import AccumulateGrad, Node, RemovableHandle, _add_hook
 
 __all__ = ["Tensor", "describe"]
+
+_acc_lock = threading.Lock()
 
 
 _NONLEAF_GRAD_WARNING = (
@@ -294,10 +297,17 @@ class Tensor:
     def _grad_accumulator(self) -> AccumulateGrad:
         acc = self._acc() if self._acc is not None else None
         if acc is None:
-            if not self._rg:
-                raise AutogradError("a tensor that does not require grad has no grad accumulator")
-            acc = AccumulateGrad(self)
-            self._acc = weakref.ref(acc)
+            # A leaf has one accumulator while any graph holds it: two threads
+            # recording on the same leaf must not make two (PyTorch locks too).
+            with _acc_lock:
+                acc = self._acc() if self._acc is not None else None
+                if acc is None:
+                    if not self._rg:
+                        raise AutogradError(
+                            "a tensor that does not require grad has no grad accumulator"
+                        )
+                    acc = AccumulateGrad(self)
+                    self._acc = weakref.ref(acc)
         return acc
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
