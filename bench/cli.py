@@ -126,6 +126,26 @@ def _versions(systems: list[System]) -> str:
     return ", ".join(parts)
 
 
+def _commit() -> str:
+    """The repository's HEAD (and whether the tree had changes), for the record."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "aengine", "adapters"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return (head or "unknown") + (" with uncommitted changes in aengine/" if dirty else "")
+
+
 def _threads(requested: int | None) -> str:
     import os
 
@@ -227,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": _machine(),
             "versions": _versions(systems),
             "command": cmd.strip(),
+            "commit": _commit(),
             "quick": bool(args.quick),
             "repeats": "per workload (see FULL in bench/cli.py)"
             if args.repeats is None and not args.quick

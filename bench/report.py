@@ -76,7 +76,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"- date: {meta['date']}",
         f"- machine: {meta['machine']}",
         f"- versions: {meta['versions']}",
-        f"- command: `{meta['command']}`",
+        f"- command: `{meta['command']}` at commit {meta.get('commit', 'unknown')}",
         f"- threads: {meta.get('threads', 'library defaults')}",
         f"- repeats: {meta['repeats']}; pause between trials: {meta['pause']} s; "
         "systems interleaved, one warm-up round not counted",
