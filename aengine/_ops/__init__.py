@@ -6,7 +6,6 @@ from .._creation import ones_like, zeros_like
 from ._arith import add, clamp, div, maximum, minimum, mul, neg, pow, rdiv, rpow, rsub, sub, where
 from ._compare import eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne
 from ._core import TENSOR_OPS
-from ._inplace_ops import put_flat, take_flat
 from ._index import (
     gather,
     getitem,
@@ -18,6 +17,7 @@ from ._index import (
     select,
     take_along_dim,
 )
+from ._inplace_ops import put_flat, take_flat
 from ._join import cat, chunk, split, stack, unbind
 from ._linalg import matmul
 from ._reduce import (
