@@ -310,9 +310,15 @@ class GraphTask:
         deps = self.dependencies
         not_ready = self.not_ready
         needed = self.needed
+        captures = self.captures or None
+        # grad() / backward(inputs=...): only nodes on a path to an input run
+        # (``run_set``); those without captures take the inlined path too.
+        run_set = None
+        if needed is not None:
+            run_set = needed.union(captures) if captures else needed
         create_graph = self.create_graph
         keep_graph = self.keep_graph
-        general = needed is not None or self.anomaly or self.node_hook is not None
+        general = self.anomaly or self.node_hook is not None
         perf = time.perf_counter
         count = 0
         token = _current.set(self)
@@ -326,7 +332,7 @@ class GraphTask:
                 _, _, node, buffer = heappop(heap)
                 while node is not None:
                     # ---- one node ------------------------------------------------
-                    if general or node._special:
+                    if general or node._special or (captures is not None and node in captures):
                         res = self._slow(node, buffer)
                         if res is not None:
                             return res
@@ -351,6 +357,8 @@ class GraphTask:
                         g = outs[i]
                         d = deps[nxt] - 1
                         deps[nxt] = d
+                        if run_set is not None and nxt not in run_set:
+                            continue  # pruned: never runs (see exec_info)
                         if d:
                             # not ready yet: keep the gradient in its InputBuffer
                             buf = not_ready.get(nxt)
