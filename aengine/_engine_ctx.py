@@ -10,6 +10,7 @@ from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
 __all__ = [
     "time_slice",
     "reentrant_depth_limit",
+    "reentrant_overflow",
     "offload_threshold",
     "DEFAULT_REENTRANT_DEPTH_LIMIT",
 ]
@@ -36,6 +37,21 @@ _reentrant_depth_limit: contextvars.ContextVar[int] = contextvars.ContextVar(
 def reentrant_depth_limit() -> int:
     """Graph tasks nested on one stack before a nested sync backward gets a new thread."""
     return _reentrant_depth_limit.get()
+
+
+_reentrant_overflow: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "aengine_reentrant_overflow", default="thread"
+)
+
+
+def reentrant_overflow() -> str:
+    """Where a nested *async* backward beyond the depth limit runs.
+
+    "thread" (default): a new OS thread with its own event loop, through
+    ``anyio.to_thread``; "task": a fresh task of the same loop.  See NOTE
+    [Reentrant stacks] in _reentrant.py.
+    """
+    return _reentrant_overflow.get()
 
 
 _offload_min: contextvars.ContextVar[int] = contextvars.ContextVar(

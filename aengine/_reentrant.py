@@ -16,14 +16,18 @@ before any other pending node of the outer one runs (PyTorch's
 # * A nested *async* call (``await ae.backward`` from a node) is awaited
 #   inline while fewer than ``reentrant_depth_limit()`` graph tasks (default
 #   60, PyTorch's MAX_DEPTH) are nested in this task and the stack is not deep
-#   already; beyond that its graph task runs in a fresh task of a task group.
-#   A chain of nested awaits inside one task is resumed through every level
-#   (RecursionError between depth 900 and 2000, measured), while a new task
-#   starts with an empty stack, so any depth works.  Inline is cheaper (a
-#   nested call costs about 0.3 ms less, measured under asyncio and trio),
-#   hence the hybrid.  Errors come back unwrapped (no ExceptionGroup);
-#   cancelling the outer call cancels the nested task (structured: nothing
-#   is left behind).
+#   already.  A chain of nested awaits inside one task is resumed through
+#   every level (RecursionError between depth 900 and 2000, measured), so
+#   beyond that the nested graph task moves off this stack.  By default
+#   (``reentrant_overflow="thread"``) it runs in a new OS thread with its own
+#   event loop of the same backend, through ``anyio.to_thread`` with a
+#   one-token limiter of its own (nested hops never wait for kernel threads);
+#   cancelling the caller stops it within 32 nodes and waits for the thread.
+#   Its user code must not await objects bound to the caller's loop.  With
+#   ``ae.Engine(reentrant_overflow="task")`` it runs in a fresh task of the
+#   same loop instead: an empty stack too, loop-bound objects stay usable,
+#   and inline nesting is cheaper (about 0.3 ms less per level, measured).
+#   Errors come back unwrapped (no ExceptionGroup); nothing is left behind.
 # * A nested *sync* call (``ae.sync.backward`` from a node, whatever drives
 #   the outer graph task) runs on the caller's stack under the same two
 #   conditions; beyond them it runs in a new OS thread that starts with a
@@ -53,7 +57,8 @@ from typing import Any
 
 from ._drivers import run_async, run_sync
 from ._engine import GraphTask, current_graph_task
-from ._engine_ctx import reentrant_depth_limit
+from ._engine_ctx import reentrant_depth_limit, reentrant_overflow
+from ._errors import AutogradError
 
 __all__ = ["drive_sync_entry", "drive_async_entry", "stack_depth"]
 
@@ -176,7 +181,10 @@ async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
         n = _stack.get()
         limit = int(sys.getrecursionlimit() * _STACK_SHARE)
         if n >= reentrant_depth_limit() or _frames_deep(limit):
-            await _run_in_new_task(gt, time_slice)
+            if reentrant_overflow() == "thread":
+                await _run_in_thread_loop(gt, time_slice)
+            else:
+                await _run_in_new_task(gt, time_slice)
         else:
             t1 = _stack.set(n + 1)
             try:
@@ -185,6 +193,69 @@ async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
                 _stack.reset(t1)
     finally:
         _disown(parent, gt)
+
+
+async def _run_in_thread_loop(gt: GraphTask, time_slice: float) -> None:
+    """Run a nested async graph task in a new OS thread with its own event loop.
+
+    The thread starts with an empty stack (any depth works) and runs the
+    same anyio backend as the caller.  The Engine of the caller's loop is not
+    used there (its device queues belong to the other loop): device nodes of
+    the nested graph get a short-lived Engine in the new loop.  Cancelling
+    the caller stops the nested graph task (it sees the error within 32
+    nodes) and waits for the thread, so no thread is left behind.
+    """
+    import anyio
+    import sniffio
+
+    backend = sniffio.current_async_library()
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        async def main() -> None:
+            from ._scheduler import _engine_var
+
+            _engine_var.set(None)
+            _stack.set(1)
+            _sync_driven.set(False)
+            await run_async(gt, time_slice)
+
+        try:
+            anyio.run(main, backend=backend)
+        except BaseException as exc:
+            failure.append(exc)
+
+    finished = False
+    cancelled = False
+
+    async def watch_cancel() -> None:
+        nonlocal cancelled
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            if not finished:  # the caller was cancelled: stop the nested loop
+                cancelled = True
+                gt._fail(None, AutogradError("the caller of this nested backward was cancelled"))
+            raise
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_cancel)
+        try:
+            # its own one-token limiter: nested hops never wait for kernel threads
+            await anyio.to_thread.run_sync(body, limiter=anyio.CapacityLimiter(1))
+        finally:
+            finished = True
+            tg.cancel_scope.cancel()
+    if cancelled:
+        # the nested graph task stopped because the caller is cancelled: let
+        # the cancellation (not the nested task's stop error) reach the caller
+        await anyio.lowlevel.checkpoint()
+    if failure:
+        err = failure[0]
+        try:
+            raise err
+        finally:
+            del err, failure
 
 
 async def _run_in_new_task(gt: GraphTask, time_slice: float) -> None:

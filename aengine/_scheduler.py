@@ -55,6 +55,7 @@ from ._engine_ctx import (
     DEFAULT_REENTRANT_DEPTH_LIMIT,
     _offload_min,
     _reentrant_depth_limit,
+    _reentrant_overflow,
     _time_slice,
 )
 from ._errors import ERR_BACKWARD_TWICE, AutogradError
@@ -325,7 +326,10 @@ class Engine:
       recorded inside the block counts as heavy (NOTE [Kernel offload policy]);
       ``offload_threads``: threads per device (a CapacityLimiter each).
     * ``reentrant_depth_limit``: nested graph tasks on one stack before a
-      nested sync backward moves to a new thread (default 60).
+      nested backward moves off it (default 60, PyTorch's MAX_DEPTH);
+      ``reentrant_overflow``: where a nested *async* backward goes then:
+      "thread" (default: a new OS thread with its own event loop) or "task"
+      (a fresh task of this loop, which keeps loop-bound objects usable).
     * ``workers_per_device``: worker tasks per device queue (default 1).
     * ``sim_latency``: seconds each node on a ``sim`` device waits before it
       runs, to simulate a slow device (a float, or a dict by device name).
@@ -365,6 +369,7 @@ class Engine:
         offload_threshold: int | None = None,
         offload_threads: int | None = None,
         reentrant_depth_limit: int = DEFAULT_REENTRANT_DEPTH_LIMIT,
+        reentrant_overflow: str = "thread",
         workers_per_device: int = 1,
         sim_latency: float | dict[str, float] = 0.0,
         on_node: Callable[[Node, str], Any] | None = None,
@@ -384,6 +389,11 @@ class Engine:
             raise ValueError(f"offload_threads must be >= 1, got {offload_threads}")
         if reentrant_depth_limit < 1:
             raise ValueError(f"reentrant_depth_limit must be >= 1, got {reentrant_depth_limit}")
+        if reentrant_overflow not in ("thread", "task"):
+            raise ValueError(
+                f"reentrant_overflow must be 'thread' or 'task', got {reentrant_overflow!r}"
+            )
+        self.reentrant_overflow = reentrant_overflow
         if workers_per_device < 1:
             raise ValueError(f"workers_per_device must be >= 1, got {workers_per_device}")
         lat = sim_latency.values() if isinstance(sim_latency, dict) else (sim_latency,)
@@ -433,6 +443,7 @@ class Engine:
             (_time_slice, _time_slice.set(self.time_slice)),
             (_offload_min, _offload_min.set(self.offload_threshold)),
             (_reentrant_depth_limit, _reentrant_depth_limit.set(self.reentrant_depth_limit)),
+            (_reentrant_overflow, _reentrant_overflow.set(self.reentrant_overflow)),
         ]
         # workers start from the Engine's context, not from the context of
         # whichever backward first used a device (its graph task, modes...)

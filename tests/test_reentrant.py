@@ -91,10 +91,54 @@ def test_deep_sync_2000() -> None:
 async def test_deep_async(n: int) -> None:
     log: list[Any] = []
     root, leaves = make_chain(n, "async", log)
+    threads_before = set(threading.enumerate())
     await ae.backward(root)
     _check_chain(n, log, leaves)
-    # async nesting gets a task per level (bounded await chains), no thread
+    # beyond the depth limit a nested async backward runs in a new OS thread
+    # with its own event loop (the default reentrant_overflow="thread")
+    caller = threading.get_ident()
+    on_caller = sum(1 for _, _, tid in log if tid == caller)
+    assert on_caller <= DEFAULT_REENTRANT_DEPTH_LIMIT + 1
+    if n <= DEFAULT_REENTRANT_DEPTH_LIMIT:
+        assert {tid for _, _, tid in log} == {caller}
+    else:
+        assert len({tid for _, _, tid in log}) >= n // (DEFAULT_REENTRANT_DEPTH_LIMIT + 1) + 1
+    # every hop is done; the loop's thread pool keeps idle (daemon) workers
+    left = set(threading.enumerate()) - threads_before
+    assert all(t.daemon or t.name == "AnyIO worker thread" for t in left), left
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("n", [61, 1000])
+async def test_deep_async_overflow_to_tasks(n: int) -> None:
+    log: list[Any] = []
+    async with ae.Engine(reentrant_overflow="task"):
+        root, leaves = make_chain(n, "async", log)
+        await ae.backward(root)
+    _check_chain(n, log, leaves)
+    # a fresh task per level beyond the limit: same thread, bounded stacks
     assert {tid for _, _, tid in log} == {threading.get_ident()}
+
+
+@pytest.mark.anyio
+async def test_cancelling_the_caller_stops_a_nested_backward_in_a_thread() -> None:
+    entered = anyio.Event()
+    log: list[Any] = []
+    root, leaves = make_chain(200, "async", log)
+    with anyio.move_on_after(30) as scope:  # a bound only: cancelled below
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_when_deep() -> None:
+                while len(log) < 100:
+                    await anyio.sleep(0.001)
+                entered.set()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(cancel_when_deep)
+            await ae.backward(root)
+    assert entered.is_set() and not scope.cancelled_caught
+    assert len(log) < 201  # stopped part way
+    assert all(x.grad is None for x in leaves)  # nothing committed
 
 
 # -- ae.Function that runs a backward in its backward (K1, K4) -------------------------------
@@ -587,8 +631,7 @@ async def test_parent_error_stops_child_async() -> None:
 
 @pytest.mark.anyio
 async def test_depth_limit_from_engine_settings() -> None:
-    """ae.Engine(reentrant_depth_limit=...) moves sync nesting to threads earlier;
-    async nesting beyond it gets new tasks (same thread)."""
+    """ae.Engine(reentrant_depth_limit=...) moves nesting to threads earlier."""
     for mode in ("sync", "async"):
         log: list[Any] = []
         root, leaves = make_chain(12, mode, log)
@@ -599,9 +642,9 @@ async def test_depth_limit_from_engine_settings() -> None:
         on_caller = sum(1 for _, _, tid in log if tid == caller)
         if mode == "sync":
             assert on_caller == 4  # the outer graph task and 3 nested, then threads
-            assert len({tid for _, _, tid in log}) >= 3
         else:
-            assert on_caller == 13
+            assert on_caller <= 5  # async: a new thread with its own loop beyond the limit
+        assert len({tid for _, _, tid in log}) >= 3
 
 
 # -- K3 with ae.Function, and F2 under the async engine ----------------------------------------
