@@ -57,7 +57,7 @@ def current_graph_task() -> GraphTask | None:
 
 
 #: nodes visited between two checks of the time slice while preparing
-PREPARE_CHUNK = 2048
+PREPARE_CHUNK = 512
 
 
 def compute_dependencies(root: Node, min_topo_nr: int) -> dict[Node, int]:
@@ -143,7 +143,9 @@ def _exec_info_steps(
         else:
             captures.setdefault(fn, []).append((nr, idx))
         marked.add(fn)
+    yield  # the sort below is one piece: start it with a fresh time slice
     order = sorted(deps, key=_topological_nr)
+    yield
     add_needed, add_marked = needed.add, marked.add
     for start in range(0, len(order), PREPARE_CHUNK):
         for fn in order[start : start + PREPARE_CHUNK]:
@@ -187,6 +189,7 @@ class GraphTask:
         "outstanding",
         "pending",
         "roots",
+        "run_set",
         "running_node",
         "sched",
         "staged",
@@ -224,6 +227,8 @@ class GraphTask:
         #: nested graph tasks running now (registered by _reentrant.py)
         self.children: list[GraphTask] | None = None
         self.running_node: Node | None = None
+        #: needed | captured nodes (grad(), inputs=): the only ones that run
+        self.run_set: set[Node] | None = None
         #: the planned preparation not done yet (see plan)
         self.pending: Iterator[None] | None = None
         self.error_node: Node | None = None
@@ -282,6 +287,7 @@ class GraphTask:
                 root, outputs, accumulate, min_topo, needed, captures, self.dependencies
             )
             self.needed, self.captures = needed, captures
+            self.run_set = needed.union(captures) if captures else needed
             self.captured = [None] * len(outputs)
             self.checkpoint_valid = False
             if root not in self.needed and root not in self.captures:
@@ -309,13 +315,10 @@ class GraphTask:
         tie = self._tie
         deps = self.dependencies
         not_ready = self.not_ready
-        needed = self.needed
         captures = self.captures or None
         # grad() / backward(inputs=...): only nodes on a path to an input run
         # (``run_set``); those without captures take the inlined path too.
-        run_set = None
-        if needed is not None:
-            run_set = needed.union(captures) if captures else needed
+        run_set = self.run_set
         create_graph = self.create_graph
         keep_graph = self.keep_graph
         general = self.anomaly or self.node_hook is not None
