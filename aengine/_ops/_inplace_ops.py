@@ -32,7 +32,7 @@ from ._arith import (
     clamp,
 )
 from ._core import as_tensor_arg, node_class, record, same_device
-from ._index import SelectBackward0, _basic, _consumed, _index_error, _parse
+from ._index import SelectBackward0, _basic, _index_error, _parse, ints_first
 
 __all__ = [
     "add_",
@@ -363,29 +363,6 @@ def _index_put_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
 IndexPutBackward0 = node_class("IndexPutBackward0", _index_put_rule)
 
 
-def _ints_first(idx: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """Split an advanced index holding ints into a basic select and the rest (as getitem)."""
-    first: list[Any] = []
-    rest: list[Any] = []
-    for it in idx:
-        if it.__class__ is int:
-            first.append(it)
-        elif it.__class__ is slice:
-            first.append(it)
-            rest.append(slice(None))  # already applied by ``first``
-        elif it is Ellipsis:
-            first.append(it)
-            rest.append(it)
-        elif it is None:
-            rest.append(it)
-        else:
-            first.extend((slice(None),) * _consumed(it))
-            rest.append(it)
-    if Ellipsis not in first:
-        first.append(Ellipsis)
-    return tuple(first), tuple(rest)
-
-
 def _index_put_(t: Tensor, idx: tuple[Any, ...], value: Any) -> Tensor:
     r = None
     if check_inplace(t, value):
@@ -438,6 +415,6 @@ def setitem(self: Tensor, index: Any, value: Any) -> None:
         return
     target = self
     if has_int:
-        first, idx = _ints_first(idx)
+        first, idx = ints_first(idx)
         target = _basic(self, first, SelectBackward0)
     _index_put_(target, idx, value)
