@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextvars
 import heapq
 import itertools
-import operator
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -72,8 +71,18 @@ def compute_dependencies(root: Node, min_topo_nr: int) -> dict[Node, int]:
     return deps
 
 
-def _dependency_steps(root: Node, min_topo_nr: int, deps: dict[Node, int]) -> Iterator[None]:
-    """compute_dependencies in steps: yields every PREPARE_CHUNK nodes."""
+def _dependency_steps(
+    root: Node,
+    min_topo_nr: int,
+    deps: dict[Node, int],
+    levels: dict[int, list[Node]] | None = None,
+) -> Iterator[None]:
+    """compute_dependencies in steps: yields every PREPARE_CHUNK nodes.
+
+    With ``levels`` (for exec_info) it also files every visited node under
+    its topological_nr, so that exec_info can walk them children first
+    without sorting (NOTE [exec_info by topological order]).
+    """
     stack = [root]
     pop, push = stack.pop, stack.append
     get = deps.get
@@ -91,8 +100,15 @@ def _dependency_steps(root: Node, min_topo_nr: int, deps: dict[Node, int]) -> It
             c = get(nxt)
             if c is None:
                 deps[nxt] = 1
-                if nxt.topological_nr >= min_topo_nr:
+                t = nxt.topological_nr
+                if t >= min_topo_nr:
                     push(nxt)
+                    if levels is not None:
+                        level = levels.get(t)
+                        if level is None:
+                            levels[t] = [nxt]
+                        else:
+                            level.append(nxt)
             else:
                 deps[nxt] = c + 1
 
@@ -108,13 +124,12 @@ def init_to_execute(
     """
     needed: set[Node] = set()
     captures: dict[Node, list[tuple[int, int]]] = {}
-    deps = compute_dependencies(root, min_topo_nr)
-    for _ in _exec_info_steps(root, outputs, accumulate, min_topo_nr, needed, captures, deps):
+    levels: dict[int, list[Node]] = {}
+    for _ in _dependency_steps(root, min_topo_nr, {}, levels):
+        pass
+    for _ in _exec_info_steps(root, outputs, accumulate, min_topo_nr, needed, captures, levels):
         pass
     return needed, captures
-
-
-_topological_nr = operator.attrgetter("topological_nr")
 
 
 def _exec_info_steps(
@@ -124,17 +139,19 @@ def _exec_info_steps(
     min_topo_nr: int,
     needed: set[Node],
     captures: dict[Node, list[tuple[int, int]]],
-    deps: dict[Node, int],
+    levels: dict[int, list[Node]],
 ) -> Iterator[None]:
     """init_to_execute in steps: yields every PREPARE_CHUNK nodes.
 
     # NOTE [exec_info by topological order]
     # A node is needed when one of its children is needed or captured.  A
     # child's topological_nr is below its parent's, so one pass over the
-    # reachable nodes (the keys of ``deps``) in ascending topological_nr
-    # decides every node after its children: no DFS stack, one sort in C
-    # (nearly free: ``deps`` is filled in almost descending order).  Nodes
-    # below ``min_topo_nr`` cannot reach an output and are skipped.
+    # reachable nodes in ascending topological_nr decides every node after
+    # its children: no DFS stack, and no sort either: the dependency pass
+    # filed each node under its topological_nr (``levels``), and this pass
+    # walks the levels from ``min_topo_nr`` up to the root's, in steps, so a
+    # large graph never holds the event loop for long.  Nodes below
+    # ``min_topo_nr`` cannot reach an output and were not filed.
     """
     marked: set[Node] = set()  # needed or captured
     for idx, (fn, nr) in enumerate(outputs):
@@ -143,21 +160,24 @@ def _exec_info_steps(
         else:
             captures.setdefault(fn, []).append((nr, idx))
         marked.add(fn)
-    yield  # the sort below is one piece: start it with a fresh time slice
-    order = sorted(deps, key=_topological_nr)
-    yield
     add_needed, add_marked = needed.add, marked.add
-    for start in range(0, len(order), PREPARE_CHUNK):
-        for fn in order[start : start + PREPARE_CHUNK]:
-            if fn.topological_nr < min_topo_nr:
-                continue
+    get_level = levels.get
+    budget = PREPARE_CHUNK
+    for t in range(min_topo_nr, root.topological_nr):
+        level = get_level(t)
+        budget -= 1 if level is None else len(level)
+        if budget <= 0:
+            budget = PREPARE_CHUNK
+            yield
+        if level is None:
+            continue
+        for fn in level:
             for edge in fn.next_edges:
                 if edge is not None and edge[0] in marked:
                     add_needed(fn)
                     add_marked(fn)
                     break
-        yield
-    for edge in root.next_edges:  # the root has no in-edges: not a key of deps
+    for edge in root.next_edges:  # the root has no in-edges: not filed
         if edge is not None and edge[0] in marked:
             needed.add(root)
             break
@@ -279,12 +299,14 @@ class GraphTask:
         if outputs:
             min_topo = min(fn.topological_nr for fn, _ in outputs)
         self.dependencies = {}
-        yield from _dependency_steps(root, min_topo, self.dependencies)
+        levels: dict[int, list[Node]] | None = {} if outputs is not None else None
+        yield from _dependency_steps(root, min_topo, self.dependencies, levels)
         if outputs is not None:
+            assert levels is not None
             needed: set[Node] = set()
             captures: dict[Node, list[tuple[int, int]]] = {}
             yield from _exec_info_steps(
-                root, outputs, accumulate, min_topo, needed, captures, self.dependencies
+                root, outputs, accumulate, min_topo, needed, captures, levels
             )
             self.needed, self.captures = needed, captures
             self.run_set = needed.union(captures) if captures else needed
