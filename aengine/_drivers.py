@@ -81,7 +81,8 @@ def run_sync(gt: GraphTask) -> None:
             except BaseException as exc:
                 _raise_node_error(gt, exc)
         _check(gt)
-        drive_sync(_post(gt))
+        if gt.staged or gt.callbacks:
+            drive_sync(_post(gt))
     finally:
         _grad_enabled.reset(token)
         gt.done = True
@@ -142,7 +143,8 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                     gt.error = exc  # cancellation: stop scheduling this graph task
                 _raise_node_error(gt, exc)
         _check(gt)
-        await _post(gt)
+        if gt.staged or gt.callbacks:
+            await _post(gt)
     finally:
         _grad_enabled.reset(token)
         gt.done = True
@@ -158,6 +160,8 @@ def _check(gt: GraphTask) -> None:
 async def _post(gt: GraphTask) -> None:
     """Commit staged gradients, then post-accumulate hooks and final callbacks."""
     hooks = commit(gt)
+    if not hooks and not gt.callbacks:
+        return
     tok = _current.set(gt)  # callbacks may queue callbacks or run a nested backward
     try:
         await _run_post(gt, hooks)

@@ -20,9 +20,13 @@
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 __all__ = ["RawOps", "sum_to_axes"]
+
+#: results up to this many elements are materialised rather than broadcast views
+_SMALL = 4096
 
 
 def sum_to_axes(xshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -72,10 +76,16 @@ class RawOps:
         return x
 
     def broadcast_to(self, x: Any, shape: tuple[int, ...]) -> Any:
+        if prod(shape) <= _SMALL:
+            # numpy's broadcast_to is a Python-level helper costing microseconds;
+            # for small results a filled array is cheaper (and writable)
+            out = self.xp.empty(shape, dtype=x.dtype)
+            out[...] = x
+            return out
         return self.xp.broadcast_to(x, shape)
 
     def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
-        return self.xp.reshape(x, shape)
+        return x.reshape(shape)
 
     def astype(self, x: Any, dtype: Any) -> Any:
         return self.xp.asarray(x).astype(dtype)
