@@ -33,7 +33,7 @@ import contextvars
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._errors import AutogradError, BackwardError
@@ -514,8 +514,3 @@ def wrap_node_error(node: Node, exc: BaseException) -> BaseException:
     )
     err.__cause__ = exc
     return err
-
-
-def iter_edges(nodes: Iterable[Node]) -> Iterable[tuple[Node, int]]:
-    for n in nodes:
-        yield (n, 0)

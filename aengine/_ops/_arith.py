@@ -166,12 +166,6 @@ DivScalarBackward = node_class("DivBackward0", lambda F, g, s, n: (g / n.attrs, 
 RdivBackward1 = node_class("DivBackward0", _rdiv_rule)
 
 
-def _true_div_dtype(a: Tensor, out: Any) -> Any:
-    if out.dtype.kind not in "fc":
-        out = out.astype("float64")
-    return out
-
-
 def div(a: Any, b: Any) -> Tensor:
     """``a / b`` (true division) with broadcasting."""
     if a.__class__ is not Tensor:

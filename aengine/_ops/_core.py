@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._anomaly import _anomaly, record_forward
-from .._device import Device
+from .._device import CPU, Device
 from .._engine_ctx import _offload_min
 from .._errors import AutogradError
 from .._grad_mode import _grad_enabled, _inference
@@ -226,7 +226,7 @@ def record(
             topo = e[0].topological_nr + 1
     node.topological_nr = topo
     node._special = cls._always_special
-    if out.size >= _offload_min.get() or dev.type != "cpu":
+    if dev is not CPU or out.size >= _offload_min.get():
         _mark_special(node, out, dev)
     node.dev = dev
     node.attrs = attrs
