@@ -75,13 +75,14 @@ def _dependency_steps(
     root: Node,
     min_topo_nr: int,
     deps: dict[Node, int],
-    levels: dict[int, list[Node]] | None = None,
+    sinks: list[Node] | None = None,
 ) -> Iterator[None]:
     """compute_dependencies in steps: yields every PREPARE_CHUNK nodes.
 
-    With ``levels`` (for exec_info) it also files every visited node under
-    its topological_nr, so that exec_info can walk them children first
-    without sorting (NOTE [exec_info by topological order]).
+    With ``sinks`` (for exec_info) it also collects the nodes that end a path
+    without reaching an output for sure: those with no next edges
+    (topological_nr 0) and those pruned below ``min_topo_nr`` (NOTE
+    [exec_info without a walk]).
     """
     stack = [root]
     pop, push = stack.pop, stack.append
@@ -103,12 +104,10 @@ def _dependency_steps(
                 t = nxt.topological_nr
                 if t >= min_topo_nr:
                     push(nxt)
-                    if levels is not None:
-                        level = levels.get(t)
-                        if level is None:
-                            levels[t] = [nxt]
-                        else:
-                            level.append(nxt)
+                    if not t and sinks is not None:
+                        sinks.append(nxt)
+                elif sinks is not None:
+                    sinks.append(nxt)
             else:
                 deps[nxt] = c + 1
 
@@ -122,14 +121,14 @@ def init_to_execute(
     edge becomes a capture; for backward(inputs=...) the output nodes are
     needed (they run and accumulate).
     """
-    needed: set[Node] = set()
-    captures: dict[Node, list[tuple[int, int]]] = {}
-    levels: dict[int, list[Node]] = {}
-    for _ in _dependency_steps(root, min_topo_nr, {}, levels):
+    deps: dict[Node, int] = {}
+    sinks: list[Node] = []
+    for _ in _dependency_steps(root, min_topo_nr, deps, sinks):
         pass
-    for _ in _exec_info_steps(root, outputs, accumulate, min_topo_nr, needed, captures, levels):
+    result: list[Any] = []
+    for _ in _exec_info_steps(root, outputs, accumulate, min_topo_nr, deps, sinks, result):
         pass
-    return needed, captures
+    return result[0], result[1]
 
 
 def _exec_info_steps(
@@ -137,32 +136,63 @@ def _exec_info_steps(
     outputs: list[tuple[Node, int]],
     accumulate: bool,
     min_topo_nr: int,
-    needed: set[Node],
-    captures: dict[Node, list[tuple[int, int]]],
-    levels: dict[int, list[Node]],
+    deps: dict[Node, int],
+    sinks: list[Node],
+    result: list[Any],
 ) -> Iterator[None]:
-    """init_to_execute in steps: yields every PREPARE_CHUNK nodes.
+    """init_to_execute in steps (yields every PREPARE_CHUNK nodes).
 
-    # NOTE [exec_info by topological order]
-    # A node is needed when one of its children is needed or captured.  A
-    # child's topological_nr is below its parent's, so one pass over the
-    # reachable nodes in ascending topological_nr decides every node after
-    # its children: no DFS stack, and no sort either: the dependency pass
-    # filed each node under its topological_nr (``levels``), and this pass
-    # walks the levels from ``min_topo_nr`` up to the root's, in steps, so a
-    # large graph never holds the event loop for long.  Nodes below
-    # ``min_topo_nr`` cannot reach an output and were not filed.
+    Appends ``needed``, ``captures`` and whether every reachable node runs
+    (is needed or captured) to ``result`` at the end.
+
+    # NOTE [exec_info without a walk]
+    # A node is needed when one of its children is needed or captured.  Every
+    # path from the root ends at a sink (a node without next edges,
+    # topological_nr 0) or at a node pruned below ``min_topo_nr``, which the
+    # dependency pass collected (``sinks``).  When every one of them is an
+    # output (grad(loss, params) with every parameter that requires grad
+    # among the inputs: the usual case), every node reaches an output, so
+    # every reachable node but the capture-only sinks is needed: the set is
+    # built from the dependency counts in one C call, no pass over the graph.
+    # Otherwise one pass over the reachable nodes in ascending
+    # topological_nr decides every node after its children: they are filed
+    # by topological_nr (a child's is below its parent's), no sort, and the
+    # pass is done in steps, so a large graph never holds the event loop.
     """
+    captures: dict[Node, list[tuple[int, int]]] = {}
     marked: set[Node] = set()  # needed or captured
     for idx, (fn, nr) in enumerate(outputs):
-        if accumulate:
-            needed.add(fn)
-        else:
+        if not accumulate:
             captures.setdefault(fn, []).append((nr, idx))
         marked.add(fn)
+    needed: set[Node]
+    if marked.issuperset(sinks):
+        needed = set(deps)
+        if accumulate:
+            needed.update(marked)  # outputs are needed, reached or not
+        else:
+            needed.difference_update(sinks)
+        if root.topological_nr or (accumulate and root in marked):
+            needed.add(root)
+        result += (needed, captures, True)
+        return
+    needed = marked.copy() if accumulate else set()
+    levels: dict[int, list[Node]] = {}
+    budget = PREPARE_CHUNK
+    for fn in deps:
+        budget -= 1
+        if not budget:
+            budget = PREPARE_CHUNK
+            yield
+        t = fn.topological_nr
+        if t >= min_topo_nr:
+            level = levels.get(t)
+            if level is None:
+                levels[t] = [fn]
+            else:
+                level.append(fn)
     add_needed, add_marked = needed.add, marked.add
     get_level = levels.get
-    budget = PREPARE_CHUNK
     for t in range(min_topo_nr, root.topological_nr):
         level = get_level(t)
         budget -= 1 if level is None else len(level)
@@ -181,6 +211,7 @@ def _exec_info_steps(
         if edge is not None and edge[0] in marked:
             needed.add(root)
             break
+    result += (needed, captures, False)
 
 
 class GraphTask:
@@ -298,21 +329,20 @@ class GraphTask:
         min_topo = 0
         if outputs:
             min_topo = min(fn.topological_nr for fn, _ in outputs)
-        self.dependencies = {}
-        levels: dict[int, list[Node]] | None = {} if outputs is not None else None
-        yield from _dependency_steps(root, min_topo, self.dependencies, levels)
+        self.dependencies = deps = {}
+        sinks: list[Node] | None = [] if outputs is not None else None
+        yield from _dependency_steps(root, min_topo, deps, sinks)
         if outputs is not None:
-            assert levels is not None
-            needed: set[Node] = set()
-            captures: dict[Node, list[tuple[int, int]]] = {}
-            yield from _exec_info_steps(
-                root, outputs, accumulate, min_topo, needed, captures, levels
-            )
+            assert sinks is not None
+            result: list[Any] = []
+            yield from _exec_info_steps(root, outputs, accumulate, min_topo, deps, sinks, result)
+            needed, captures, every_node_runs = result
             self.needed, self.captures = needed, captures
-            self.run_set = needed.union(captures) if captures else needed
+            if not every_node_runs:  # else run_set None (NOTE [exec_info without a walk])
+                self.run_set = needed.union(captures) if captures else needed
             self.captured = [None] * len(outputs)
             self.checkpoint_valid = False
-            if root not in self.needed and root not in self.captures:
+            if root not in needed and root not in captures:
                 return  # nothing to run
         self.push(root, buffer)
 

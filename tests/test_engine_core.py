@@ -124,6 +124,23 @@ def test_init_to_execute_needed_and_captures() -> None:
     assert needed == {a, b, root, acc(x)[0], acc(y)[0]}
 
 
+def test_exec_info_needs_no_walk_when_every_sink_is_an_output() -> None:
+    """NOTE [exec_info without a walk]: all sinks requested -> every node runs."""
+    log: list[str] = []
+    x, y = leaf(), leaf()
+    a = Scale("a", (acc(x),), log)
+    b = Scale("b", (acc(y),), log)
+    root = Scale("root", ((a, 0), (b, 0)), log)
+    gt = GraphTask(keep_graph=True, create_graph=False)
+    gt.prepare([(root, 0)], [np.ones(2)], [acc(x), acc(y), (a, 0)], accumulate=False)
+    assert gt.run_set is None  # no pruning: the hot loop skips the membership test
+    assert gt.needed == {a, b, root}
+    assert set(gt.captures or {}) == {acc(x)[0], acc(y)[0], a}
+    gt = GraphTask(keep_graph=True, create_graph=False)
+    gt.prepare([(root, 0)], [np.ones(2)], [acc(x)], accumulate=False)
+    assert gt.run_set == {a, root, acc(x)[0]}  # y's accumulator is a sink not asked for
+
+
 def test_init_to_execute_captures_at_a_nonleaf_prune_below() -> None:
     log: list[str] = []
     x = leaf()
@@ -413,9 +430,12 @@ def test_init_to_execute_matches_brute_force_on_random_dags(seed: int) -> None:
         return False
 
     reachable = set(compute_dependencies(root, 0)) | {root}
-    for _ in range(5):
-        picks = rng.choice(len(nodes), size=2, replace=False)
-        targets = [nodes[int(j)] for j in picks]
+    target_sets = [[nodes[int(j)] for j in rng.choice(len(nodes), size=2, replace=False)]]
+    target_sets += [[nodes[int(j)] for j in rng.choice(len(nodes), size=2, replace=False)]]
+    # every sink among the outputs: NOTE [exec_info without a walk]
+    target_sets.append(nodes[:4])
+    target_sets.append(nodes[:4] + [nodes[int(rng.integers(4, len(nodes)))]])
+    for targets in target_sets:
         outputs = [(t, 0) for t in targets]
         min_topo = min(t.topological_nr for t in targets)
         for accumulate in (False, True):
