@@ -329,7 +329,8 @@ class GraphTask:
         min_topo = 0
         if outputs:
             min_topo = min(fn.topological_nr for fn, _ in outputs)
-        self.dependencies = deps = {}
+        deps: dict[Node, int] = {}
+        self.dependencies = deps
         sinks: list[Node] | None = [] if outputs is not None else None
         yield from _dependency_steps(root, min_topo, deps, sinks)
         if outputs is not None:
