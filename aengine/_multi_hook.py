@@ -52,8 +52,8 @@ def _node_of(t: Tensor) -> Node:
 
 def will_execute(gt: Any, node: Node) -> bool:
     """Whether ``node`` runs (or runs its tensor hooks) in graph task ``gt`` from now on."""
-    if gt.needed is not None:
-        return node in gt.needed or node in gt.captures
+    if gt.run_set is not None:  # grad() / inputs= with pruning: exactly these run
+        return node in gt.run_set
     if node is gt.running_node or node in gt.dependencies or node in gt.not_ready:
         return True
     return any(entry[2] is node for entry in gt.heap)

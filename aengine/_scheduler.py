@@ -595,6 +595,7 @@ class Engine:
         import anyio
         from anyio.lowlevel import checkpoint
 
+        from ._drivers import yield_slice
         from ._grad_mode import _grad_enabled
         from ._node_exec import evaluate_general
 
@@ -645,7 +646,10 @@ class Engine:
                         self._done(gt)
                     if perf() > deadline:
                         break
-                await checkpoint()
+                if q.rr:  # the slice is over: NOTE [Yielding a time slice]
+                    await yield_slice()
+                else:
+                    await checkpoint()
         finally:
             q.workers -= 1
 

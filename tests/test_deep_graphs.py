@@ -111,3 +111,36 @@ async def test_long_async_backward_lets_other_tasks_run() -> None:
         tg.start_soon(run_backward)
     assert ticks >= 3  # the ticker ran while the backward was in progress
     np.testing.assert_array_equal(x.grad.numpy(), [1.0])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("trial", range(3))
+async def test_a_task_woken_during_a_slice_runs_before_the_next_slice(trial: int) -> None:
+    """NOTE [Yielding a time slice]: the backward's yield lets a woken sleeper go first.
+
+    The sleeper's timer expires while this task is busy (as during a slice);
+    with a single checkpoint asyncio would resume this task first (the timer
+    wakes the sleeper two loop iterations later) and trio would half of the
+    time.
+    """
+    import time
+
+    import anyio
+
+    from aengine._drivers import yield_slice
+
+    order: list[str] = []
+    asleep = anyio.Event()
+
+    async def sleeper() -> None:
+        asleep.set()
+        await anyio.sleep(0.0005)
+        order.append("sleeper")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper)
+        await asleep.wait()  # the sleeper went to sleep in the same step
+        time.sleep(0.003)  # busy, as in a slice: the sleeper's timer expires
+        await yield_slice()
+        order.append("backward")
+    assert order == ["sleeper", "backward"]

@@ -134,7 +134,10 @@ def test_exec_info_needs_no_walk_when_every_sink_is_an_output() -> None:
     gt = GraphTask(keep_graph=True, create_graph=False)
     gt.prepare([(root, 0)], [np.ones(2)], [acc(x), acc(y), (a, 0)], accumulate=False)
     assert gt.run_set is None  # no pruning: the hot loop skips the membership test
-    assert gt.needed == {a, b, root}
+    needed = gt.needed
+    assert needed is not None
+    assert all(n in needed for n in (a, b, root))
+    assert acc(x)[0] not in needed and acc(y)[0] not in needed  # captured, not run
     assert set(gt.captures or {}) == {acc(x)[0], acc(y)[0], a}
     gt = GraphTask(keep_graph=True, create_graph=False)
     gt.prepare([(root, 0)], [np.ones(2)], [acc(x)], accumulate=False)
