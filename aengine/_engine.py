@@ -387,6 +387,8 @@ class GraphTask:
         deps = self.dependencies
         not_ready = self.not_ready
         captures = self.captures or None
+        if captures is not None and all(n._special for n in captures):
+            captures = None  # each goes to _slow as special (_special is never cleared)
         # grad() / backward(inputs=...): only nodes on a path to an input run
         # (``run_set``); those without captures take the inlined path too.
         run_set = self.run_set
@@ -395,6 +397,7 @@ class GraphTask:
         general = self.anomaly or self.node_hook is not None
         perf = time.perf_counter
         count = 0
+        delta = 0  # change of self.outstanding, written back on return
         token = _current.set(self)
         try:
             while heap:
@@ -419,7 +422,7 @@ class GraphTask:
                         self._fail(node, exc)
                         raise
                     # ---- route outputs -------------------------------------------
-                    self.outstanding -= 1
+                    delta -= 1
                     nxt_run = None
                     nxt_buf = None
                     edges = node.next_edges
@@ -456,7 +459,7 @@ class GraphTask:
                             buf[nr] = g
                         elif g is not None:
                             buf[nr] = buf[nr] + g
-                        self.outstanding += 1
+                        delta += 1
                         # Run it directly when it would be popped next anyway.
                         if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):
                             nxt_run, nxt_buf = nxt, buf
@@ -475,6 +478,7 @@ class GraphTask:
                             return YIELD
             return None
         finally:
+            self.outstanding += delta
             _current.reset(token)
 
     # -- the general path (hooks, captures, accumulation, async user code) -----------------
