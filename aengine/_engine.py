@@ -8,7 +8,8 @@
 # (returns the coroutine to await; the driver awaits it and calls run again).
 #
 # * dependencies[node] counts the edges into ``node`` from nodes that will
-#   still run; a node is ready when its count reaches zero.  Its gradients
+#   still run; a node is ready when its count reaches zero (the hot loop
+#   leaves a ready node's count at 1: nothing reads it from then on).  Its gradients
 #   wait meanwhile in not_ready[node] (the InputBuffer, one slot per forward
 #   output, summed on arrival).
 # * The ready queue is a heap ordered by sequence_nr, larger first (nodes
@@ -425,18 +426,16 @@ class GraphTask:
                     delta -= 1
                     nxt_run = None
                     nxt_buf = None
-                    edges = node.next_edges
-                    for i in range(len(edges)):
-                        edge = edges[i]
+                    for edge, g in zip(node.next_edges, outs):
                         if edge is None:
                             continue
                         nxt, nr = edge
-                        g = outs[i]
-                        d = deps[nxt] - 1
-                        deps[nxt] = d
+                        d = deps[nxt]
+                        if d != 1:  # the last edge leaves its count at 1 (unused from then)
+                            deps[nxt] = d - 1
                         if run_set is not None and nxt not in run_set:
                             continue  # pruned: never runs (see exec_info)
-                        if d:
+                        if d != 1:
                             # not ready yet: keep the gradient in its InputBuffer
                             buf = not_ready.get(nxt)
                             if buf is None:
