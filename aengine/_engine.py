@@ -8,8 +8,7 @@
 # (returns the coroutine to await; the driver awaits it and calls run again).
 #
 # * dependencies[node] counts the edges into ``node`` from nodes that will
-#   still run; a node is ready when its count reaches zero (the hot loop
-#   leaves a ready node's count at 1: nothing reads it from then on).  Its gradients
+#   still run; a node is ready when its count reaches zero.  Its gradients
 #   wait meanwhile in not_ready[node] (the InputBuffer, one slot per forward
 #   output, summed on arrival).
 # * The ready queue is a heap ordered by sequence_nr, larger first (nodes
@@ -430,12 +429,11 @@ class GraphTask:
                         if edge is None:
                             continue
                         nxt, nr = edge
-                        d = deps[nxt]
-                        if d != 1:  # the last edge leaves its count at 1 (unused from then)
-                            deps[nxt] = d - 1
+                        d = deps[nxt] - 1
+                        deps[nxt] = d
                         if run_set is not None and nxt not in run_set:
                             continue  # pruned: never runs (see exec_info)
-                        if d != 1:
+                        if d:
                             # not ready yet: keep the gradient in its InputBuffer
                             buf = not_ready.get(nxt)
                             if buf is None:
