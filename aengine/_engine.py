@@ -217,6 +217,18 @@ def _exec_info_steps(
     result += (needed, captures, False)
 
 
+class _EveryNode:
+    """A container holding every node (see GraphTask.run)."""
+
+    __slots__ = ()
+
+    def __contains__(self, node: object) -> bool:
+        return True
+
+
+_EVERY_NODE = _EveryNode()
+
+
 class AllNodesBut:
     """``needed`` when every reachable node runs: every node but ``skip``.
 
@@ -386,15 +398,19 @@ class GraphTask:
         tie = self._tie
         deps = self.dependencies
         not_ready = self.not_ready
-        captures = self.captures or None
-        if captures is not None and all(n._special for n in captures):
-            captures = None  # each goes to _slow as special (_special is never cleared)
+        # Nodes that take the general path though not _special: captured ones
+        # (unless all are special anyway: _special is never cleared), or every
+        # node when anomaly mode or a node hook is on.
+        slow: Any = self.captures or None
+        if self.anomaly or self.node_hook is not None:
+            slow = _EVERY_NODE
+        elif slow is not None and all(n._special for n in slow):
+            slow = None
         # grad() / backward(inputs=...): only nodes on a path to an input run
         # (``run_set``); those without captures take the inlined path too.
         run_set = self.run_set
         create_graph = self.create_graph
         keep_graph = self.keep_graph
-        general = self.anomaly or self.node_hook is not None
         perf = time.perf_counter
         count = 0
         delta = 0  # change of self.outstanding, written back on return
@@ -409,7 +425,7 @@ class GraphTask:
                 _, _, node, buffer = heappop(heap)
                 while node is not None:
                     # ---- one node ------------------------------------------------
-                    if general or node._special or (captures is not None and node in captures):
+                    if node._special or (slow is not None and node in slow):
                         res = self._slow(node, buffer)
                         if res is not None:
                             return res
