@@ -88,6 +88,23 @@ def evaluate_general(gt: Any, node: Node, buffer: list[Any]) -> Coroutine[Any, A
             gt.outstanding -= 1
             gt.route(node, outs)
             return None
+    captures = gt.captures
+    if captures and gt.node_hook is None and not gt.anomaly:
+        # a captured node that does not run and has no tensor hooks: its
+        # gradients are only recorded (a leaf's AccumulateGrad in grad())
+        caps = captures.get(node)
+        if caps is not None and node not in gt.needed:
+            if type(node) is AccumulateGrad:
+                plain = not node.variable._hooks
+            else:
+                plain = not node._tensor_pre_hooks and not node._retains_grad
+            if plain:
+                gt.running_node = node
+                captured = gt.captured
+                for slot, idx in caps:
+                    captured[idx] = buffer[slot]
+                gt.outstanding -= 1
+                return None
     coro = _evaluate(gt, node, buffer)
     try:
         first = coro.send(None)
