@@ -22,7 +22,7 @@ before any other pending node of the outer one runs (PyTorch's
 #   (``reentrant_overflow="thread"``) it runs in a new OS thread with its own
 #   event loop of the same backend, through ``anyio.to_thread`` with a
 #   one-token limiter of its own (nested hops never wait for kernel threads);
-#   cancelling the caller stops it within 32 nodes and waits for the thread.
+#   cancelling the caller stops it within 4 nodes and waits for the thread.
 #   Its user code must not await objects bound to the caller's loop.  With
 #   ``ae.Engine(reentrant_overflow="task")`` it runs in a fresh task of the
 #   same loop instead: an empty stack too, loop-bound objects stay usable,
