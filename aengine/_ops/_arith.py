@@ -61,7 +61,9 @@ def _fix_scalar_dtype(a: Tensor, b: Any, out: Any) -> Any:
 AddBackward0 = node_class("AddBackward0", lambda F, g, s, n: (g, g))
 # Scalar operand: same name and edges as PyTorch (the scalar's edge is None).
 AddScalarBackward = node_class("AddBackward0", lambda F, g, s, n: (g, None))
-SubBackward0 = node_class("SubBackward0", lambda F, g, s, n: (g, -g))
+SubBackward0 = node_class(
+    "SubBackward0", lambda F, g, s, n: (g if n.needs[0] else None, -g if n.needs[1] else None)
+)
 SubScalarBackward = node_class("SubBackward0", lambda F, g, s, n: (g, None))
 RsubBackward1 = node_class("RsubBackward1", lambda F, g, s, n: (-g,))
 
