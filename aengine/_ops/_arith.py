@@ -36,11 +36,16 @@ def _tt(cls: Any, a: Tensor, b: Tensor, out: Any, saved: tuple[Tensor, ...]) -> 
     dev = a._device
     if b._device is not dev:
         same_device(a, b)
-    if a.data.dtype != b.data.dtype:
+    ad, bd = a.data, b.data
+    if ad.dtype != bd.dtype:
         rd = result_dtype(a, b)
         if out.dtype != rd:
             out = out.astype(rd)
-    return record(cls, out, dev, (a, b), saved, bcast=True)
+        bcast = True
+    else:
+        # same dtype and shape: the result has them too (a gradient needs no fixing)
+        bcast = ad.shape != bd.shape
+    return record(cls, out, dev, (a, b), saved, bcast=bcast)
 
 
 def _operands(a: Any, b: Any) -> tuple[Tensor, Any]:

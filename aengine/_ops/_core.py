@@ -42,7 +42,7 @@ __all__ = [
 class OpNode(Node):
     """Backward node of a built-in op (see NOTE [Operator rules])."""
 
-    __slots__ = ("attrs", "dev", "meta", "needs", "out_devs", "saved")
+    __slots__ = ("attrs", "dev", "meta", "needs", "saved")
 
     rule: Any = None
     saved: tuple[SavedTensor, ...] | None
@@ -50,7 +50,11 @@ class OpNode(Node):
     needs: tuple[bool, ...]
     meta: tuple[Any, ...] | None
     dev: Device
-    out_devs: Any
+
+    @property
+    def out_devs(self) -> Device:
+        """The device of every output (an op's outputs share its device)."""
+        return self.dev
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         # Hot path of every backward: kept flat (see bench/ for its measurements).
@@ -176,54 +180,51 @@ def record(
     backend = dev._backend or dev.backend
     if out.__class__ is not backend.array_types[0]:
         out = backend.asarray(out)
-    t = _new_tensor(Tensor)
-    t.data = out
-    t._rg = False
-    t._fn = None
-    t.output_nr = 0
-    t._vc = [0]
-    t._device = dev
     if not _grad_enabled.get():
-        if _inference.get():
-            t._inference = True
-        return t
+        return _plain(out, dev)
     if len(inputs) == 1:
         x = inputs[0]
         if x.__class__ is not Tensor or not (
             x._rg or (x._view_meta is not None and _stale_view_rg(x))
         ):
-            return t
-        edges: tuple[Any, ...] = (
-            (x._fn, x.output_nr)
-            if x._fn is not None and x._view_meta is None
-            else gradient_edge(x),
+            return _plain(out, dev)
+        edge = (
+            (x._fn, x.output_nr) if x._fn is not None and x._view_meta is None else gradient_edge(x)
         )
+        edges: tuple[Any, ...] = (edge,)
+        topo = edge[0].topological_nr + 1
         needs: tuple[bool, ...] = _NEEDS1
-    elif len(inputs) == 2:
-        a, b = inputs
-        ra = a.__class__ is Tensor and (a._rg or (a._view_meta is not None and _stale_view_rg(a)))
-        rb = b.__class__ is Tensor and (b._rg or (b._view_meta is not None and _stale_view_rg(b)))
-        if not (ra or rb):
-            return t
-        edges = (gradient_edge(a) if ra else None, gradient_edge(b) if rb else None)
-        needs = (ra, rb)
     else:
-        flags = [
-            x.__class__ is Tensor and (x._rg or (x._view_meta is not None and _stale_view_rg(x)))
-            for x in inputs
-        ]
-        if not any(flags):
-            return t
-        edges = tuple(gradient_edge(x) if f else None for x, f in zip(inputs, flags))
-        needs = tuple(flags)
+        if len(inputs) == 2:
+            a, b = inputs
+            ra = a.__class__ is Tensor and (
+                a._rg or (a._view_meta is not None and _stale_view_rg(a))
+            )
+            rb = b.__class__ is Tensor and (
+                b._rg or (b._view_meta is not None and _stale_view_rg(b))
+            )
+            if not (ra or rb):
+                return _plain(out, dev)
+            edges = (gradient_edge(a) if ra else None, gradient_edge(b) if rb else None)
+            needs = (ra, rb)
+        else:
+            flags = [
+                x.__class__ is Tensor
+                and (x._rg or (x._view_meta is not None and _stale_view_rg(x)))
+                for x in inputs
+            ]
+            if not any(flags):
+                return _plain(out, dev)
+            edges = tuple(gradient_edge(x) if f else None for x, f in zip(inputs, flags))
+            needs = tuple(flags)
+        topo = 0
+        for e in edges:
+            if e is not None and e[0].topological_nr >= topo:
+                topo = e[0].topological_nr + 1
     # Node.__init__ inlined (this runs once per recorded op).
     node = _new_tensor(cls)
     node.next_edges = edges
     node.sequence_nr = next_sequence_nr()
-    topo = 0
-    for e in edges:
-        if e is not None and e[0].topological_nr >= topo:
-            topo = e[0].topological_nr + 1
     node.topological_nr = topo
     node._special = cls._always_special
     if dev is not CPU or out.size >= _offload_min.get():
@@ -232,9 +233,13 @@ def record(
     node.attrs = attrs
     node.needs = needs
     node.meta = broadcast_meta(inputs, out) if bcast else None
-    node.out_devs = dev
+    t = _new_tensor(Tensor)
+    t.data = out
     t._rg = True
     t._fn = node
+    t.output_nr = 0
+    t._vc = [0]
+    t._device = dev
     if saved:
         if len(saved) == 1:
             packed: tuple[SavedTensor, ...] = (SavedTensor(saved[0]),)
@@ -254,6 +259,20 @@ def record(
 
 _NEEDS1 = (True,)
 _new_tensor = object.__new__
+
+
+def _plain(out: Any, dev: Device) -> Tensor:
+    """A result that records no node (grad disabled, or no input requires grad)."""
+    t = _new_tensor(Tensor)
+    t.data = out
+    t._rg = False
+    t._fn = None
+    t.output_nr = 0
+    t._vc = [0]
+    t._device = dev
+    if _inference.get():
+        t._inference = True
+    return t
 
 
 def _mark_special(node: Node, out: Any, dev: Device) -> None:
@@ -303,7 +322,6 @@ def record_multi(
     node.attrs = attrs
     node.needs = tuple(e is not None for e in edges)
     node.meta = None
-    node.out_devs = dev
     big = max(outs, key=lambda o: o.size) if outs else None
     if big is not None and (big.size >= _offload_min.get() or dev.type != "cpu"):
         _mark_special(node, big, dev)
