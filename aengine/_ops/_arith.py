@@ -93,9 +93,11 @@ def add(a: Any, b: Any) -> Tensor:
         if b.__class__ is Tensor:
             return _tt(AddBackward0, a, b, a.data + b.data, ())
     out = a.data + b
-    if out.dtype != a.data.dtype:
+    bcast = out.dtype != a.data.dtype
+    if bcast:
         out = _fix_scalar_dtype(a, b, out)
-    return record(AddScalarBackward, out, a._device, (a, b), bcast=out.dtype != a.data.dtype)
+        bcast = out.dtype != a.data.dtype
+    return record(AddScalarBackward, out, a._device, (a, b), bcast=bcast)
 
 
 def sub(a: Any, b: Any) -> Tensor:
@@ -109,9 +111,11 @@ def sub(a: Any, b: Any) -> Tensor:
         if b.__class__ is Tensor:
             return _tt(SubBackward0, a, b, a.data - b.data, ())
     out = a.data - b
-    if out.dtype != a.data.dtype:
+    bcast = out.dtype != a.data.dtype
+    if bcast:
         out = _fix_scalar_dtype(a, b, out)
-    return record(SubScalarBackward, out, a._device, (a, b), bcast=out.dtype != a.data.dtype)
+        bcast = out.dtype != a.data.dtype
+    return record(SubScalarBackward, out, a._device, (a, b), bcast=bcast)
 
 
 def rsub(a: Tensor, b: Any) -> Tensor:
@@ -119,9 +123,11 @@ def rsub(a: Tensor, b: Any) -> Tensor:
     if b.__class__ is Tensor or not isinstance(b, _SCALARS):
         return sub(as_tensor_arg(b, a), a)
     out = b - a.data
-    if out.dtype != a.data.dtype:
+    bcast = out.dtype != a.data.dtype
+    if bcast:
         out = _fix_scalar_dtype(a, b, out)
-    return record(RsubBackward1, out, a._device, (a,), bcast=out.dtype != a.data.dtype)
+        bcast = out.dtype != a.data.dtype
+    return record(RsubBackward1, out, a._device, (a,), bcast=bcast)
 
 
 # -- mul / div --------------------------------------------------------------------------
@@ -148,11 +154,11 @@ def mul(a: Any, b: Any) -> Tensor:
         if b.__class__ is Tensor:
             return _tt(MulBackward0, a, b, a.data * b.data, (a, b))
     out = a.data * b
-    if out.dtype != a.data.dtype:
+    bcast = out.dtype != a.data.dtype
+    if bcast:
         out = _fix_scalar_dtype(a, b, out)
-    return record(
-        MulScalarBackward, out, a._device, (a, b), attrs=b, bcast=out.dtype != a.data.dtype
-    )
+        bcast = out.dtype != a.data.dtype
+    return record(MulScalarBackward, out, a._device, (a, b), attrs=b, bcast=bcast)
 
 
 def _div_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
@@ -272,18 +278,20 @@ def pow(a: Any, b: Any) -> Tensor:
                 out = out.astype(rd)
         return record(PowBackward1, out, dev, (a, b), (a, b), save_output=True, bcast=True)
     out = a.data**b
-    if out.dtype != a.data.dtype:
+    bcast = out.dtype != a.data.dtype
+    if bcast:
         out = _fix_scalar_dtype(a, b, out)
-    return record(
-        PowBackward0, out, a._device, (a,), (a,), attrs=b, bcast=out.dtype != a.data.dtype
-    )
+        bcast = out.dtype != a.data.dtype
+    return record(PowBackward0, out, a._device, (a,), (a,), attrs=b, bcast=bcast)
 
 
 def rpow(a: Tensor, b: Any) -> Tensor:
     """``b ** a`` for a scalar ``b``."""
     out = b**a.data
-    if out.dtype != a.data.dtype:
+    bcast = out.dtype != a.data.dtype
+    if bcast:
         out = _fix_scalar_dtype(a, b, out)
+        bcast = out.dtype != a.data.dtype
     return record(
         PowBackward2,
         out,
@@ -291,7 +299,7 @@ def rpow(a: Tensor, b: Any) -> Tensor:
         (a,),
         attrs=b,
         save_output=True,
-        bcast=out.dtype != a.data.dtype,
+        bcast=bcast,
     )
 
 

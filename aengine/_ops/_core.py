@@ -194,29 +194,42 @@ def record(
         edges: tuple[Any, ...] = (edge,)
         topo = edge[0].topological_nr + 1
         needs: tuple[bool, ...] = _NEEDS1
-    else:
-        if len(inputs) == 2:
-            a, b = inputs
-            ra = a.__class__ is Tensor and (
-                a._rg or (a._view_meta is not None and _stale_view_rg(a))
+    elif len(inputs) == 2:
+        a, b = inputs
+        ra = a.__class__ is Tensor and (a._rg or (a._view_meta is not None and _stale_view_rg(a)))
+        rb = b.__class__ is Tensor and (b._rg or (b._view_meta is not None and _stale_view_rg(b)))
+        if ra:
+            ea = (
+                (a._fn, a.output_nr)
+                if a._fn is not None and a._view_meta is None
+                else gradient_edge(a)
             )
-            rb = b.__class__ is Tensor and (
-                b._rg or (b._view_meta is not None and _stale_view_rg(b))
-            )
-            if not (ra or rb):
-                return _plain(out, dev)
-            edges = (gradient_edge(a) if ra else None, gradient_edge(b) if rb else None)
-            needs = (ra, rb)
+            topo = ea[0].topological_nr + 1
+            if rb:
+                eb = gradient_edge(b)
+                if eb[0].topological_nr >= topo:
+                    topo = eb[0].topological_nr + 1
+                edges = (ea, eb)
+                needs = _NEEDS_TT
+            else:  # tensor op scalar/constant: the common case
+                edges = (ea, None)
+                needs = _NEEDS_TF
+        elif rb:
+            eb = gradient_edge(b)
+            topo = eb[0].topological_nr + 1
+            edges = (None, eb)
+            needs = _NEEDS_FT
         else:
-            flags = [
-                x.__class__ is Tensor
-                and (x._rg or (x._view_meta is not None and _stale_view_rg(x)))
-                for x in inputs
-            ]
-            if not any(flags):
-                return _plain(out, dev)
-            edges = tuple(gradient_edge(x) if f else None for x, f in zip(inputs, flags))
-            needs = tuple(flags)
+            return _plain(out, dev)
+    else:
+        flags = [
+            x.__class__ is Tensor and (x._rg or (x._view_meta is not None and _stale_view_rg(x)))
+            for x in inputs
+        ]
+        if not any(flags):
+            return _plain(out, dev)
+        edges = tuple(gradient_edge(x) if f else None for x, f in zip(inputs, flags))
+        needs = tuple(flags)
         topo = 0
         for e in edges:
             if e is not None and e[0].topological_nr >= topo:
@@ -258,6 +271,9 @@ def record(
 
 
 _NEEDS1 = (True,)
+_NEEDS_TT = (True, True)
+_NEEDS_TF = (True, False)
+_NEEDS_FT = (False, True)
 _new_tensor = object.__new__
 
 
