@@ -64,8 +64,7 @@ def expand_reduced(F: Any, g: Any, shape: tuple[int, ...], dims: Any, keepdim: b
     if dims is not None and not keepdim:
         kshape = tuple(1 if i in dims else s for i, s in enumerate(shape))
         g = F.reshape(g, kshape)
-    elif dims is None and not keepdim:
-        g = F.reshape(g, (1,) * len(shape))
+    # a full reduction's gradient is 0-d: it broadcasts to any shape as it is
     return F.broadcast_to(g, shape)
 
 
