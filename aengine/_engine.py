@@ -415,7 +415,7 @@ class GraphTask:
         # (``run_set``); those without captures take the inlined path too.
         run_set = self.run_set
         create_graph = self.create_graph
-        keep_graph = self.keep_graph
+        release = not self.keep_graph
         perf = time.perf_counter
         count = 0
         delta = 0  # change of self.outstanding, written back on return
@@ -436,9 +436,7 @@ class GraphTask:
                             return res
                         break
                     try:
-                        outs = node.apply(buffer, create_graph)
-                        if not keep_graph:
-                            node.release_variables()
+                        outs = node.evaluate(buffer, create_graph, release)
                     except BaseException as exc:
                         self._fail(node, exc)
                         raise

@@ -174,6 +174,16 @@ class Node:
     def release_variables(self) -> None:
         """Free what was saved for backward (called unless retain_graph)."""
 
+    def evaluate(self, grads: list[Any], create_graph: bool, release: bool) -> Any:
+        """``apply``, then ``release_variables`` if ``release``: the engine's call per node.
+
+        Built-in op nodes do both in one call (the hot path of a backward).
+        """
+        outs = self.apply(grads, create_graph)
+        if release:
+            self.release_variables()
+        return outs
+
     def __call__(self, *grads: Any) -> Any:
         from ._ops._core import call_node
 

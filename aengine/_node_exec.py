@@ -79,9 +79,7 @@ def evaluate_general(gt: Any, node: Node, buffer: list[Any]) -> Coroutine[Any, A
         ):
             gt.running_node = node
             try:
-                outs = node.apply(buffer, gt.create_graph)
-                if not gt.keep_graph:
-                    node.release_variables()
+                outs = node.evaluate(buffer, gt.create_graph, not gt.keep_graph)
             except BaseException as exc:
                 gt._fail(node, exc)
                 raise

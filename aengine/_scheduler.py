@@ -667,9 +667,7 @@ class Engine:
                 or getattr(node, "_offload", False)
             ):
                 return evaluate_general(gt, node, buffer)
-            outs = node.apply(buffer, gt.create_graph)
-            if not gt.keep_graph:
-                node.release_variables()
+            outs = node.evaluate(buffer, gt.create_graph, not gt.keep_graph)
             gt.outstanding -= 1
             gt.route(node, outs)
         except Exception as exc:

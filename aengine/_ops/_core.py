@@ -57,12 +57,17 @@ class OpNode(Node):
         return self.dev
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        return self.evaluate(grads, create_graph, False)
+
+    def evaluate(self, grads: list[Any], create_graph: bool, release: bool) -> Any:
         # Hot path of every backward: kept flat (see bench/ for its measurements).
         saved = self.saved
         if saved is None:
             raise freed_error()
         g = grads[0] if self.num_outputs == 1 else grads
         if g is None:  # one output, and it got no gradient
+            if release and saved:
+                self.saved = None
             return (None,) * len(self.next_edges)
         if create_graph:
             vals: Any = []
@@ -88,6 +93,8 @@ class OpNode(Node):
                         s.check(self)
                     vals.append(s.data)
             outs = self.rule(F, g, vals, self)
+        if release and saved:  # after the rule succeeded, as release_variables
+            self.saved = None
         meta = self.meta
         if meta is not None:
             outs = _fix_outputs(F, outs, meta)
