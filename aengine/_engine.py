@@ -23,8 +23,9 @@
 # * Leaf gradients (AccumulateGrad) and retained non-leaf gradients are
 #   staged and committed only when the whole graph task succeeded, so an error
 #   or a cancellation leaves every ``.grad`` as it was.
-# * outstanding counts nodes pushed and not yet finished; the task is
-#   complete when it is zero.
+# * The task is complete when its heap is empty and no node of it runs
+#   elsewhere (a device worker, an awaited hook: the async driver asks the
+#   scheduler, ``sched.busy``).
 """
 
 from __future__ import annotations
@@ -89,16 +90,15 @@ def _dependency_steps(
     (topological_nr 0) and those pruned below ``min_topo_nr`` (NOTE
     [exec_info without a walk]).
     """
-    stack = [root]
-    pop, push = stack.pop, stack.append
+    order = [root]  # the nodes to visit, appended to while iterated (breadth first)
+    push = order.append
     get = deps.get
     budget = PREPARE_CHUNK
-    while stack:
+    for fn in order:
         budget -= 1
         if not budget:
             budget = PREPARE_CHUNK
             yield
-        fn = pop()
         for edge in fn.next_edges:
             if edge is None:
                 continue
@@ -272,7 +272,6 @@ class GraphTask:
         "needed",
         "node_hook",
         "not_ready",
-        "outstanding",
         "pending",
         "roots",
         "run_set",
@@ -301,7 +300,6 @@ class GraphTask:
         self.error: BaseException | None = None
         self.heap: list[Any] = []
         self._tie = itertools.count().__next__
-        self.outstanding = 0
         self.staged: dict[Any, list[Any]] = {}
         self.callbacks: list[Callable[[], Any]] = []
         self.anomaly = anomaly
@@ -383,7 +381,6 @@ class GraphTask:
         self.push(root, buffer)
 
     def push(self, node: Node, buffer: list[Any]) -> None:
-        self.outstanding += 1
         sched = self.sched
         if sched is not None:  # async: device nodes go to their queue (_scheduler.py)
             sched.push(self, node, buffer)
@@ -418,7 +415,6 @@ class GraphTask:
         release = not self.keep_graph
         perf = time.perf_counter
         count = 0
-        delta = 0  # change of self.outstanding, written back on return
         token = _current.set(self)
         try:
             while heap:
@@ -441,7 +437,6 @@ class GraphTask:
                         self._fail(node, exc)
                         raise
                     # ---- route outputs -------------------------------------------
-                    delta -= 1
                     nxt_run = None
                     nxt_buf = None
                     for edge, g in zip(node.next_edges, outs):
@@ -475,7 +470,6 @@ class GraphTask:
                             buf[nr] = g
                         elif g is not None:
                             buf[nr] = buf[nr] + g
-                        delta += 1
                         # Run it directly when it would be popped next anyway.
                         if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):
                             nxt_run, nxt_buf = nxt, buf
@@ -496,7 +490,6 @@ class GraphTask:
                             return YIELD
             return None
         finally:
-            self.outstanding += delta
             _current.reset(token)
 
     # -- the general path (hooks, captures, accumulation, async user code) -----------------

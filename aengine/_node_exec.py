@@ -83,7 +83,6 @@ def evaluate_general(gt: Any, node: Node, buffer: list[Any]) -> Coroutine[Any, A
             except BaseException as exc:
                 gt._fail(node, exc)
                 raise
-            gt.outstanding -= 1
             gt.route(node, outs)
             return None
     captures = gt.captures
@@ -101,7 +100,6 @@ def evaluate_general(gt: Any, node: Node, buffer: list[Any]) -> Coroutine[Any, A
                 captured = gt.captured
                 for slot, idx in caps:
                     captured[idx] = buffer[slot]
-                gt.outstanding -= 1
                 return None
     coro = _evaluate(gt, node, buffer)
     try:
@@ -294,7 +292,6 @@ async def _evaluate(gt: Any, node: Node, buffer: list[Any]) -> None:
                 for slot, idx in caps:
                     gt.captured[idx] = inputs[slot]
             if not is_needed:
-                gt.outstanding -= 1
                 return
         if type(node) is AccumulateGrad:
             inputs = await _tensor_pre_hooks(gt, node, inputs)
@@ -304,7 +301,6 @@ async def _evaluate(gt: Any, node: Node, buffer: list[Any]) -> None:
                 gt.stage(node.variable, inputs[0], "leaf")
             if node._post_hooks:
                 await _post_hooks(gt, node, (), inputs)
-            gt.outstanding -= 1
             return
         inputs = await _tensor_pre_hooks(gt, node, inputs)
         inputs = await _pre_hooks(gt, node, inputs)
@@ -323,7 +319,6 @@ async def _evaluate(gt: Any, node: Node, buffer: list[Any]) -> None:
             from ._anomaly import check_nan
 
             check_nan(node, outs)
-        gt.outstanding -= 1
         gt.route(node, outs)
     except BaseException as exc:
         gt._fail(node, exc)

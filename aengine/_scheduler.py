@@ -668,7 +668,6 @@ class Engine:
             ):
                 return evaluate_general(gt, node, buffer)
             outs = node.evaluate(buffer, gt.create_graph, not gt.keep_graph)
-            gt.outstanding -= 1
             gt.route(node, outs)
         except Exception as exc:
             gt._fail(node, exc)

@@ -162,7 +162,7 @@ def test_prepare_single_root_is_queued_directly_and_multi_uses_graph_root() -> N
     a = Scale("a", (acc(x),), log)
     gt = GraphTask(keep_graph=False, create_graph=False)
     gt.prepare([(a, 0)], [one()], None, accumulate=True)
-    assert [entry[2] for entry in gt.heap] == [a] and gt.outstanding == 1
+    assert [entry[2] for entry in gt.heap] == [a]
     gt2 = GraphTask(keep_graph=False, create_graph=False)
     gt2.prepare([(a, 0), (a, 0)], [one(), one()], None, accumulate=True)
     (root,) = [entry[2] for entry in gt2.heap]
@@ -176,7 +176,7 @@ def test_prepare_with_nothing_to_run_queues_nothing() -> None:
     y._grad_accumulator()
     gt = GraphTask(keep_graph=False, create_graph=False)
     gt.prepare([(a, 0)], [one()], [acc(y)], accumulate=False)
-    assert gt.heap == [] and gt.outstanding == 0
+    assert gt.heap == [] and gt.not_ready == {}
     run_to_end(gt)
     assert gt.captured == [None] and log == []
 
@@ -243,7 +243,7 @@ def test_diamond_waits_for_all_inputs() -> None:
     assert gt.dependencies[bottom] == 2
     run_to_end(gt)
     assert log == ["top", "right", "left", "bottom"]
-    assert gt.outstanding == 0 and gt.not_ready == {}
+    assert gt.heap == [] and gt.not_ready == {}
     assert not any(gt.dependencies.values())
     np.testing.assert_array_equal(gt.staged[x][0], [50.0])
 
@@ -286,7 +286,7 @@ def test_none_gradients_flow_as_none() -> None:
     gt = GraphTask(keep_graph=False, create_graph=False)
     gt.prepare([(a, 0)], [None], None, accumulate=True)
     run_to_end(gt)
-    assert log == ["a"] and gt.staged == {} and gt.outstanding == 0
+    assert log == ["a"] and gt.staged == {} and gt.heap == []
 
 
 # ---- time slices, completion, staging --------------------------------------------------
@@ -302,9 +302,9 @@ def test_run_yields_at_the_deadline_and_resumes() -> None:
     gt.prepare([(node, 0)], [one()], None, accumulate=True)
     steps = 0
     while (step := gt.run(deadline=0.0)) is not None:
-        assert step is YIELD and gt.outstanding == 1
+        assert step is YIELD and len(gt.heap) == 1  # the next node, pushed back
         steps += 1
-    assert steps >= 3 and len(log) == 100 and gt.outstanding == 0
+    assert steps >= 3 and len(log) == 100 and gt.heap == [] and gt.not_ready == {}
     assert current_graph_task() is None  # reset after each run
 
 
@@ -331,7 +331,7 @@ def test_staging_leaves_grad_untouched_until_commit() -> None:
     gt = GraphTask(keep_graph=False, create_graph=False)
     gt.prepare([(a, 0)], [np.array([1.0, 2.0])], None, accumulate=True)
     run_to_end(gt)
-    assert x.grad is None and gt.outstanding == 0
+    assert x.grad is None and gt.heap == []
     gt.check_complete()
     assert commit(gt) == []
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 6.0])
