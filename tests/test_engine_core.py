@@ -450,3 +450,34 @@ def test_init_to_execute_matches_brute_force_on_random_dags(seed: int) -> None:
             else:
                 assert set(captures) == set(targets)
             assert needed == want
+
+
+def test_grad_when_every_node_runs_keeps_hooks_and_multi_hooks_as_torch() -> None:
+    """NOTE [exec_info without a walk]: hooks of captured leaves still run; torch agrees."""
+    torch = pytest.importorskip(
+        "torch", reason="torch 2.13.0 (CPU) is not installed: oracle comparison skipped"
+    )
+
+    def run(lib: Any, grad: Any) -> tuple[list[Any], list[Any], list[Any]]:
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        w = lib.tensor([0.5, -1.0], requires_grad=True)
+        seen: list[Any] = []
+        x.register_hook(lambda g: seen.append(g.tolist()))
+        w.register_hook(lambda g: g * 10)  # a captured leaf's hook changes the result
+        a, b = x * 2.0, w * 1.0
+        multi: list[Any] = []
+        register = (
+            torch.autograd.graph.register_multi_grad_hook
+            if lib is torch
+            else ae.register_multi_grad_hook
+        )
+        register((a, b), lambda gs: multi.append([g is not None for g in gs]))
+        y = (a * b).sin().sum()
+        gx, gw = grad(y, [x, w])
+        return [gx.tolist(), gw.tolist()], seen, multi
+
+    ours = run(ae, ae.sync.grad)
+    theirs = run(torch, torch.autograd.grad)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-7)
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-7)
+    assert ours[2] == theirs[2] == [[True, True]]
