@@ -127,3 +127,16 @@ def test_only_filter_selects_families_or_names() -> None:
     assert _wanted("chain-3k", "chain", "chain-3k")
     assert not _wanted("chain-3k", "chain", "chain-30k")
     assert not _wanted("mlp", "memory", "memory")
+
+
+def test_profile_counts_bytecodes_per_node(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench.profile --bytecodes``: deterministic counts, engine functions listed."""
+    from bench.profile import main
+
+    main(["--bytecodes", "--nodes", "30", "--top", "5"])
+    first = capsys.readouterr().out
+    main(["--bytecodes", "--nodes", "30", "--top", "5"])
+    assert capsys.readouterr().out == first  # the same count each time
+    assert "bytecodes per node" in first and "_engine.py:run" in first
+    main(["--bytecodes", "--forward", "--wide", "10", "--top", "3"])
+    assert "_core.py:record" in capsys.readouterr().out
