@@ -27,6 +27,8 @@ __all__ = ["RawOps", "sum_to_axes"]
 
 #: results up to this many elements are materialised rather than broadcast views
 _SMALL = 4096
+#: up to this many elements a gradient broadcast from one value is filled, not viewed
+_FILL_MAX = 1 << 20
 
 
 def sum_to_axes(xshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -76,9 +78,12 @@ class RawOps:
         return x
 
     def broadcast_to(self, x: Any, shape: tuple[int, ...]) -> Any:
-        if prod(shape) <= _SMALL:
+        n = prod(shape)
+        if n <= _SMALL or (x.size == 1 and n <= _FILL_MAX):
             # numpy's broadcast_to is a Python-level helper costing microseconds;
-            # for small results a filled array is cheaper (and writable)
+            # a filled array costs about as much when small or filled from one
+            # value, is writable, and keeps later kernels off numpy's slow
+            # strided loops (a stride-0 operand made ``g / n`` 4x slower)
             out = self.xp.empty(shape, dtype=x.dtype)
             out[...] = x
             return out
