@@ -32,8 +32,8 @@ FAMILIES = ("chain", "wide", "mlp", "looplag", "concurrency", "fixedcost", "memo
 
 #: sizes and repeats of the full run
 FULL: dict[str, Any] = {
-    "chain": [(3_000, "chain-small", 7), (30_000, "chain-large", 5)],
-    "wide": [(10_000, "wide", 5)],
+    "chain": [(3_000, "chain-small", 11), (30_000, "chain-large", 7)],
+    "wide": [(10_000, "wide", 7)],
     "mlp": [((1024, 4, 256), "mlp-large", 7), ((128, 4, 256), "mlp-small", 15)],
     "looplag": {"nodes": 30_000, "repeats": 5},
     "concurrency": {"requests": 16, "width": 512, "depth": 3, "batch": 64, "repeats": 7},
