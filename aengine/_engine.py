@@ -82,15 +82,19 @@ def _dependency_steps(
     min_topo_nr: int,
     deps: dict[Node, int],
     sinks: list[Node] | None = None,
+    order: list[Node] | None = None,
 ) -> Iterator[None]:
     """compute_dependencies in steps: yields every PREPARE_CHUNK nodes.
 
     With ``sinks`` (for exec_info) it also collects the nodes that end a path
     without reaching an output for sure: those with no next edges
     (topological_nr 0) and those pruned below ``min_topo_nr`` (NOTE
-    [exec_info without a walk]).
+    [exec_info without a walk]).  ``order`` (empty) receives the root and
+    every node visited.
     """
-    order = [root]  # the nodes to visit, appended to while iterated (breadth first)
+    if order is None:
+        order = []
+    order.append(root)  # the nodes to visit, appended to while iterated (breadth first)
     push = order.append
     get = deps.get
     budget = PREPARE_CHUNK
@@ -164,8 +168,8 @@ def _exec_info_steps(
     # every reachable node but the capture-only sinks is needed: ``needed``
     # is then an ``AllNodesBut`` those sinks, with no pass over the graph
     # (even building a set of 30,000 nodes takes 2 ms).  Only reachable nodes
-    # are asked about, except by will_execute (_multi_hook.py), which tells
-    # this case by ``run_set`` None.
+    # are asked about, except by will_execute (_multi_hook.py), which counts
+    # on ``reached`` when ``run_set`` is None.
     # Otherwise one pass over the reachable nodes in ascending
     # topological_nr decides every node after its children: they are filed
     # by topological_nr (a child's is below its parent's), no sort, and the
@@ -273,6 +277,7 @@ class GraphTask:
         "node_hook",
         "not_ready",
         "pending",
+        "reached",
         "roots",
         "run_set",
         "running_node",
@@ -315,6 +320,8 @@ class GraphTask:
         self.run_set: set[Node] | None = None
         #: the planned preparation not done yet (see plan)
         self.pending: Iterator[None] | None = None
+        #: the root and every node the dependency pass visited (will_execute)
+        self.reached: list[Node] = []
         self.error_node: Node | None = None
         #: the async driver's scheduler (device queues, offload), None when sync
         self.sched: Any = None
@@ -365,7 +372,7 @@ class GraphTask:
         deps: dict[Node, int] = {}
         self.dependencies = deps
         sinks: list[Node] | None = [] if outputs is not None else None
-        yield from _dependency_steps(root, min_topo, deps, sinks)
+        yield from _dependency_steps(root, min_topo, deps, sinks, self.reached)
         if outputs is not None:
             assert sinks is not None
             result: list[Any] = []

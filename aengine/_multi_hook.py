@@ -4,7 +4,9 @@
 # As PyTorch's ``torch.autograd.graph.register_multi_grad_hook``: a tensor
 # hook is registered on each tensor; state is kept per graph task (its id).
 # Mode "all": at the first of these hooks to fire in a graph task, count how
-# many of the tensors' nodes the task will run (``will_execute``); when that
+# many of the tensors' nodes the task runs (``will_execute``: the nodes its
+# dependency pass reached, those exec_info keeps for grad(); the count is
+# static, so a node already queued on a device worker counts); when that
 # many hooks fired, call ``fn(grads)`` once, with None for the tensors whose
 # gradient this backward does not compute.  A backward that fails before
 # that never calls it.  Mode "any": call ``fn(grad)`` once per graph task,
@@ -22,7 +24,7 @@ from ._errors import AutogradError
 from ._graph import Node
 from ._tensor import Tensor
 
-__all__ = ["register_multi_grad_hook", "MultiHandle", "will_execute"]
+__all__ = ["register_multi_grad_hook", "MultiHandle", "will_execute", "count_executed"]
 
 
 class MultiHandle:
@@ -51,12 +53,17 @@ def _node_of(t: Tensor) -> Node:
 
 
 def will_execute(gt: Any, node: Node) -> bool:
-    """Whether ``node`` runs (or runs its tensor hooks) in graph task ``gt`` from now on."""
+    """Whether graph task ``gt`` runs ``node`` (or runs its tensor hooks)."""
+    return count_executed(gt, (node,)) == 1
+
+
+def count_executed(gt: Any, nodes: Sequence[Node]) -> int:
+    """How many of ``nodes`` graph task ``gt`` runs (or runs the tensor hooks of)."""
     if gt.run_set is not None:  # grad() / inputs= with pruning: exactly these run
-        return node in gt.run_set
-    if node is gt.running_node or node in gt.dependencies or node in gt.not_ready:
-        return True
-    return any(entry[2] is node for entry in gt.heap)
+        return sum(node in gt.run_set for node in nodes)
+    reached = set(gt.reached)  # every node reached runs (captured ones: their hooks)
+    skip = gt.needed.skip if gt.needed is not None else ()
+    return sum(node in reached and (node not in skip or node in gt.captures) for node in nodes)
 
 
 def register_multi_grad_hook(
@@ -96,7 +103,7 @@ def register_multi_grad_hook(
                 gt = _current_gt()
                 st = state.get(gt.id)
                 if st is None:
-                    expected = sum(will_execute(gt, nd) for nd in nodes)
+                    expected = count_executed(gt, nodes)
                     st = state[gt.id] = [0, expected, [None] * n]
                     gt.callbacks.append(lambda key=gt.id: state.pop(key, None))
                 st[0] += 1

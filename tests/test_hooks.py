@@ -814,3 +814,28 @@ def test_multi_grad_hook_not_fired_when_backward_fails() -> None:
     assert calls == []
     ae.sync.backward((a * b).sum())
     assert len(calls) == 1 and calls[0][0].tolist() == [2.0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("use_grad", [True, False])
+async def test_multi_grad_hook_all_counts_nodes_queued_on_device_workers(use_grad: bool) -> None:
+    """Mode "all" fires once with every gradient, also when the nodes run on device workers.
+
+    The count of nodes the backward runs is taken from the nodes it reached,
+    not from what is still waiting on the engine's own queue: a node already
+    handed to a sim device's worker counted as "will not run" before, and the
+    hook fired twice with one gradient each.
+    """
+    async with ae.Engine():
+        x = ae.tensor([1.0, 2.0], requires_grad=True, device="sim:0")
+        a, b = x * 2.0, x * 5.0
+        seen: list[list[Any]] = []
+        ae.register_multi_grad_hook((a, b), lambda gs: seen.append([g.tolist() for g in gs]))
+        y = (a * 3.0).sum() + (b * 4.0).sum()
+        if use_grad:
+            (gx,) = await ae.grad(y, [x])
+        else:
+            await ae.backward(y)
+            gx = x.grad
+    assert seen == [[[3.0, 3.0], [4.0, 4.0]]]
+    assert gx is not None and gx.tolist() == [26.0, 26.0]
