@@ -20,6 +20,7 @@ from ._anomaly import is_anomaly_enabled
 from ._engine import GraphTask, current_graph_task
 from ._errors import AutogradError
 from ._graph import gradient_edge
+from ._loop import async_library
 from ._node_exec import to_tensor
 from ._ops import ones_like, zeros_like
 from ._tensor import Tensor
@@ -234,11 +235,8 @@ def _grad(
 def _warn_if_in_loop(name: str) -> None:
     if current_graph_task() is not None:
         return  # reentrant call from a backward function: nests, no warning
-    try:
-        import sniffio
-
-        lib = sniffio.current_async_library()
-    except Exception:
+    lib = async_library()
+    if lib is None:
         return
     warnings.warn(
         f"ae.sync.{name}() called inside a running {lib} event loop blocks the loop until "

@@ -28,6 +28,7 @@ from ._engine import current_graph_task
 from ._errors import AutogradError
 from ._function import Function
 from ._grad_mode import enable_grad, no_grad
+from ._loop import loop_running
 from ._tensor import Tensor
 
 __all__ = ["checkpoint", "CheckpointFunction", "AsyncCheckpointFunction"]
@@ -183,15 +184,5 @@ def checkpoint(
     # awaited and yields per time slice.  Outside a loop the plain flavour avoids
     # running an event loop per segment under ae.sync.backward.  Both give the
     # same gradients under either API (NOTE [Reentrant stacks]).
-    fn_cls = AsyncCheckpointFunction if _loop_running() else CheckpointFunction
+    fn_cls = AsyncCheckpointFunction if loop_running() else CheckpointFunction
     return fn_cls.apply(function, preserve_rng_state, *args)
-
-
-def _loop_running() -> bool:
-    try:
-        import sniffio
-
-        sniffio.current_async_library()
-    except Exception:
-        return False
-    return True

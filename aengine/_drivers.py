@@ -15,6 +15,7 @@ from typing import Any
 from ._engine import YIELD, GraphTask, _current, wrap_node_error
 from ._errors import ERR_BACKWARD_TWICE, AutogradError
 from ._grad_mode import _grad_enabled
+from ._loop import async_library
 from ._node_exec import commit
 
 __all__ = ["run_sync", "run_async", "yield_slice", "DEFAULT_TIME_SLICE"]
@@ -172,17 +173,8 @@ async def yield_slice() -> None:
 
     await checkpoint()
     await checkpoint()
-    if _asyncio_running():
+    if async_library() == "asyncio":
         await checkpoint()
-
-
-def _asyncio_running() -> bool:
-    try:
-        import sniffio
-
-        return sniffio.current_async_library() == "asyncio"
-    except Exception:
-        return False
 
 
 def _check(gt: GraphTask) -> None:

@@ -34,6 +34,7 @@ from ._anomaly import _anomaly, record_forward
 from ._errors import AutogradError
 from ._grad_mode import _grad_enabled, no_grad
 from ._graph import Node, SavedTensor, freed_error, gradient_edge
+from ._loop import loop_running
 from ._tensor import Tensor
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
@@ -162,7 +163,7 @@ class BackwardCFunction(Node, FunctionCtx):
         args = self._prepare(grads, create_graph)
         cls = self._forward_cls
         if type(self)._is_async:
-            if not _loop_running():
+            if not loop_running():
                 import anyio
 
                 return anyio.run(self._apply_async, args, create_graph)
@@ -269,17 +270,6 @@ def _expandable(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     for s, t in zip(reversed(shape), reversed(target), strict=False):
         if s != t and s != 1:
             return False
-    return True
-
-
-def _loop_running() -> bool:
-    """Whether an async library (asyncio, trio) runs in this thread."""
-    try:
-        import sniffio
-
-        sniffio.current_async_library()
-    except Exception:
-        return False
     return True
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from ._errors import AutogradError
 from ._graph import AccumulateGrad, Node
+from ._loop import loop_running
 from ._tensor import Tensor
 
 __all__ = ["evaluate_general", "commit", "to_tensor", "to_raw"]
@@ -141,24 +142,13 @@ class _Resume:
 
 async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
-        if not _loop_running():
+        if not loop_running():
             return run_detached(value)
         return await value
     return value
 
 
 await_user = _maybe_await
-
-
-def _loop_running() -> bool:
-    """Whether an async library (asyncio, trio) runs in this thread."""
-    try:
-        import sniffio
-
-        sniffio.current_async_library()
-    except Exception:
-        return False
-    return True
 
 
 def run_detached(awaitable: Any) -> Any:

@@ -153,12 +153,18 @@ def _run_in_thread(gt: GraphTask) -> None:
         gt._fail(None, exc)
         thread.join()
         raise
+    _raise_first(failure)
+
+
+def _raise_first(failure: list[BaseException]) -> None:
+    """Raise the error a nested run collected, if any (without a reference cycle)."""
     if failure:
         err = failure[0]
+        failure.clear()
         try:
             raise err
         finally:
-            del err, failure
+            del err
 
 
 async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
@@ -202,7 +208,7 @@ async def _run_in_thread_loop(gt: GraphTask, time_slice: float) -> None:
     same anyio backend as the caller.  The Engine of the caller's loop is not
     used there (its device queues belong to the other loop): device nodes of
     the nested graph get a short-lived Engine in the new loop.  Cancelling
-    the caller stops the nested graph task (it sees the error within 32
+    the caller stops the nested graph task (it sees the error within 4
     nodes) and waits for the thread, so no thread is left behind.
     """
     import anyio
@@ -250,12 +256,7 @@ async def _run_in_thread_loop(gt: GraphTask, time_slice: float) -> None:
         # the nested graph task stopped because the caller is cancelled: let
         # the cancellation (not the nested task's stop error) reach the caller
         await anyio.lowlevel.checkpoint()
-    if failure:
-        err = failure[0]
-        try:
-            raise err
-        finally:
-            del err, failure
+    _raise_first(failure)
 
 
 async def _run_in_new_task(gt: GraphTask, time_slice: float) -> None:
@@ -273,9 +274,4 @@ async def _run_in_new_task(gt: GraphTask, time_slice: float) -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(child, name=f"aengine-reentrant-{gt.depth}")
-    if failure:
-        err = failure[0]
-        try:
-            raise err
-        finally:
-            del err, failure
+    _raise_first(failure)

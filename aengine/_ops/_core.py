@@ -159,10 +159,7 @@ def wrap(out: Any, dev: Device) -> Tensor:
     backend = dev._backend or dev.backend
     if out.__class__ is not backend.array_types[0]:
         out = backend.asarray(out)
-    t = Tensor._make(out, False, dev)
-    if _inference.get():
-        t._inference = True
-    return t
+    return _plain(out, dev)
 
 
 def record(
@@ -253,7 +250,7 @@ def record(
     node.attrs = attrs
     node.needs = needs
     node.meta = broadcast_meta(inputs, out) if bcast else None
-    t = _new_tensor(Tensor)
+    t = _new_tensor(Tensor)  # Tensor._make inlined: the hot path of every forward op
     t.data = out
     t._rg = True
     t._fn = node
@@ -285,14 +282,8 @@ _new_tensor = object.__new__
 
 
 def _plain(out: Any, dev: Device) -> Tensor:
-    """A result that records no node (grad disabled, or no input requires grad)."""
-    t = _new_tensor(Tensor)
-    t.data = out
-    t._rg = False
-    t._fn = None
-    t.output_nr = 0
-    t._vc = [0]
-    t._device = dev
+    """``out`` (a backend array) as a Tensor that records no node."""
+    t = Tensor._make(out, False, dev)
     if _inference.get():
         t._inference = True
     return t
