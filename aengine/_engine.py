@@ -168,8 +168,8 @@ def _exec_info_steps(
     # every reachable node but the capture-only sinks is needed: ``needed``
     # is then an ``AllNodesBut`` those sinks, with no pass over the graph
     # (even building a set of 30,000 nodes takes 2 ms).  Only reachable nodes
-    # are asked about, except by will_execute (_multi_hook.py), which counts
-    # on ``reached`` when ``run_set`` is None.
+    # are asked about, except by count_executed (_multi_hook.py), which
+    # counts on ``reached`` when ``run_set`` is None.
     # Otherwise one pass over the reachable nodes in ascending
     # topological_nr decides every node after its children: they are filed
     # by topological_nr (a child's is below its parent's), no sort, and the
@@ -320,7 +320,7 @@ class GraphTask:
         self.run_set: set[Node] | None = None
         #: the planned preparation not done yet (see plan)
         self.pending: Iterator[None] | None = None
-        #: the root and every node the dependency pass visited (will_execute)
+        #: the root and every node the dependency pass visited (count_executed)
         self.reached: list[Node] = []
         self.error_node: Node | None = None
         #: the async driver's scheduler (device queues, offload), None when sync

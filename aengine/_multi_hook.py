@@ -4,7 +4,7 @@
 # As PyTorch's ``torch.autograd.graph.register_multi_grad_hook``: a tensor
 # hook is registered on each tensor; state is kept per graph task (its id).
 # Mode "all": at the first of these hooks to fire in a graph task, count how
-# many of the tensors' nodes the task runs (``will_execute``: the nodes its
+# many of the tensors' nodes the task runs (``count_executed``: the nodes its
 # dependency pass reached, those exec_info keeps for grad(); the count is
 # static, so a node already queued on a device worker counts); when that
 # many hooks fired, call ``fn(grads)`` once, with None for the tensors whose
@@ -24,7 +24,7 @@ from ._errors import AutogradError
 from ._graph import Node
 from ._tensor import Tensor
 
-__all__ = ["register_multi_grad_hook", "MultiHandle", "will_execute", "count_executed"]
+__all__ = ["register_multi_grad_hook", "MultiHandle", "count_executed"]
 
 
 class MultiHandle:
@@ -50,11 +50,6 @@ class MultiHandle:
 def _node_of(t: Tensor) -> Node:
     fn = t.grad_fn
     return fn if fn is not None else t._grad_accumulator()
-
-
-def will_execute(gt: Any, node: Node) -> bool:
-    """Whether graph task ``gt`` runs ``node`` (or runs its tensor hooks)."""
-    return count_executed(gt, (node,)) == 1
 
 
 def count_executed(gt: Any, nodes: Sequence[Node]) -> int:
