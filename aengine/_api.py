@@ -18,6 +18,7 @@ from typing import Any
 
 from ._anomaly import is_anomaly_enabled
 from ._engine import GraphTask, current_graph_task
+from ._engine_ctx import time_slice
 from ._errors import AutogradError
 from ._graph import gradient_edge
 from ._loop import async_library
@@ -60,6 +61,11 @@ def _make_grads(
                     raise AutogradError(
                         "grad can be implicitly created only for real scalar outputs"
                     )
+                if not create_graph:  # a raw 1 (np.ones costs 2 us, np.array 0.3 us)
+                    dev = out._device
+                    one = (dev._backend or dev.backend).xp.array(1, dtype=out.data.dtype)
+                    result.append(one.reshape(out.data.shape) if out.data.ndim else one)
+                    continue
                 g = ones_like(out)
             else:
                 result.append(None)
@@ -262,8 +268,6 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
 
     @functools.wraps(gen_fn)
     async def async_fn(*args: Any, **kwargs: Any) -> Any:
-        from ._engine_ctx import time_slice
-
         gen = gen_fn(*args, **kwargs)
         try:
             gt = next(gen)

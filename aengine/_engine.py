@@ -368,7 +368,10 @@ class GraphTask:
             buffer = [None]
         min_topo = 0
         if outputs:
-            min_topo = min(fn.topological_nr for fn, _ in outputs)
+            min_topo = outputs[0][0].topological_nr
+            for fn, _ in outputs:
+                if fn.topological_nr < min_topo:
+                    min_topo = fn.topological_nr
         deps: dict[Node, int] = {}
         self.dependencies = deps
         sinks: list[Node] | None = [] if outputs is not None else None

@@ -276,3 +276,77 @@ async def test_cancel_while_a_kernel_runs_in_a_thread() -> None:
     assert entered.is_set() and release.is_set()
     assert scope.cancelled_caught
     assert x.grad is None
+
+
+# -- NOTE [The checkpoint of a short backward] --------------------------------------------------
+
+
+async def _ticks_during_small_backwards(calls: int) -> int:
+    """How often another task ran while this task awaited ``calls`` 1-node backwards."""
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    y = x.sum()
+    ticks = 0
+    stop = False
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop:
+            ticks += 1
+            await checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await checkpoint()  # the ticker is waiting on the loop
+        start = ticks
+        for _ in range(calls):
+            (g,) = await ae.grad(y, [x], retain_graph=True)
+        ran = ticks - start
+        stop = True
+    np.testing.assert_array_equal(g.numpy(), [1.0, 1.0])
+    return ran
+
+
+@pytest.mark.anyio
+async def test_small_backwards_yield_once_per_time_slice() -> None:
+    # a tiny time slice: every call has used up its slice, so every call yields
+    async with ae.Engine(time_slice=1e-9):
+        assert await _ticks_during_small_backwards(50) >= 50
+    # a long one: after the first yield, calls only check for cancellation
+    async with ae.Engine(time_slice=60.0):
+        assert await _ticks_during_small_backwards(50) <= 1
+
+
+@pytest.mark.anyio
+async def test_small_backward_sees_cancellation_without_yielding() -> None:
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    y = x.sum()
+    async with ae.Engine(time_slice=60.0):
+        await ae.grad(y, [x], retain_graph=True)  # this task yielded just now
+        finished = False
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await ae.grad(y, [x], retain_graph=True)
+            finished = True
+        assert scope.cancelled_caught and not finished
+
+
+def test_small_backward_sees_asyncio_task_cancel() -> None:
+    import asyncio
+
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    y = x.sum()
+    finished = False
+
+    async def main() -> None:
+        nonlocal finished
+        from aengine._engine_ctx import _time_slice
+
+        _time_slice.set(60.0)
+        await ae.grad(y, [x], retain_graph=True)  # this task yielded just now
+        asyncio.current_task().cancel()  # type: ignore[union-attr]
+        await ae.grad(y, [x], retain_graph=True)
+        finished = True
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(main())
+    assert not finished
