@@ -103,10 +103,9 @@ def _dependency_steps(
         if not budget:
             budget = PREPARE_CHUNK
             yield
-        for edge in fn.next_edges:
-            if edge is None:
+        for nxt in fn.next_nodes:
+            if nxt is None:
                 continue
-            nxt = edge[0]
             c = get(nxt)
             if c is None:
                 deps[nxt] = 1
@@ -214,13 +213,13 @@ def _exec_info_steps(
         if level is None:
             continue
         for fn in level:
-            for edge in fn.next_edges:
-                if edge is not None and edge[0] in marked:
+            for nxt in fn.next_nodes:
+                if nxt in marked:  # (None never is)
                     add_needed(fn)
                     add_marked(fn)
                     break
-    for edge in root.next_edges:  # the root has no in-edges: not filed
-        if edge is not None and edge[0] in marked:
+    for nxt in root.next_nodes:  # the root has no in-edges: not filed
+        if nxt in marked:
             needed.add(root)
             break
     result += (needed, captures, False)
@@ -449,10 +448,9 @@ class GraphTask:
                     # ---- route outputs -------------------------------------------
                     nxt_run = None
                     nxt_buf = None
-                    for edge, g in zip(node.next_edges, outs):
-                        if edge is None:
+                    for nxt, nr, g in zip(node.next_nodes, node.next_nrs, outs):
+                        if nxt is None:
                             continue
-                        nxt, nr = edge
                         d = deps[nxt] - 1
                         deps[nxt] = d
                         if run_set is not None and nxt not in run_set:
@@ -520,12 +518,13 @@ class GraphTask:
         deps = self.dependencies
         not_ready = self.not_ready
         needed = self.needed
-        edges = node.next_edges
-        for i in range(len(edges)):
-            edge = edges[i]
-            if edge is None:
+        nodes = node.next_nodes
+        nrs = node.next_nrs
+        for i in range(len(nodes)):
+            nxt = nodes[i]
+            if nxt is None:
                 continue
-            nxt, nr = edge
+            nr = nrs[i]
             g = outs[i] if i < len(outs) else None
             d = deps[nxt] - 1
             buf = not_ready.get(nxt)

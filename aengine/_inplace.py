@@ -275,14 +275,14 @@ class CopySlices(Node):
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         g = grads[0]
         if g is None:
-            return (None,) * len(self.next_edges)
+            return (None,) * len(self.next_nodes)
         raw = self.dev._backend.raw
         if create_graph:
             from ._ops._core import TENSOR_OPS as F
 
             res = self.fn.apply([self.view_fn(F, g)], True)
             out0 = None
-            if self.next_edges[0] is not None:
+            if self.next_nodes[0] is not None:
                 r0 = res[0]
                 out0 = F.put_flat(g, self._positions(raw), 0.0 if r0 is None else r0)
             return (out0, *res[1:])
@@ -296,7 +296,7 @@ class CopySlices(Node):
             pos = self._positions(raw)
             res = self.fn.apply([result.reshape(-1)[pos]], False)
         out0 = None
-        if self.next_edges[0] is not None:
+        if self.next_nodes[0] is not None:
             r0 = res[0]
             val = 0 if r0 is None else r0
             if direct:

@@ -257,10 +257,10 @@ async def _post_hooks(gt: Any, node: Node, outs: Any, inputs: list[Any]) -> Any:
 def _out_tensor(node: Node, i: int, g: Any) -> Any:
     if g is None or isinstance(g, Tensor):
         return g
-    edge = node.next_edges[i] if i < len(node.next_edges) else None
+    nxt = node.next_nodes[i] if i < len(node.next_nodes) else None
     dev = None
-    if edge is not None and isinstance(edge[0], AccumulateGrad):
-        dev = edge[0].variable._device
+    if isinstance(nxt, AccumulateGrad):
+        dev = nxt.variable._device
     if dev is None:
         dev = _node_device(node, 0)
     return to_tensor(g, dev)

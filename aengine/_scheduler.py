@@ -137,10 +137,10 @@ def mark_released(gt: GraphTask) -> None:
         node = stack.pop()
         if getattr(node, "saved", ()) is None:
             _released_by_failure.add(node)
-        for edge in node.next_edges:
-            if edge is not None and edge[0] not in seen:
-                seen.add(edge[0])
-                stack.append(edge[0])
+        for nxt in node.next_nodes:
+            if nxt is not None and nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
 
 
 def cancelled_graph_error(gt: GraphTask, exc: BaseException) -> BaseException | None:

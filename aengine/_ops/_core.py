@@ -22,7 +22,15 @@ from .._device import CPU, Device
 from .._engine_ctx import _offload_min
 from .._errors import AutogradError
 from .._grad_mode import _grad_enabled, _inference
-from .._graph import Node, SavedTensor, freed_error, gradient_edge, next_sequence_nr
+from .._graph import (
+    Node,
+    SavedTensor,
+    freed_error,
+    gradient_edge,
+    next_sequence_nr,
+    nrs,
+    split_edges,
+)
 from .._inplace import stale_view_requires_grad as _stale_view_rg
 from .._tensor import Tensor
 
@@ -68,7 +76,7 @@ class OpNode(Node):
         if g is None:  # one output, and it got no gradient
             if release and saved:
                 self.saved = None
-            return (None,) * len(self.next_edges)
+            return (None,) * len(self.next_nodes)
         if create_graph:
             vals: Any = []
             for s in saved:
@@ -192,36 +200,40 @@ def record(
             x._rg or (x._view_meta is not None and _stale_view_rg(x))
         ):
             return _plain(out, dev)
-        edge = (
-            (x._fn, x.output_nr) if x._fn is not None and x._view_meta is None else gradient_edge(x)
-        )
-        edges: tuple[Any, ...] = (edge,)
-        topo = edge[0].topological_nr + 1
+        if x._fn is not None and x._view_meta is None:
+            fa, na = x._fn, x.output_nr
+        else:
+            fa, na = gradient_edge(x)
+        next_nodes: tuple[Any, ...] = (fa,)
+        next_nrs = _NRS0 if not na else nrs((na,))
+        topo = fa.topological_nr + 1
         needs: tuple[bool, ...] = _NEEDS1
     elif len(inputs) == 2:
         a, b = inputs
         ra = a.__class__ is Tensor and (a._rg or (a._view_meta is not None and _stale_view_rg(a)))
         rb = b.__class__ is Tensor and (b._rg or (b._view_meta is not None and _stale_view_rg(b)))
         if ra:
-            ea = (
-                (a._fn, a.output_nr)
-                if a._fn is not None and a._view_meta is None
-                else gradient_edge(a)
-            )
-            topo = ea[0].topological_nr + 1
+            if a._fn is not None and a._view_meta is None:
+                fa, na = a._fn, a.output_nr
+            else:
+                fa, na = gradient_edge(a)
+            topo = fa.topological_nr + 1
             if rb:
-                eb = gradient_edge(b)
-                if eb[0].topological_nr >= topo:
-                    topo = eb[0].topological_nr + 1
-                edges = (ea, eb)
+                fb, nb = gradient_edge(b)
+                if fb.topological_nr >= topo:
+                    topo = fb.topological_nr + 1
+                next_nodes = (fa, fb)
+                next_nrs = _NRS00 if not (na or nb) else nrs((na, nb))
                 needs = _NEEDS_TT
             else:  # tensor op scalar/constant: the common case
-                edges = (ea, None)
+                next_nodes = (fa, None)
+                next_nrs = _NRS00 if not na else nrs((na, 0))
                 needs = _NEEDS_TF
         elif rb:
-            eb = gradient_edge(b)
-            topo = eb[0].topological_nr + 1
-            edges = (None, eb)
+            fb, nb = gradient_edge(b)
+            topo = fb.topological_nr + 1
+            next_nodes = (None, fb)
+            next_nrs = _NRS00 if not nb else nrs((0, nb))
             needs = _NEEDS_FT
         else:
             return _plain(out, dev)
@@ -232,15 +244,18 @@ def record(
         ]
         if not any(flags):
             return _plain(out, dev)
-        edges = tuple(gradient_edge(x) if f else None for x, f in zip(inputs, flags))
+        next_nodes, next_nrs = split_edges(
+            tuple(gradient_edge(x) if f else None for x, f in zip(inputs, flags))
+        )
         needs = tuple(flags)
         topo = 0
-        for e in edges:
-            if e is not None and e[0].topological_nr >= topo:
-                topo = e[0].topological_nr + 1
+        for fn in next_nodes:
+            if fn is not None and fn.topological_nr >= topo:
+                topo = fn.topological_nr + 1
     # Node.__init__ inlined (this runs once per recorded op).
     node = _new_tensor(cls)
-    node.next_edges = edges
+    node.next_nodes = next_nodes
+    node.next_nrs = next_nrs
     node.sequence_nr = next_sequence_nr()
     node.topological_nr = topo
     node._special = cls._always_special
@@ -278,6 +293,8 @@ _NEEDS1 = (True,)
 _NEEDS_TT = (True, True)
 _NEEDS_TF = (True, False)
 _NEEDS_FT = (False, True)
+_NRS0 = nrs((0,))
+_NRS00 = nrs((0, 0))
 _new_tensor = object.__new__
 
 
