@@ -326,27 +326,36 @@ class SavedTensor:
     the tensor was modified since; after :meth:`release` it raises the
     "backward through the graph a second time" error.  An output of the node
     that saved it is kept without the tensor object (see NOTE [Graph ownership]).
+
+    # NOTE [Saved tensors of built-in ops]
+    # An OpNode keeps the tensors it saved in ``saved`` and their versions at
+    # save time in ``versions`` (a tuple of ints, shared when all are 0): a
+    # saved input is the Tensor itself, and only a saved output becomes a
+    # SavedTensor (its ``data`` and ``_vc``, as a Tensor's, without the tensor:
+    # NOTE [Graph ownership]).  A SavedTensor per input would be one more
+    # object per op for the garbage collector to track while the graph lives.
+    # Custom Functions keep SavedTensors for every saved value.
     """
 
-    __slots__ = ("__dict__", "data", "tensor", "vc", "version")
-
-    # Only saved outputs set these (in the instance dict): cheap for inputs.
-    is_output: bool = False
-    output_nr: int = 0
-    requires_grad: bool = False
-    device: Any = None
+    __slots__ = (
+        "_vc",
+        "data",
+        "device",
+        "is_output",
+        "output_nr",
+        "requires_grad",
+        "tensor",
+        "version",
+    )
 
     def __init__(self, t: Tensor, is_output: bool = False) -> None:
         if t._inference:
-            raise AutogradError(
-                "Inference tensors cannot be saved for backward. To work around "
-                "you can make a clone to get a normal tensor and use it in autograd."
-            )
+            raise inference_saved_error()
         self.data = t.data
-        vc = self.vc = t._vc
+        vc = self._vc = t._vc
         self.version = vc[0]
+        self.is_output = is_output
         if is_output:
-            self.is_output = True
             self.output_nr = t.output_nr
             self.requires_grad = t._rg
             self.device = t._device
@@ -355,8 +364,8 @@ class SavedTensor:
             self.tensor = t
 
     def check(self, node: Node) -> None:
-        if self.vc[0] != self.version:
-            raise AutogradError(_version_error(self, node))
+        if self._vc[0] != self.version:
+            raise AutogradError(version_error(self, self.version, node))
 
     def unpack_tensor(self, node: Node) -> Tensor:
         """The saved value as a Tensor connected to the graph (create_graph)."""
@@ -365,22 +374,32 @@ class SavedTensor:
         from ._tensor import Tensor
 
         t = Tensor._make(self.data, self.requires_grad, self.device)
-        t._vc = self.vc
+        t._vc = self._vc
         if self.requires_grad:
             t._fn = node
             t.output_nr = self.output_nr
         return t
 
 
-def _version_error(saved: SavedTensor, node: Node) -> str:
+def inference_saved_error() -> AutogradError:
+    return AutogradError(
+        "Inference tensors cannot be saved for backward. To work around "
+        "you can make a clone to get a normal tensor and use it in autograd."
+    )
+
+
+def version_error(saved: Any, version: int, node: Node) -> str:
+    """The in-place error for ``saved`` (a SavedTensor or a saved input Tensor)."""
     from ._tensor import describe
 
     where = ""
-    if saved.is_output:
+    if getattr(saved, "is_output", False):
         where = f", which is output {saved.output_nr} of {node.name()},"
-    elif saved.tensor is not None and saved.tensor.grad_fn is not None:
-        fn = saved.tensor.grad_fn
-        where = f", which is output {saved.tensor.output_nr} of {fn.name()},"
+    else:
+        t = saved if saved.__class__ is not SavedTensor else saved.tensor
+        if t is not None and t.grad_fn is not None:
+            fn = t.grad_fn
+            where = f", which is output {t.output_nr} of {fn.name()},"
     from ._anomaly import is_anomaly_enabled
 
     if is_anomaly_enabled():
@@ -396,8 +415,8 @@ def _version_error(saved: SavedTensor, node: Node) -> str:
         )
     return (
         "one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation: [{describe(saved.data)}]{where} is at version {saved.vc[0]}; "
-        f"expected version {saved.version} instead. {hint}"
+        f"inplace operation: [{describe(saved.data)}]{where} is at version {saved._vc[0]}; "
+        f"expected version {version} instead. {hint}"
     )
 
 

@@ -154,11 +154,13 @@ def commit_inplace(t: Tensor, r: Tensor | None) -> Tensor:
     node = r._fn
     saved = getattr(node, "saved", None)
     if saved:
-        for s in saved:
-            if s.is_output:  # the output of an in-place op is t, at its new version
-                s.vc = vc
-                s.version = vc[0]
+        versions = list(node.versions)  # type: ignore[attr-defined]
+        for i, s in enumerate(saved):
+            if getattr(s, "is_output", False):  # the output of an in-place op is t, now
+                s._vc = vc
+                s.version = versions[i] = vc[0]
                 s.data = t.data
+        node.versions = tuple(versions)  # type: ignore[attr-defined]
     _rebase_history(t, node)
     return t
 

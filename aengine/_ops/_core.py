@@ -27,9 +27,11 @@ from .._graph import (
     SavedTensor,
     freed_error,
     gradient_edge,
+    inference_saved_error,
     next_sequence_nr,
     nrs,
     split_edges,
+    version_error,
 )
 from .._inplace import stale_view_requires_grad as _stale_view_rg
 from .._tensor import Tensor
@@ -50,10 +52,13 @@ __all__ = [
 class OpNode(Node):
     """Backward node of a built-in op (see NOTE [Operator rules])."""
 
-    __slots__ = ("attrs", "dev", "meta", "needs", "saved")
+    __slots__ = ("attrs", "dev", "meta", "needs", "saved", "versions")
 
     rule: Any = None
-    saved: tuple[SavedTensor, ...] | None
+    #: saved inputs (Tensors) and outputs (SavedTensors), None once freed;
+    #: ``versions`` their versions when saved (NOTE [Saved tensors of built-in ops])
+    saved: tuple[Any, ...] | None
+    versions: tuple[int, ...]
     attrs: Any
     needs: tuple[bool, ...]
     meta: tuple[Any, ...] | None
@@ -78,11 +83,7 @@ class OpNode(Node):
                 self.saved = None
             return (None,) * len(self.next_nodes)
         if create_graph:
-            vals: Any = []
-            for s in saved:
-                if s.vc[0] != s.version:
-                    s.check(self)
-                vals.append(s.unpack_tensor(self))
+            vals: Any = self._unpacked()
             outs = self.rule(TENSOR_OPS, g, vals, self)
             F = TENSOR_OPS
         else:
@@ -91,14 +92,14 @@ class OpNode(Node):
                 vals = saved
             elif len(saved) == 1:
                 s = saved[0]
-                if s.vc[0] != s.version:
-                    s.check(self)
+                if s._vc[0] != self.versions[0]:
+                    self._version_error(0)
                 vals = (s.data,)
             else:
                 vals = []
-                for s in saved:
-                    if s.vc[0] != s.version:
-                        s.check(self)
+                for i, (s, v) in enumerate(zip(saved, self.versions)):
+                    if s._vc[0] != v:
+                        self._version_error(i)
                     vals.append(s.data)
             outs = self.rule(F, g, vals, self)
         if release and saved:  # after the rule succeeded, as release_variables
@@ -107,6 +108,22 @@ class OpNode(Node):
         if meta is not None:
             outs = _fix_outputs(F, outs, meta)
         return outs
+
+    def _unpacked(self) -> list[Tensor]:
+        """The saved values as Tensors connected to the graph (version-checked)."""
+        saved = self.saved
+        if saved is None:
+            raise freed_error()
+        vals: list[Tensor] = []
+        for i, (s, v) in enumerate(zip(saved, self.versions)):
+            if s._vc[0] != v:
+                self._version_error(i)
+            vals.append(s if s.__class__ is Tensor else s.unpack_tensor(self))
+        return vals
+
+    def _version_error(self, i: int) -> None:
+        assert self.saved is not None
+        raise AutogradError(version_error(self.saved[i], self.versions[i], self))
 
     def release_variables(self) -> None:
         if self.saved:
@@ -117,7 +134,7 @@ class OpNode(Node):
         """The tensors saved for backward (raises once they were freed)."""
         if self.saved is None:
             raise freed_error()
-        return tuple(s.unpack_tensor(self) for s in self.saved)
+        return tuple(s if s.__class__ is Tensor else s.unpack_tensor(self) for s in self.saved)
 
 
 def _fix_outputs(F: Any, outs: Any, meta: tuple[Any, ...]) -> Any:
@@ -272,18 +289,31 @@ def record(
     t.output_nr = 0
     t._vc = [0]
     t._device = dev
+    # NOTE [Saved tensors of built-in ops]: inputs as they are, with their versions
     if saved:
         if len(saved) == 1:
-            packed: tuple[SavedTensor, ...] = (SavedTensor(saved[0]),)
+            s = saved[0]
+            if s._inference:
+                raise inference_saved_error()
+            v = s._vc[0]
+            versions: tuple[int, ...] = _V0 if not v else (v,)
         else:
-            packed = tuple([SavedTensor(s) for s in saved])
+            for s in saved:
+                if s._inference:
+                    raise inference_saved_error()
+            versions = _versions(saved)
         if save_output:
-            packed += (SavedTensor(t, True),)
-        node.saved = packed
+            node.saved = (*saved, SavedTensor(t, True))
+            node.versions = (*versions, 0)
+        else:
+            node.saved = saved
+            node.versions = versions
     elif save_output:
         node.saved = (SavedTensor(t, True),)
+        node.versions = _V0
     else:
         node.saved = ()
+        node.versions = ()
     if _anomaly.get()[0]:
         record_forward(node)
     return t
@@ -295,6 +325,18 @@ _NEEDS_TF = (True, False)
 _NEEDS_FT = (False, True)
 _NRS0 = nrs((0,))
 _NRS00 = nrs((0, 0))
+_V0 = (0,)
+_V00 = (0, 0)
+
+
+def _versions(saved: tuple[Tensor, ...]) -> tuple[int, ...]:
+    """The versions of several saved tensors (a shared tuple when all are 0)."""
+    versions = tuple([s._vc[0] for s in saved])
+    if versions == _V00:
+        return _V00
+    return versions
+
+
 _new_tensor = object.__new__
 
 
@@ -360,7 +402,11 @@ def record_multi(
         t._rg = True
         t._fn = node
         t.output_nr = i
-    node.saved = tuple(SavedTensor(s) for s in saved) if saved else ()
+    for s in saved:
+        if s._inference:
+            raise inference_saved_error()
+    node.saved = tuple(saved)
+    node.versions = _versions(node.saved)
     if _anomaly.get()[0]:
         record_forward(node)
     return ts
