@@ -96,3 +96,38 @@ def test_float32_promotion_with_0d():
     assert (x * y).dtype == ae.float32
     assert (x * 2.0).dtype == ae.float32
     assert torch.ones(3).mul(torch.tensor(2.0, dtype=torch.float64)).dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(), (5,), (256, 128)])
+def test_square_and_mean_gradients_are_the_textbook_bits(shape, dtype):
+    """``(x ** 2).mean()``: the in-place scaling and the early division change no bit."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape).astype(dtype)
+    x = ae.tensor(a, requires_grad=True)
+    (g,) = ae.sync.grad((x**2).mean(), [x])
+    seed = np.broadcast_to(np.ones((), dtype), shape) / np.asarray(a.size, dtype)
+    want = seed * 2.0 * a
+    assert g.dtype == want.dtype
+    np.testing.assert_array_equal(g.numpy(), want)
+    (g2,) = ae.sync.grad((x**2).sum(), [x], create_graph=True)  # TENSOR_OPS.scale_
+    np.testing.assert_array_equal(g2.detach().numpy(), 2.0 * a)
+
+
+def test_raw_scale_is_in_place_only_on_arrays_it_may_write():
+    import numpy as np
+
+    from aengine._ops._raw import RawOps
+    from adapters._numpy import NumpyBackend
+
+    F = RawOps(NumpyBackend())
+    fresh = np.arange(3.0)
+    assert F.scale_(fresh, 2.0) is fresh
+    np.testing.assert_array_equal(fresh, [0.0, 2.0, 4.0])
+    ints = np.arange(3)
+    out = F.scale_(ints, 2.0)
+    assert out is not ints and out.dtype == np.float64
+    np.testing.assert_array_equal(ints, [0, 1, 2])
+    assert F.scale_(np.float32(1.5), 2.0) == 3.0  # a 0-d product is a numpy scalar

@@ -79,6 +79,7 @@ def _fill_tensor_ops() -> None:
     F.astype = lambda x, dtype: to(x, dtype=dtype)
     F.sum = lambda x, axis=None, keepdims=False: sum(x, axis, keepdims)
     F.prod = lambda x, axis=None, keepdims=False: prod(x, axis, keepdims)
+    F.scale_ = lambda x, c: x * c  # raw: in place (RawOps.scale_)
     F.swapaxes = transpose
     F.expand_dims = unsqueeze
     F.zeros = _zeros

@@ -227,8 +227,8 @@ def _pow_scalar_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
         return (g * 0.0 * a,)
     if p == 1:
         return (g,)
-    if p == 2:
-        return (g * 2.0 * a,)
+    if p == 2:  # one full-size array, not two (2.0 * is exact: same bits)
+        return (F.scale_(g * a, 2.0),)
     return (g * p * a ** (p - 1),)
 
 

@@ -92,6 +92,17 @@ class RawOps:
     def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
         return x.reshape(shape)
 
+    def scale_(self, x: Any, c: float) -> Any:
+        """``x * c``, computed in place: only for an array the rule itself just made.
+
+        Saves a full-size allocation (fresh memory is what a large
+        elementwise gradient mostly costs); ``TENSOR_OPS.scale_`` is ``x * c``.
+        """
+        if x.__class__ is self.backend.array_types[0] and x.dtype.kind in "fc":
+            x *= c
+            return x
+        return x * c
+
     def astype(self, x: Any, dtype: Any) -> Any:
         return self.xp.asarray(x).astype(dtype)
 

@@ -99,7 +99,10 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None)
 
 def _mean_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
     shape, dims, keepdim, count = n.attrs
-    return (expand_reduced(F, g, shape, dims, keepdim) / count,)
+    if not count:  # an empty input: an empty gradient (and no division by zero)
+        return (expand_reduced(F, g, shape, dims, keepdim),)
+    # divide the reduced gradient, then broadcast it: one full-size array, not two
+    return (expand_reduced(F, g / count, shape, dims, keepdim),)
 
 
 MeanBackward0 = node_class("MeanBackward0", _mean_rule)
