@@ -119,8 +119,8 @@ def test_square_and_mean_gradients_are_the_textbook_bits(shape, dtype):
 def test_raw_scale_is_in_place_only_on_arrays_it_may_write():
     import numpy as np
 
-    from aengine._ops._raw import RawOps
     from adapters._numpy import NumpyBackend
+    from aengine._ops._raw import RawOps
 
     F = RawOps(NumpyBackend())
     fresh = np.arange(3.0)
