@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import math
+import sys
 from collections.abc import Coroutine
 from time import perf_counter
 from typing import Any
@@ -183,11 +184,13 @@ async def end_checkpoint(time_slice: float) -> None:
 
 def _asyncio_cancelling() -> bool:
     """True when asyncio's ``Task.cancel`` was called on the current task."""
-    if async_library() != "asyncio":
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:  # no asyncio loop can run without it (and no sniffio lookup)
         return False
-    import asyncio
-
-    task = asyncio.current_task()
+    loop = asyncio._get_running_loop()
+    if loop is None:
+        return False
+    task = asyncio.current_task(loop)
     return task is not None and task.cancelling() > 0
 
 
