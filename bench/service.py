@@ -390,6 +390,10 @@ def _engine_note() -> str:
 # -- fixed cost -----------------------------------------------------------------
 
 
+#: the reference row of fixedcost: one bare ``await anyio.lowlevel.checkpoint()``
+CHECKPOINT_ROW = "await checkpoint() ({})"
+
+
 def run_fixedcost(calls: int, repeats: int, pause: float, log: Callable[[str], None]) -> dict:
     """The cost of one gradient call on a 1-node graph (x.sum()), per call."""
     import anyio
@@ -401,6 +405,7 @@ def run_fixedcost(calls: int, repeats: int, pause: float, log: Callable[[str], N
         unavailable["torch.autograd.grad"] = _have("torch")
     if _have("trio"):
         unavailable["await ae.grad (trio)"] = _have("trio")
+        unavailable[CHECKPOINT_ROW.format("trio")] = _have("trio")
 
     def ae_async(backend: str) -> Callable[[], dict[str, Any]]:
         def trial() -> dict[str, Any]:
@@ -416,6 +421,24 @@ def run_fixedcost(calls: int, repeats: int, pause: float, log: Callable[[str], N
                 for _ in range(calls):
                     (g,) = await ae.grad(y, [x], retain_graph=True)
                 return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
+
+            return anyio.run(main, backend=backend)  # type: ignore[no-any-return]
+
+        return trial
+
+    def loop_checkpoint(backend: str) -> Callable[[], dict[str, Any]]:
+        """The event loop's own cheapest await: this machine's speed at loop work now."""
+
+        def trial() -> dict[str, Any]:
+            from anyio.lowlevel import checkpoint
+
+            async def main() -> dict[str, Any]:
+                for _ in range(10):
+                    await checkpoint()
+                t0 = perf_counter()
+                for _ in range(calls):
+                    await checkpoint()
+                return {"per_call": (perf_counter() - t0) / calls}
 
             return anyio.run(main, backend=backend)  # type: ignore[no-any-return]
 
@@ -448,18 +471,26 @@ def run_fixedcost(calls: int, repeats: int, pause: float, log: Callable[[str], N
         "ae.sync.grad": ae_sync,
         "await ae.grad (asyncio)": ae_async("asyncio"),
         "await ae.grad (trio)": ae_async("trio"),
+        CHECKPOINT_ROW.format("asyncio"): loop_checkpoint("asyncio"),
+        CHECKPOINT_ROW.format("trio"): loop_checkpoint("trio"),
     }
     names = list(trials)
     runs = interleave(
         {k: v for k, v in trials.items() if k not in unavailable}, repeats, pause, 1, log
     )
-    checks = {n: check_grads(r["extras"].get("grads"), ref, 1e-12, 0.0) for n, r in runs.items()}
+    checks = {
+        n: "ok (reference: no gradient)"
+        if n.startswith("await checkpoint()")
+        else check_grads(r["extras"].get("grads"), ref, 1e-12, 0.0)
+        for n, r in runs.items()
+    }
     return {
         "name": "fixedcost",
         "family": "fixedcost",
         "description": (
             f"one gradient call on a 1-node graph (x (16,), y = x.sum(), retain_graph=True), "
-            f"{calls} calls in a row; the async calls on a running loop"
+            f"{calls} calls in a row; the async calls on a running loop; "
+            "'await checkpoint()' rows: anyio's bare checkpoint, the loop's cost of one await "
         ),
         "metrics": [{"key": "per_call", "unit": "us", "scale": 1e6, "better": "lower"}],
         "ratios": True,

@@ -72,6 +72,9 @@ def test_quick_run_covers_every_system_and_workload(tmp_path: Path) -> None:
                     row,
                 )
                 continue
+            if row["system"].startswith("await checkpoint()"):  # fixedcost's reference rows
+                assert status == f"{OK} (reference: no gradient)", row
+                continue
             assert status == OK, (wl["name"], row["system"], status)
             for m in wl["metrics"]:
                 stat = row["metrics"][m["key"]]
