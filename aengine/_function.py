@@ -35,7 +35,7 @@ from ._errors import AutogradError
 from ._grad_mode import _grad_enabled, no_grad
 from ._graph import Node, SavedTensor, freed_error, gradient_edge
 from ._loop import loop_running
-from ._tensor import Tensor
+from ._tensor import Tensor, own_vc
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
 
@@ -430,7 +430,7 @@ def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any]) -> None:
                 "as output. The inputs that are modified inplace must all be outputs of the "
                 "Function."
             )
-        t._vc[0] += 1  # as PyTorch: a dirty tensor's version is bumped once more
+        own_vc(t)[0] += 1  # as PyTorch: a dirty tensor's version is bumped once more
 
 
 def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> None:

@@ -352,7 +352,10 @@ class SavedTensor:
         if t._inference:
             raise inference_saved_error()
         self.data = t.data
-        vc = self._vc = t._vc
+        vc = t._vc
+        if vc.__class__ is not list:  # own_vc (NOTE [The shared zero version counter])
+            vc = t._vc = [vc[0]]
+        self._vc = vc
         self.version = vc[0]
         self.is_output = is_output
         if is_output:

@@ -36,7 +36,7 @@ from typing import Any
 from ._errors import AutogradError
 from ._grad_mode import _grad_enabled, _inference
 from ._graph import Node, gradient_edge
-from ._tensor import Tensor
+from ._tensor import Tensor, own_vc
 
 __all__ = [
     "CopySlices",
@@ -147,7 +147,7 @@ def commit_inplace(t: Tensor, r: Tensor | None) -> Tensor:
     ``r`` is what ``record`` returned for the op on ``snapshot(t)``, with
     ``t.data`` as its output array.  Returns ``t``.
     """
-    vc = t._vc
+    vc = own_vc(t)
     vc[0] += 1
     if r is None or r._fn is None:
         return t

@@ -41,7 +41,7 @@ from typing import Any
 from ._errors import AutogradError
 from ._graph import AccumulateGrad, Node
 from ._loop import loop_running
-from ._tensor import Tensor
+from ._tensor import Tensor, own_vc
 
 __all__ = ["evaluate_general", "commit", "to_tensor", "to_raw"]
 
@@ -382,7 +382,7 @@ def _commit(gt: Any) -> list[tuple[Any, Tensor]]:
                     # in place even when the old grad carries a graph (from a
                     # create_graph backward), as PyTorch: same object, version bumped
                     old.data += arr
-                    old._vc[0] += 1
+                    own_vc(old)[0] += 1
         if t._post_acc_hooks:
             for fn in list(t._post_acc_hooks.values()):
                 hooks.append((fn, t))

@@ -5,7 +5,9 @@
 # a numpy scalar.  ``_rg`` is requires_grad, ``_fn`` the grad_fn (None for
 # leaves), ``output_nr`` the index among its grad_fn's outputs.  ``_vc`` is the
 # version counter, a one-element list shared by a base and all its views and
-# bumped by every in-place op.  ``_base`` is the tensor a view was taken from
+# bumped by every in-place op; a tensor never modified in place, viewed or
+# saved as an output has the shared tuple ``ZERO_VC`` instead (NOTE [The
+# shared zero version counter]).  ``_base`` is the tensor a view was taken from
 # (always a non-view) and ``_view_fn`` rebuilds the view from the base (used
 # when an in-place op on the view rewrites the base's history, see _inplace.py).
 # ``_creation`` says how a view was made when that restricts in-place use
@@ -25,7 +27,7 @@ from ._dtype import is_floating
 from ._errors import AutogradError
 from ._graph import AccumulateGrad, Node, RemovableHandle, _add_hook
 
-__all__ = ["Tensor", "describe"]
+__all__ = ["Tensor", "describe", "own_vc", "ZERO_VC"]
 
 _acc_lock = threading.Lock()
 
@@ -43,6 +45,29 @@ def _refresh_view(t: Tensor) -> None:
     from ._inplace import refresh_view_grad_fn
 
     refresh_view_grad_fn(t)
+
+
+# NOTE [The shared zero version counter]
+# Most tensors are never modified in place nor viewed: they all hold the one
+# immutable ``ZERO_VC`` = (0,) as version counter, and get a list of their
+# own (``own_vc``) the first time something must share or bump it: a view or
+# ``detach()`` (they share the base's counter), an in-place op, a saved output
+# (its SavedTensor keeps the counter, not the tensor).  A saved *input* is
+# kept as the tensor itself (NOTE [Saved tensors of built-in ops]), so the
+# check reads its counter at backward time, whichever it is by then.  A list
+# per tensor was one more allocation per op, and for every saved input one
+# more object for the garbage collector to walk while the graph lives.
+# ``ZERO_VC`` being a tuple, a write that skipped ``own_vc`` fails loudly
+# instead of bumping every tensor's version.
+ZERO_VC: tuple[int] = (0,)
+
+
+def own_vc(t: Tensor) -> list[int]:
+    """``t``'s version counter as a list of its own, to share, keep or bump."""
+    vc = t._vc
+    if vc.__class__ is not list:  # ZERO_VC (or a copy of it, e.g. unpickled)
+        vc = t._vc = [vc[0]]
+    return vc  # type: ignore[return-value]
 
 
 def describe(array: Any) -> str:
@@ -108,7 +133,7 @@ class Tensor:
         self._rg = False
         self._fn: Node | None = None
         self.output_nr = 0
-        self._vc = [0]
+        self._vc: list[int] | tuple[int] = ZERO_VC
         self._device = dev
 
     @staticmethod
@@ -119,7 +144,7 @@ class Tensor:
         t._rg = requires_grad
         t._fn = None
         t.output_nr = 0
-        t._vc = [0]
+        t._vc = ZERO_VC
         t._device = dev
         return t
 
@@ -350,7 +375,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """A tensor sharing data and version counter, cut from the graph."""
         t = Tensor._make(self.data, False, self._device)
-        t._vc = self._vc
+        t._vc = own_vc(self)
         t._inference = self._inference
         return t
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import aengine as ae
+from aengine._tensor import own_vc
 from tests.test_hooks import AeAsyncLib, AeSyncLib, TorchLib, run_plain
 
 
@@ -140,7 +141,7 @@ def _inplace_add(L: Any, t: Any) -> None:
             t.add_(1)
     else:
         t.data += 1
-        t._vc[0] += 1
+        own_vc(t)[0] += 1
 
 
 async def j4_no_check_nan(L: Any) -> Any:
@@ -206,7 +207,7 @@ def test_warnings_as_errors_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> 
         d1 = a + 1
         d2 = d1**2
         d1.data += 1
-        d1._vc[0] += 1
+        own_vc(d1)[0] += 1
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             with pytest.raises(ae.AutogradError, match="modified by an inplace operation"):
@@ -220,7 +221,7 @@ def test_version_hint_without_anomaly() -> None:
     a = ae.ones(5, requires_grad=True)
     d1 = a + 1
     d2 = d1**2
-    d1._vc[0] += 1
+    own_vc(d1)[0] += 1
     with pytest.raises(ae.AutogradError, match="Hint: enable anomaly detection"):
         ae.sync.grad(d2.sum(), a)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import aengine as ae
+from aengine._tensor import own_vc
 from tests.conftest import torch_or_skip
 
 
@@ -571,7 +572,7 @@ async def g_saved_freed(L: Any) -> Any:
 
 def _bump(t: Any) -> None:
     t.data += 1
-    t._vc[0] += 1
+    own_vc(t)[0] += 1
 
 
 FUNCTION_SCENARIOS = [

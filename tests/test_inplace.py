@@ -532,3 +532,49 @@ def test_clamp_int_tensor_float_bounds_error():
         x.clamp_(0.5, 3.5)
     x.clamp_(1, 4)
     assert x.tolist() == [1, 4, 4] and x._version == 1
+
+
+# -- NOTE [The shared zero version counter] ------------------------------------------------
+
+
+def test_fresh_tensors_share_the_zero_counter_and_never_bump_each_other():
+    from aengine._tensor import ZERO_VC
+
+    a = ae.tensor([1.0, 2.0], requires_grad=True)
+    b = a * 2.0
+    c = b + 1.0
+    assert a._vc is ZERO_VC and b._vc is ZERO_VC and c._vc is ZERO_VC
+    c.add_(1.0)
+    c.mul_(3.0)
+    assert c._version == 2 and b._version == 0 and a._version == 0
+    assert ae.tensor([0.0])._version == 0  # a new tensor starts at 0 whatever ran before
+    assert ZERO_VC == (0,)
+
+
+@pytest.mark.parametrize("how", ["direct", "view", "detach", "view_made_after_saving"])
+def test_modifying_a_saved_input_after_it_was_saved_is_caught(how):
+    x = ae.tensor([0.5, 1.0, 1.5], requires_grad=True)
+    h = x * 1.0  # never versioned: the shared zero counter
+    y = ae.sin(h)  # saves h, at version 0
+    if how == "direct":
+        h.mul_(2.0)
+    elif how == "view":
+        h[1:].mul_(2.0)
+    elif how == "detach":
+        h.detach().mul_(2.0)
+    else:
+        v = h[:2]
+        y2 = ae.sin(v)  # saves the view (the counter is h's now)
+        v.add_(1.0)
+        with pytest.raises(ae.AutogradError, match="modified by an inplace operation"):
+            ae.sync.backward(y2.sum(), retain_graph=True)
+    with pytest.raises(ae.AutogradError, match="is at version 1; expected version 0"):
+        ae.sync.backward(y.sum())
+
+
+def test_a_saved_output_keeps_watching_its_tensor():
+    x = ae.tensor([0.5, 1.0], requires_grad=True)
+    y = ae.exp(x * 1.0)  # saves its output
+    y.add_(1.0)
+    with pytest.raises(ae.AutogradError, match="output 0 of ExpBackward0"):
+        ae.sync.backward(y.sum())

@@ -34,7 +34,7 @@ from .._graph import (
     version_error,
 )
 from .._inplace import stale_view_requires_grad as _stale_view_rg
-from .._tensor import Tensor
+from .._tensor import ZERO_VC, Tensor, own_vc
 
 __all__ = [
     "OpNode",
@@ -287,7 +287,7 @@ def record(
     t._rg = True
     t._fn = node
     t.output_nr = 0
-    t._vc = [0]
+    t._vc = ZERO_VC
     t._device = dev
     # NOTE [Saved tensors of built-in ops]: inputs as they are, with their versions
     if saved:
@@ -477,7 +477,7 @@ def as_view(t: Tensor, base: Tensor, view_fn: Any, creation: str | None = None) 
             return _outer(F, _inner(F, x))
 
         t._view_fn = composed
-    t._vc = base._vc
+    t._vc = own_vc(base)
     t._inference = base._inference
     # As PyTorch's CreationMeta: a view of a restricted view stays restricted;
     # views made in no_grad / inference mode are marked whatever the base.
