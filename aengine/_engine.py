@@ -96,45 +96,34 @@ def _dependency_steps(
     if order is None:
         order = []
     order.append(root)  # the nodes to visit, appended to while iterated (breadth first)
-    push = order.append
     get = deps.get
+    if not min_topo_nr:  # nothing to prune (backward(), or grad() of leaves): the common case
+        push = order.append
+    else:
+
+        def push(node: Node) -> None:
+            if node.topological_nr >= min_topo_nr:
+                order.append(node)
+            elif sinks is not None:  # pruned: counted, never visited
+                sinks.append(node)
+
     start = 0
     while start < len(order):
         stop = start + PREPARE_CHUNK
         # islice reads the list's length at each step: nodes pushed by this
         # chunk are visited by the chunk too, up to ``stop``
-        chunk = islice(order, start, stop)
-        if not min_topo_nr:
-            # nothing to prune (backward(), or grad() of leaves): the common case
-            for fn in chunk:
-                for nxt in fn.next_nodes:
-                    if nxt is None:
-                        continue
-                    c = get(nxt)
-                    if c is None:
-                        deps[nxt] = 1
-                        push(nxt)
-                    else:
-                        deps[nxt] = c + 1
-            if sinks is not None:  # the visited nodes without next edges (not the root)
-                sinks += [n for n in islice(order, max(start, 1), stop) if not n.topological_nr]
-        else:
-            for fn in chunk:
-                for nxt in fn.next_nodes:
-                    if nxt is None:
-                        continue
-                    c = get(nxt)
-                    if c is None:
-                        deps[nxt] = 1
-                        t = nxt.topological_nr
-                        if t >= min_topo_nr:
-                            push(nxt)
-                            if not t and sinks is not None:
-                                sinks.append(nxt)
-                        elif sinks is not None:
-                            sinks.append(nxt)
-                    else:
-                        deps[nxt] = c + 1
+        for fn in islice(order, start, stop):
+            for nxt in fn.next_nodes:
+                if nxt is None:
+                    continue
+                c = get(nxt)
+                if c is None:
+                    deps[nxt] = 1
+                    push(nxt)
+                else:
+                    deps[nxt] = c + 1
+        if sinks is not None:  # the visited nodes without next edges (not the root)
+            sinks += [n for n in islice(order, max(start, 1), stop) if not n.topological_nr]
         start = stop
         if start < len(order):
             yield
