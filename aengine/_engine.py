@@ -107,12 +107,13 @@ def _dependency_steps(
             elif sinks is not None:  # pruned: counted, never visited
                 sinks.append(node)
 
+    # One iterator over the growing list (it sees the nodes appended while it
+    # runs), consumed in chunks: islice(order, start, stop) would skip
+    # ``start`` items again at every chunk.
+    visit = iter(order)
     start = 0
-    while start < len(order):
-        stop = start + PREPARE_CHUNK
-        # islice reads the list's length at each step: nodes pushed by this
-        # chunk are visited by the chunk too, up to ``stop``
-        for fn in islice(order, start, stop):
+    while True:
+        for fn in islice(visit, PREPARE_CHUNK):
             for nxt in fn.next_nodes:
                 if nxt is None:
                     continue
@@ -122,11 +123,13 @@ def _dependency_steps(
                     push(nxt)
                 else:
                     deps[nxt] = c + 1
+        stop = start + PREPARE_CHUNK
         if sinks is not None:  # the visited nodes without next edges (not the root)
-            sinks += [n for n in islice(order, max(start, 1), stop) if not n.topological_nr]
+            sinks += [n for n in order[max(start, 1) : stop] if not n.topological_nr]
         start = stop
-        if start < len(order):
-            yield
+        if start >= len(order):
+            return
+        yield
 
 
 def init_to_execute(
