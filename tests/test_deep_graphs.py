@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 import anyio
@@ -123,11 +123,28 @@ async def test_a_task_woken_during_a_slice_runs_before_the_next_slice(trial: int
     wakes the sleeper two loop iterations later) and trio would half of the
     time.
     """
-    import time
-
-    import anyio
-
     from aengine._drivers import yield_slice
+
+    assert await _order_after_a_busy_step(yield_slice) == ["sleeper", "backward"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("trial", range(3))
+async def test_a_short_backward_that_yields_lets_a_woken_sleeper_go_first(trial: int) -> None:
+    """A short backward that yields does so as between slices (NOTE [The checkpoint of a
+    short backward]): with one checkpoint the woken sleeper would run later."""
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    y = x.sum()
+
+    async def short_backward() -> None:
+        await ae.grad(y, [x], retain_graph=True)
+
+    assert await _order_after_a_busy_step(short_backward) == ["sleeper", "backward"]
+
+
+async def _order_after_a_busy_step(step: Callable[[], Awaitable[None]]) -> list[str]:
+    """A sleeper's timer expires while this task is busy, then this task awaits ``step``."""
+    import time
 
     order: list[str] = []
     asleep = anyio.Event()
@@ -141,6 +158,6 @@ async def test_a_task_woken_during_a_slice_runs_before_the_next_slice(trial: int
         tg.start_soon(sleeper)
         await asleep.wait()  # the sleeper went to sleep in the same step
         time.sleep(0.003)  # busy, as in a slice: the sleeper's timer expires
-        await yield_slice()
+        await step()
         order.append("backward")
-    assert order == ["sleeper", "backward"]
+    return order
