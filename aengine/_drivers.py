@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextvars
 import inspect
 import math
-import sys
 from collections.abc import Coroutine
 from time import perf_counter
 from typing import Any
@@ -22,7 +21,7 @@ from anyio.lowlevel import checkpoint_if_cancelled as _checkpoint_if_cancelled
 from ._engine import YIELD, GraphTask, _current, wrap_node_error
 from ._errors import ERR_BACKWARD_TWICE, AutogradError
 from ._grad_mode import _grad_enabled
-from ._loop import async_library
+from ._loop import async_library, asyncio_cancelling
 from ._node_exec import commit
 
 __all__ = ["run_sync", "run_async", "yield_slice", "end_checkpoint", "DEFAULT_TIME_SLICE"]
@@ -173,27 +172,16 @@ async def end_checkpoint(time_slice: float) -> None:
     # its timer meanwhile would run only one or two slices later.  A loop of
     # small backwards thus yields once per time slice, as one long backward
     # does, instead of paying an event-loop iteration (8-11 us here, more
-    # than a 1-node backward) per call.  The time since the engine's last yield in this task bounds the time the
-    # task ran without yielding from above, so no task holds the loop longer
-    # than a slice (plus one backward) this way.
+    # than a 1-node backward) per call.  The time since the engine's last
+    # yield in this task bounds the time the task ran without yielding from
+    # above, so no task holds the loop longer than a slice (plus one
+    # backward) this way.
     """
-    if perf_counter() - _last_yield.get() < time_slice and not _asyncio_cancelling():
+    if perf_counter() - _last_yield.get() < time_slice and not asyncio_cancelling():
         await _checkpoint_if_cancelled()
         return
     # as between slices: the tasks woken meanwhile (a timer, I/O) run first
     await yield_slice()
-
-
-def _asyncio_cancelling() -> bool:
-    """True when asyncio's ``Task.cancel`` was called on the current task."""
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:  # no asyncio loop can run without it (and no sniffio lookup)
-        return False
-    loop = asyncio._get_running_loop()
-    if loop is None:
-        return False
-    task = asyncio.current_task(loop)
-    return task is not None and task.cancelling() > 0
 
 
 async def yield_slice() -> None:

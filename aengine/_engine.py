@@ -124,7 +124,9 @@ def _dependency_steps(
                 else:
                     deps[nxt] = c + 1
         stop = start + PREPARE_CHUNK
-        if sinks is not None:  # the visited nodes without next edges (not the root)
+        if sinks is not None and not min_topo_nr:
+            # the visited nodes without next edges (not the root; when pruning,
+            # every visited node is above min_topo_nr > 0)
             sinks += [n for n in order[max(start, 1) : stop] if not n.topological_nr]
         start = stop
         if start >= len(order):

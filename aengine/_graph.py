@@ -43,6 +43,8 @@ __all__ = [
     "gradient_edge",
     "next_sequence_nr",
     "nrs",
+    "own_vc",
+    "ZERO_VC",
 ]
 
 Edge = tuple["Node", int]
@@ -52,6 +54,29 @@ ACC_SEQ = 1 << 62
 
 _sequence = itertools.count()
 next_sequence_nr = _sequence.__next__
+
+# NOTE [The shared zero version counter]
+# Most tensors are never modified in place nor viewed: they all hold the one
+# immutable ``ZERO_VC`` = (0,) as version counter, and get a list of their
+# own (``own_vc``) the first time something must share or bump it: a view or
+# ``detach()`` (they share the base's counter), an in-place op, a saved output
+# (its SavedTensor keeps the counter, not the tensor).  A saved *input* is
+# kept as the tensor itself (NOTE [Saved tensors of built-in ops]), so the
+# check reads its counter at backward time, whichever it is by then.  A list
+# per tensor was one more allocation per op, and for every saved input one
+# more object for the garbage collector to walk while the graph lives.
+# ``ZERO_VC`` being a tuple, a write that skipped ``own_vc`` fails loudly
+# instead of bumping every tensor's version.
+ZERO_VC: tuple[int] = (0,)
+
+
+def own_vc(t: Tensor) -> list[int]:
+    """``t``'s version counter as a list of its own, to share, keep or bump."""
+    vc = t._vc
+    if vc.__class__ is not list:  # ZERO_VC (or a copy of it, e.g. unpickled)
+        vc = t._vc = [vc[0]]
+    return vc  # type: ignore[return-value]
+
 
 _NRS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
@@ -352,10 +377,7 @@ class SavedTensor:
         if t._inference:
             raise inference_saved_error()
         self.data = t.data
-        vc = t._vc
-        if vc.__class__ is not list:  # own_vc (NOTE [The shared zero version counter])
-            vc = t._vc = [vc[0]]
-        self._vc = vc
+        vc = self._vc = own_vc(t)
         self.version = vc[0]
         self.is_output = is_output
         if is_output:

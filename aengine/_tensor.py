@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ._device import CPU, Device
 from ._dtype import is_floating
 from ._errors import AutogradError
-from ._graph import AccumulateGrad, Node, RemovableHandle, _add_hook
+from ._graph import ZERO_VC, AccumulateGrad, Node, RemovableHandle, _add_hook, own_vc
 
 __all__ = ["Tensor", "describe", "own_vc", "ZERO_VC"]
 
@@ -45,29 +45,6 @@ def _refresh_view(t: Tensor) -> None:
     from ._inplace import refresh_view_grad_fn
 
     refresh_view_grad_fn(t)
-
-
-# NOTE [The shared zero version counter]
-# Most tensors are never modified in place nor viewed: they all hold the one
-# immutable ``ZERO_VC`` = (0,) as version counter, and get a list of their
-# own (``own_vc``) the first time something must share or bump it: a view or
-# ``detach()`` (they share the base's counter), an in-place op, a saved output
-# (its SavedTensor keeps the counter, not the tensor).  A saved *input* is
-# kept as the tensor itself (NOTE [Saved tensors of built-in ops]), so the
-# check reads its counter at backward time, whichever it is by then.  A list
-# per tensor was one more allocation per op, and for every saved input one
-# more object for the garbage collector to walk while the graph lives.
-# ``ZERO_VC`` being a tuple, a write that skipped ``own_vc`` fails loudly
-# instead of bumping every tensor's version.
-ZERO_VC: tuple[int] = (0,)
-
-
-def own_vc(t: Tensor) -> list[int]:
-    """``t``'s version counter as a list of its own, to share, keep or bump."""
-    vc = t._vc
-    if vc.__class__ is not list:  # ZERO_VC (or a copy of it, e.g. unpickled)
-        vc = t._vc = [vc[0]]
-    return vc  # type: ignore[return-value]
 
 
 def describe(array: Any) -> str:

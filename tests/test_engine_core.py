@@ -110,12 +110,17 @@ def test_compute_dependencies_prunes_below_min_topological_nr() -> None:
     assert deps == {mid: 1, low: 1}
 
 
-def test_init_to_execute_needed_and_captures() -> None:
+def _two_branches() -> tuple[ae.Tensor, ae.Tensor, Scale, Scale, Scale]:
+    """Leaves x and y, a = f(x), b = f(y), root = g(a, b)."""
     log: list[str] = []
     x, y = leaf(), leaf()
     a = Scale("a", (acc(x),), log)
     b = Scale("b", (acc(y),), log)
-    root = Scale("root", ((a, 0), (b, 0)), log)
+    return x, y, a, b, Scale("root", ((a, 0), (b, 0)), log)
+
+
+def test_init_to_execute_needed_and_captures() -> None:
+    x, y, a, b, root = _two_branches()
     needed, captures = init_to_execute(root, [acc(x)], accumulate=False, min_topo_nr=0)
     assert captures == {acc(x)[0]: [(0, 0)]}
     assert needed == {a, root}  # b does not lead to x
@@ -126,11 +131,7 @@ def test_init_to_execute_needed_and_captures() -> None:
 
 def test_exec_info_needs_no_walk_when_every_sink_is_an_output() -> None:
     """NOTE [exec_info without a walk]: all sinks requested -> every node runs."""
-    log: list[str] = []
-    x, y = leaf(), leaf()
-    a = Scale("a", (acc(x),), log)
-    b = Scale("b", (acc(y),), log)
-    root = Scale("root", ((a, 0), (b, 0)), log)
+    x, y, a, b, root = _two_branches()
     gt = GraphTask(keep_graph=True, create_graph=False)
     gt.prepare([(root, 0)], [np.ones(2)], [acc(x), acc(y), (a, 0)], accumulate=False)
     assert gt.run_set is None  # no pruning: the hot loop skips the membership test

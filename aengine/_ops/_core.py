@@ -298,9 +298,6 @@ def record(
             v = s._vc[0]
             versions: tuple[int, ...] = _V0 if not v else (v,)
         else:
-            for s in saved:
-                if s._inference:
-                    raise inference_saved_error()
             versions = _versions(saved)
         if save_output:
             node.saved = (*saved, SavedTensor(t, True))
@@ -330,7 +327,13 @@ _V00 = (0, 0)
 
 
 def _versions(saved: tuple[Tensor, ...]) -> tuple[int, ...]:
-    """The versions of several saved tensors (a shared tuple when all are 0)."""
+    """The versions of tensors being saved (a shared tuple when all are 0).
+
+    Inference tensors cannot be saved (as SavedTensor says too).
+    """
+    for s in saved:
+        if s._inference:
+            raise inference_saved_error()
     versions = tuple([s._vc[0] for s in saved])
     if versions == _V00:
         return _V00
@@ -402,9 +405,6 @@ def record_multi(
         t._rg = True
         t._fn = node
         t.output_nr = i
-    for s in saved:
-        if s._inference:
-            raise inference_saved_error()
     node.saved = tuple(saved)
     node.versions = _versions(node.saved)
     if _anomaly.get()[0]:
