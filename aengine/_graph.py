@@ -359,6 +359,9 @@ class SavedTensor:
     # SavedTensor (its ``data`` and ``_vc``, as a Tensor's, without the tensor:
     # NOTE [Graph ownership]).  A SavedTensor per input would be one more
     # object per op for the garbage collector to track while the graph lives.
+    # For the same reason a single saved value (most unary ops) is kept bare,
+    # not in a 1-tuple: ``saved`` is a tuple, one Tensor or SavedTensor, or
+    # None once freed; ``saved_values`` gives the tuple form.
     # Custom Functions keep SavedTensors for every saved value.
     """
 

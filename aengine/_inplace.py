@@ -152,10 +152,9 @@ def commit_inplace(t: Tensor, r: Tensor | None) -> Tensor:
     if r is None or r._fn is None:
         return t
     node = r._fn
-    saved = getattr(node, "saved", None)
-    if saved:
+    if getattr(node, "saved", None) is not None:
         versions = list(node.versions)  # type: ignore[attr-defined]
-        for i, s in enumerate(saved):
+        for i, s in enumerate(node.saved_values()):  # type: ignore[attr-defined]
             if getattr(s, "is_output", False):  # the output of an in-place op is t, now
                 s._vc = vc
                 s.version = versions[i] = vc[0]

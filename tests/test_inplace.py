@@ -578,3 +578,39 @@ def test_a_saved_output_keeps_watching_its_tensor():
     y.add_(1.0)
     with pytest.raises(ae.AutogradError, match="output 0 of ExpBackward0"):
         ae.sync.backward(y.sum())
+
+
+def test_a_single_saved_value_is_kept_bare_and_acts_as_saved():
+    # NOTE [Saved tensors of built-in ops]: one saved value is not put in a tuple
+    x = ae.tensor([0.5, 1.0, 1.5], requires_grad=True)
+    h = x * 1.0
+    y = ae.sin(h)  # saves its input
+    z = ae.exp(h)  # saves its output
+    assert y.grad_fn.saved is h
+    (sy,) = y.grad_fn.saved_tensors
+    (sz,) = z.grad_fn.saved_tensors
+    assert sy is h
+    np.testing.assert_array_equal(sz.data, z.data)
+    ae.sync.backward((y + z).sum())
+    np.testing.assert_allclose(x.grad.data, np.cos(x.data) + np.exp(x.data))
+    for fn in (y.grad_fn, z.grad_fn):
+        assert fn.saved is None
+        with pytest.raises(ae.AutogradError, match="after they have already been freed"):
+            fn.saved_tensors
+    # retained: a second backward reads the same bare values
+    y2 = ae.sin(h)
+    ae.sync.backward(y2.sum(), retain_graph=True)
+    ae.sync.backward(y2.sum())
+    np.testing.assert_allclose(x.grad.data, 3 * np.cos(x.data) + np.exp(x.data))
+
+
+def test_an_inplace_op_saving_its_output_alone_updates_it():
+    # relu_ saves its output (bare): commit_inplace points it at the new version
+    x = ae.tensor([-1.0, 2.0], requires_grad=True)
+    h = x * 1.0
+    h.relu_()
+    (g,) = ae.sync.grad(h.sum(), [x], retain_graph=True)
+    np.testing.assert_array_equal(g.data, [0.0, 1.0])
+    h.add_(1.0)
+    with pytest.raises(ae.AutogradError, match="output 0 of ReluBackward0"):
+        ae.sync.grad(h.sum(), [x])

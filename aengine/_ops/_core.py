@@ -55,9 +55,10 @@ class OpNode(Node):
     __slots__ = ("attrs", "dev", "meta", "needs", "saved", "versions")
 
     rule: Any = None
-    #: saved inputs (Tensors) and outputs (SavedTensors), None once freed;
-    #: ``versions`` their versions when saved (NOTE [Saved tensors of built-in ops])
-    saved: tuple[Any, ...] | None
+    #: saved inputs (Tensors) and outputs (SavedTensors): a tuple, the value
+    #: itself when there is one, None once freed; ``versions`` their versions
+    #: when saved (NOTE [Saved tensors of built-in ops])
+    saved: Any
     versions: tuple[int, ...]
     attrs: Any
     needs: tuple[bool, ...]
@@ -79,7 +80,7 @@ class OpNode(Node):
             raise freed_error()
         g = grads[0] if self.num_outputs == 1 else grads
         if g is None:  # one output, and it got no gradient
-            if release and saved:
+            if release and (saved.__class__ is not tuple or saved):
                 self.saved = None
             return (None,) * len(self.next_nodes)
         if create_graph:
@@ -88,13 +89,12 @@ class OpNode(Node):
             F = TENSOR_OPS
         else:
             F = self.dev._backend.raw
-            if not saved:
-                vals = saved
-            elif len(saved) == 1:
-                s = saved[0]
-                if s._vc[0] != self.versions[0]:
+            if saved.__class__ is not tuple:  # one saved value, kept bare
+                if saved._vc[0] != self.versions[0]:
                     self._version_error(0)
-                vals = (s.data,)
+                vals = (saved.data,)
+            elif not saved:
+                vals = saved
             else:
                 vals = []
                 for i, (s, v) in enumerate(zip(saved, self.versions)):
@@ -102,7 +102,8 @@ class OpNode(Node):
                         self._version_error(i)
                     vals.append(s.data)
             outs = self.rule(F, g, vals, self)
-        if release and saved:  # after the rule succeeded, as release_variables
+        # after the rule succeeded, as release_variables
+        if release and (saved.__class__ is not tuple or saved):
             self.saved = None
         meta = self.meta
         if meta is not None:
@@ -111,30 +112,34 @@ class OpNode(Node):
 
     def _unpacked(self) -> list[Tensor]:
         """The saved values as Tensors connected to the graph (version-checked)."""
-        saved = self.saved
-        if saved is None:
-            raise freed_error()
         vals: list[Tensor] = []
-        for i, (s, v) in enumerate(zip(saved, self.versions)):
+        for i, (s, v) in enumerate(zip(self.saved_values(), self.versions)):
             if s._vc[0] != v:
                 self._version_error(i)
             vals.append(s if s.__class__ is Tensor else s.unpack_tensor(self))
         return vals
 
     def _version_error(self, i: int) -> None:
-        assert self.saved is not None
-        raise AutogradError(version_error(self.saved[i], self.versions[i], self))
+        raise AutogradError(version_error(self.saved_values()[i], self.versions[i], self))
+
+    def saved_values(self) -> tuple[Any, ...]:
+        """``saved`` as a tuple (raises once it was freed)."""
+        saved = self.saved
+        if saved is None:
+            raise freed_error()
+        return saved if saved.__class__ is tuple else (saved,)
 
     def release_variables(self) -> None:
-        if self.saved:
+        saved = self.saved
+        if saved is not None and (saved.__class__ is not tuple or saved):
             self.saved = None
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
         """The tensors saved for backward (raises once they were freed)."""
-        if self.saved is None:
-            raise freed_error()
-        return tuple(s if s.__class__ is Tensor else s.unpack_tensor(self) for s in self.saved)
+        return tuple(
+            s if s.__class__ is Tensor else s.unpack_tensor(self) for s in self.saved_values()
+        )
 
 
 def _fix_outputs(F: Any, outs: Any, meta: tuple[Any, ...]) -> Any:
@@ -303,10 +308,10 @@ def record(
             node.saved = (*saved, SavedTensor(t, True))
             node.versions = (*versions, 0)
         else:
-            node.saved = saved
+            node.saved = saved if len(saved) > 1 else saved[0]
             node.versions = versions
     elif save_output:
-        node.saved = (SavedTensor(t, True),)
+        node.saved = SavedTensor(t, True)
         node.versions = _V0
     else:
         node.saved = ()
@@ -405,8 +410,8 @@ def record_multi(
         t._rg = True
         t._fn = node
         t.output_nr = i
-    node.saved = tuple(saved)
-    node.versions = _versions(node.saved)
+    node.saved = tuple(saved) if len(saved) != 1 else saved[0]
+    node.versions = _versions(tuple(saved))
     if _anomaly.get()[0]:
         record_forward(node)
     return ts

@@ -73,7 +73,9 @@ def _sum_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
     return (expand_reduced(F, g, shape, dims, keepdim),)
 
 
-SumBackward0 = node_class("SumBackward0", _sum_rule)
+# The sum of every element (dim None): attrs is the input's shape alone, one
+# object less per node (a loss sums once per step, a wide graph per branch).
+SumBackward0 = node_class("SumBackward0", lambda F, g, s, n: (F.broadcast_to(g, n.attrs),))
 SumBackward1 = node_class("SumBackward1", _sum_rule)
 
 
@@ -86,15 +88,17 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None)
         >>> ae.ones(2, 3).sum(dim=1).tolist()
         [3.0, 3.0]
     """
-    dims = norm_dims(dim, x.data.ndim)
     data = x.data
     if dtype is not None:
         data = data.astype(dtype)
     elif data.dtype.kind in "bui":
         data = data.astype("int64")
+    if dim is None:  # every element; keepdim's ones broadcast back as they are
+        out = data.sum(keepdims=True) if keepdim else data.sum()
+        return record(SumBackward0, out, x._device, (x,), attrs=x.data.shape)
+    dims = norm_dims(dim, x.data.ndim)
     out = data.sum(axis=dims, keepdims=keepdim)
-    cls = SumBackward0 if dim is None else SumBackward1
-    return record(cls, out, x._device, (x,), attrs=(x.data.shape, dims, keepdim))
+    return record(SumBackward1, out, x._device, (x,), attrs=(x.data.shape, dims, keepdim))
 
 
 def _mean_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
