@@ -186,10 +186,15 @@ def same_device(a: Tensor, b: Tensor) -> Device:
 
 def wrap(out: Any, dev: Device) -> Tensor:
     """A result array as a Tensor without graph (grad disabled or no input needs it)."""
-    backend = dev._backend or dev.backend
-    if out.__class__ is not backend.array_types[0]:
-        out = backend.asarray(out)
+    if out.__class__ is not dev.array_type:
+        out = as_array(out, dev)
     return _plain(out, dev)
+
+
+def as_array(out: Any, dev: Device) -> Any:
+    """``out`` (a result: maybe a scalar of the backend) as an array of ``dev``'s backend."""
+    backend = dev.backend
+    return out if out.__class__ is backend.array_types[0] else backend.asarray(out)
 
 
 def record(
@@ -211,9 +216,10 @@ def record(
     their gradients are summed and cast back (see ``_fix_outputs``).
     """
     # Hot path of every forward op: kept flat, one branch per arity.
-    backend = dev._backend or dev.backend
-    if out.__class__ is not backend.array_types[0]:
-        out = backend.asarray(out)
+    if out.__class__ is not dev.array_type:  # a scalar (or the backend not loaded yet)
+        backend = dev._backend or dev.backend
+        if out.__class__ is not backend.array_types[0]:
+            out = backend.asarray(out)
     if not _grad_enabled.get():
         return _plain(out, dev)
     if len(inputs) == 1:
@@ -296,20 +302,21 @@ def record(
     t._device = dev
     # NOTE [Saved tensors of built-in ops]: inputs as they are, with their versions
     if saved:
-        if len(saved) == 1:
+        if len(saved) == 1 and not save_output:  # kept bare: the common case
             s = saved[0]
             if s._inference:
                 raise inference_saved_error()
             v = s._vc[0]
-            versions: tuple[int, ...] = _V0 if not v else (v,)
+            node.saved = s
+            node.versions = _V0 if not v else (v,)
         else:
             versions = _versions(saved)
-        if save_output:
-            node.saved = (*saved, SavedTensor(t, True))
-            node.versions = (*versions, 0)
-        else:
-            node.saved = saved if len(saved) > 1 else saved[0]
-            node.versions = versions
+            if save_output:
+                node.saved = (*saved, SavedTensor(t, True))
+                node.versions = (*versions, 0)
+            else:
+                node.saved = saved
+                node.versions = versions
     elif save_output:
         node.saved = SavedTensor(t, True)
         node.versions = _V0
