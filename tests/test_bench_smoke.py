@@ -143,3 +143,28 @@ def test_profile_counts_bytecodes_per_node(capsys: pytest.CaptureFixture[str]) -
     assert "bytecodes per node" in first and "_engine.py:run" in first
     main(["--bytecodes", "--forward", "--wide", "10", "--top", "3"])
     assert "_core.py:record" in capsys.readouterr().out
+
+
+def test_ab_imports_a_revision_beside_the_working_tree(tmp_path: Path) -> None:
+    """``python -m bench.ab REV``: REV's aengine as a second package, trials interleaved."""
+    import shutil
+
+    import aengine
+    from bench.ab import compare, load_revision
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("bench.ab needs a git checkout: this tree has none")
+    try:
+        rev = load_revision("HEAD", tmp_path)
+        assert rev.__name__ == "aengine_rev" and rev is not aengine
+        assert rev._engine is not aengine._engine  # no module shared
+        x = rev.tensor([1.0, 2.0], requires_grad=True)
+        (g,) = rev.sync.grad((x * x).sum(), [x])
+        assert g.tolist() == [2.0, 4.0] and type(g) is not aengine.Tensor
+        assert type(x.device.backend).__module__.startswith("aengine_rev.adapters")
+        res = compare(rev, aengine, chain(30), rounds=2)
+        assert res["workload"] == "chain-30"
+        assert res["forward"]["ratio"] > 0 and res["backward"]["min_ratio"] > 0
+    finally:
+        for name in [m for m in sys.modules if m == "aengine_rev" or m.startswith("aengine_rev.")]:
+            del sys.modules[name]

@@ -1,0 +1,150 @@
+"""``python -m bench.ab REV``: another revision of aengine against this one, in one process.
+
+Hot-path changes move timings by a few percent, and on a shared machine the
+speed of the same trial drifts by more than that from one minute to the
+next; two benchmark processes run one after the other compare two moments
+as much as two versions.  This tool imports revision ``REV`` (any git
+revision: a commit, a branch, ``HEAD~1``) as a second package beside the
+working tree's aengine and runs their trials interleaved, A then B then B
+then A, so both see the same moments.  It reports medians and minima of
+the graph workloads' forward and backward (``ae.sync.grad``) and the ratio
+B/A (B: the working tree; below 1: faster).
+
+    python -m bench.ab HEAD                 # uncommitted changes against HEAD
+    python -m bench.ab c94e0fb --torch      # with torch imported, as in python -m bench
+    python -m bench.ab HEAD~3 --only chain-3k --rounds 41
+
+``--torch`` imports torch first: its objects make every full collection of
+the garbage collector longer, as in the benchmark's process.  Pair it with
+``python -m bench.profile --bytecodes``, which counts the interpreter's work
+but not numpy's or the C-level cost of what the bytecodes call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .workloads import GraphWorkload, chain, wide
+
+__all__ = ["main", "load_revision"]
+
+ROOT = Path(__file__).resolve().parent.parent
+#: the workloads, by name: (workload, rounds)
+WORKLOADS = {
+    "chain-3k": (lambda: chain(3_000), 31),
+    "wide-1k": (lambda: wide(1_000), 31),
+    "chain-30k": (lambda: chain(30_000), 9),
+    "wide-10k": (lambda: wide(10_000), 9),
+}
+_ABSOLUTE = re.compile(r"\baengine(?=[.\s])")
+
+
+def load_revision(rev: str, into: Path) -> Any:
+    """Import aengine as it is at git revision ``rev`` under another name; return it.
+
+    The files of ``aengine/`` and ``adapters/`` at ``rev`` are written under
+    ``into/aengine_rev`` (``adapters`` as its subpackage, as installed), and
+    their absolute references to ``aengine`` renamed, so the two versions
+    share no module.
+    """
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "aengine", "adapters"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode:
+        raise SystemExit(f"git archive {rev}: {archive.stderr.decode().strip()}")
+    src = into / "src"
+    src.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    pkg = into / "aengine_rev"
+    (src / "aengine").rename(pkg)
+    (src / "adapters").rename(pkg / "adapters")
+    for path in pkg.rglob("*.py"):
+        text = path.read_text()
+        path.write_text(_ABSOLUTE.sub("aengine_rev", text))
+    sys.path.insert(0, str(into))
+    try:  # later imports inside the package go through its __path__
+        return importlib.import_module("aengine_rev")
+    finally:
+        sys.path.remove(str(into))
+
+
+def _trial(ae: Any, wl: GraphWorkload, x: Any) -> tuple[float, float]:
+    gc.collect()
+    t0 = time.perf_counter()
+    loss = wl.fn(ae, [], x)
+    t1 = time.perf_counter()
+    gc.collect()
+    t2 = time.perf_counter()
+    ae.sync.grad(loss, [x])
+    return t1 - t0, time.perf_counter() - t2
+
+
+def compare(a: Any, b: Any, wl: GraphWorkload, rounds: int) -> dict[str, Any]:
+    """Interleaved trials of two aengine modules on ``wl``: medians, minima, B/A."""
+    xs = {id(m): m.tensor(wl.params[0], requires_grad=True) for m in (a, b)}
+    samples: dict[int, list[tuple[float, float]]] = {id(a): [], id(b): []}
+    for m in (a, b):  # warm-up: imports, caches
+        _trial(m, wl, xs[id(m)])
+    for r in range(rounds):
+        for m in (a, b) if r % 2 else (b, a):
+            samples[id(m)].append(_trial(m, wl, xs[id(m)]))
+    out: dict[str, Any] = {"workload": wl.name}
+    for i, part in enumerate(("forward", "backward")):
+        sa = [s[i] for s in samples[id(a)]]
+        sb = [s[i] for s in samples[id(b)]]
+        ma, mb = statistics.median(sa), statistics.median(sb)
+        out[part] = {"A": ma, "B": mb, "ratio": mb / ma, "min_ratio": min(sb) / min(sa)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print B/A ratios of the working tree (B) against revision REV (A)."""
+    p = argparse.ArgumentParser(
+        prog="python -m bench.ab", description=(__doc__ or "").split("\n")[0]
+    )
+    p.add_argument("rev", help="git revision to compare with (A)")
+    p.add_argument("--only", default="chain-3k,wide-1k,wide-10k", help="workloads, comma-separated")
+    p.add_argument(
+        "--rounds", type=int, default=0, help="trials per system (default: per workload)"
+    )
+    p.add_argument("--torch", action="store_true", help="import torch first (a larger heap)")
+    args = p.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"unknown workload(s) {unknown}; choose from {sorted(WORKLOADS)}")
+    if args.torch:
+        import torch  # noqa: F401
+
+    import aengine as b
+
+    with tempfile.TemporaryDirectory() as tmp:
+        a = load_revision(args.rev, Path(tmp))
+        print(f"A: {args.rev} ({a.__file__})\nB: working tree ({b.__file__})")
+        print("workload   part      A median   B median   B/A    B/A of minima")
+        for name in names:
+            make, rounds = WORKLOADS[name]
+            res = compare(a, b, make(), args.rounds or rounds)
+            for part in ("forward", "backward"):
+                r = res[part]
+                print(
+                    f"{name:10s} {part:8s} {r['A'] * 1e3:8.2f} ms {r['B'] * 1e3:8.2f} ms"
+                    f"  {r['ratio']:.3f}  {r['min_ratio']:.3f}"
+                )
+
+
+if __name__ == "__main__":
+    main()
