@@ -24,7 +24,7 @@ class Device:
         ('sim', 1)
     """
 
-    __slots__ = ("_backend", "_str", "array_type", "index", "type")
+    __slots__ = ("_array_type", "_backend", "_str", "index", "type")
     _cache: ClassVar[dict[str, Device]] = {}
 
     type: str
@@ -33,7 +33,7 @@ class Device:
     _str: str
     #: the backend's array class once the backend is loaded (None before):
     #: ops compare a result's class with it before wrapping it
-    array_type: Any
+    _array_type: Any
 
     def __new__(cls, spec: str | Device = "cpu", index: int | None = None) -> Device:
         if isinstance(spec, Device):
@@ -66,7 +66,7 @@ class Device:
             dev.type = kind
             dev.index = number
             dev._backend = None
-            dev.array_type = None
+            dev._array_type = None
             dev._str = canonical
             cls._cache[canonical] = dev
         cls._cache[key] = dev
@@ -80,7 +80,7 @@ class Device:
             from aengine.adapters import backend_for
 
             backend = self._backend = backend_for(self.type)
-            self.array_type = backend.array_types[0]
+            self._array_type = backend.array_types[0]
         return backend
 
     @property

@@ -193,3 +193,12 @@ async def test_a_worker_waiting_in_a_nested_backward_is_replaced() -> None:
     np.testing.assert_array_equal(z.grad.to("cpu").numpy(), np.full(3, 4.0))
     workers = {w for _, w in where if w != "owner"}
     assert workers == {"sim:0#0", "sim:0#1"}
+
+
+def test_a_device_learns_its_array_class_when_its_backend_loads() -> None:
+    # ops compare a result's class with it: one check for an array result
+    dev = ae.device("sim:7")
+    y = ae.ones(3, device=dev, requires_grad=True).sum()  # a numpy scalar, made an array
+    assert dev._array_type is np.ndarray
+    assert type(y.data) is np.ndarray and y.data.shape == ()
+    assert ae.device("cpu")._array_type is np.ndarray

@@ -186,7 +186,7 @@ def same_device(a: Tensor, b: Tensor) -> Device:
 
 def wrap(out: Any, dev: Device) -> Tensor:
     """A result array as a Tensor without graph (grad disabled or no input needs it)."""
-    if out.__class__ is not dev.array_type:
+    if out.__class__ is not dev._array_type:
         out = as_array(out, dev)
     return _plain(out, dev)
 
@@ -216,7 +216,7 @@ def record(
     their gradients are summed and cast back (see ``_fix_outputs``).
     """
     # Hot path of every forward op: kept flat, one branch per arity.
-    if out.__class__ is not dev.array_type:  # a scalar (or the backend not loaded yet)
+    if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
         backend = dev._backend or dev.backend
         if out.__class__ is not backend.array_types[0]:
             out = backend.asarray(out)
