@@ -7,12 +7,14 @@ as much as two versions.  This tool imports revision ``REV`` (any git
 revision: a commit, a branch, ``HEAD~1``) as a second package beside the
 working tree's aengine and runs their trials interleaved, A then B then B
 then A, so both see the same moments.  It reports medians and minima of
-the graph workloads' forward and backward (``ae.sync.grad``) and the ratio
-B/A (B: the working tree; below 1: faster).
+the graph workloads' forward and backward (``ae.sync.grad``), or of one
+gradient call on a 1-node graph (``fixedcost``), and the ratio B/A (B: the
+working tree; below 1: faster).
 
     python -m bench.ab HEAD                 # uncommitted changes against HEAD
     python -m bench.ab c94e0fb --torch      # with torch imported, as in python -m bench
     python -m bench.ab HEAD~3 --only chain-3k --rounds 41
+    python -m bench.ab HEAD --only fixedcost   # ae.sync.grad and await ae.grad per call
 
 ``--torch`` imports torch first: its objects make every full collection of
 the garbage collector longer, as in the benchmark's process.  Pair it with
@@ -25,27 +27,24 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import importlib.util
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .workloads import GraphWorkload, chain, wide
 
-__all__ = ["main", "load_revision"]
+__all__ = ["main", "load_revision", "compare", "graph_trial", "fixedcost_trial"]
 
 ROOT = Path(__file__).resolve().parent.parent
-#: the workloads, by name: (workload, rounds)
-WORKLOADS = {
-    "chain-3k": (lambda: chain(3_000), 31),
-    "wide-1k": (lambda: wide(1_000), 31),
-    "chain-30k": (lambda: chain(30_000), 9),
-    "wide-10k": (lambda: wide(10_000), 9),
-}
+#: gradient calls per fixed-cost trial
+CALLS = 500
 _ABSOLUTE = re.compile(r"\baengine(?=[.\s])")
 
 
@@ -81,33 +80,89 @@ def load_revision(rev: str, into: Path) -> Any:
         sys.path.remove(str(into))
 
 
-def _trial(ae: Any, wl: GraphWorkload, x: Any) -> tuple[float, float]:
-    gc.collect()
-    t0 = time.perf_counter()
-    loss = wl.fn(ae, [], x)
-    t1 = time.perf_counter()
-    gc.collect()
-    t2 = time.perf_counter()
-    ae.sync.grad(loss, [x])
-    return t1 - t0, time.perf_counter() - t2
+Trial = Callable[[], dict[str, float]]
 
 
-def compare(a: Any, b: Any, wl: GraphWorkload, rounds: int) -> dict[str, Any]:
-    """Interleaved trials of two aengine modules on ``wl``: medians, minima, B/A."""
-    xs = {id(m): m.tensor(wl.params[0], requires_grad=True) for m in (a, b)}
-    samples: dict[int, list[tuple[float, float]]] = {id(a): [], id(b): []}
+def graph_trial(wl: GraphWorkload) -> Callable[[Any], Trial]:
+    """Forward and backward (``ae.sync.grad``) of a graph workload, in seconds."""
+
+    def make(ae: Any) -> Trial:
+        x = ae.tensor(wl.params[0], requires_grad=True)
+
+        def trial() -> dict[str, float]:
+            gc.collect()
+            t0 = time.perf_counter()
+            loss = wl.fn(ae, [], x)
+            t1 = time.perf_counter()
+            gc.collect()
+            t2 = time.perf_counter()
+            ae.sync.grad(loss, [x])
+            return {"forward": t1 - t0, "backward": time.perf_counter() - t2}
+
+        return trial
+
+    return make
+
+
+def fixedcost_trial(ae: Any) -> Trial:
+    """One gradient call on a 1-node graph, sync and awaited (per call, in seconds)."""
+    import anyio
+    import numpy as np
+
+    x = ae.tensor(np.linspace(-1.0, 1.0, 16), requires_grad=True)
+    y = x.sum()
+    backends = ["asyncio"] + (["trio"] if importlib.util.find_spec("trio") else [])
+
+    async def awaited() -> float:
+        for _ in range(10):
+            await ae.grad(y, [x], retain_graph=True)
+        t0 = time.perf_counter()
+        for _ in range(CALLS):
+            await ae.grad(y, [x], retain_graph=True)
+        return (time.perf_counter() - t0) / CALLS
+
+    def trial() -> dict[str, float]:
+        t0 = time.perf_counter()
+        for _ in range(CALLS):
+            ae.sync.grad(y, [x], retain_graph=True)
+        out = {"ae.sync.grad": (time.perf_counter() - t0) / CALLS}
+        for backend in backends:
+            out[f"await ae.grad ({backend})"] = anyio.run(awaited, backend=backend)
+        return out
+
+    return trial
+
+
+#: the workloads, by name: (trial maker, rounds)
+WORKLOADS: dict[str, tuple[Callable[[], Callable[[Any], Trial]], int]] = {
+    "chain-3k": (lambda: graph_trial(chain(3_000)), 31),
+    "wide-1k": (lambda: graph_trial(wide(1_000)), 31),
+    "chain-30k": (lambda: graph_trial(chain(30_000)), 9),
+    "wide-10k": (lambda: graph_trial(wide(10_000)), 9),
+    "fixedcost": (lambda: fixedcost_trial, 15),
+}
+
+
+def compare(a: Any, b: Any, make: Callable[[Any], Trial], rounds: int) -> dict[str, Any]:
+    """Interleaved trials of two aengine modules: per part, medians, minima, B/A."""
+    trials = {id(m): make(m) for m in (a, b)}
+    samples: dict[int, list[dict[str, float]]] = {id(a): [], id(b): []}
     for m in (a, b):  # warm-up: imports, caches
-        _trial(m, wl, xs[id(m)])
+        trials[id(m)]()
     for r in range(rounds):
         for m in (a, b) if r % 2 else (b, a):
-            samples[id(m)].append(_trial(m, wl, xs[id(m)]))
-    out: dict[str, Any] = {"workload": wl.name}
-    for i, part in enumerate(("forward", "backward")):
-        sa = [s[i] for s in samples[id(a)]]
-        sb = [s[i] for s in samples[id(b)]]
+            samples[id(m)].append(trials[id(m)]())
+    out: dict[str, Any] = {}
+    for part in samples[id(a)][0]:
+        sa = [s[part] for s in samples[id(a)]]
+        sb = [s[part] for s in samples[id(b)]]
         ma, mb = statistics.median(sa), statistics.median(sb)
         out[part] = {"A": ma, "B": mb, "ratio": mb / ma, "min_ratio": min(sb) / min(sa)}
     return out
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds * 1e3:8.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:8.2f} us"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -134,14 +189,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         a = load_revision(args.rev, Path(tmp))
         print(f"A: {args.rev} ({a.__file__})\nB: working tree ({b.__file__})")
-        print("workload   part      A median   B median   B/A    B/A of minima")
+        print(f"{'workload':10s} {'part':24s} {'A median':>11s} {'B median':>11s}   B/A  of minima")
         for name in names:
             make, rounds = WORKLOADS[name]
-            res = compare(a, b, make(), args.rounds or rounds)
-            for part in ("forward", "backward"):
-                r = res[part]
+            for part, r in compare(a, b, make(), args.rounds or rounds).items():
                 print(
-                    f"{name:10s} {part:8s} {r['A'] * 1e3:8.2f} ms {r['B'] * 1e3:8.2f} ms"
+                    f"{name:10s} {part:24s} {_fmt(r['A'])} {_fmt(r['B'])}"
                     f"  {r['ratio']:.3f}  {r['min_ratio']:.3f}"
                 )
 

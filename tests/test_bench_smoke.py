@@ -150,7 +150,7 @@ def test_ab_imports_a_revision_beside_the_working_tree(tmp_path: Path) -> None:
     import shutil
 
     import aengine
-    from bench.ab import compare, load_revision
+    from bench.ab import compare, fixedcost_trial, graph_trial, load_revision
 
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("bench.ab needs a git checkout: this tree has none")
@@ -162,9 +162,11 @@ def test_ab_imports_a_revision_beside_the_working_tree(tmp_path: Path) -> None:
         (g,) = rev.sync.grad((x * x).sum(), [x])
         assert g.tolist() == [2.0, 4.0] and type(g) is not aengine.Tensor
         assert type(x.device.backend).__module__.startswith("aengine_rev.adapters")
-        res = compare(rev, aengine, chain(30), rounds=2)
-        assert res["workload"] == "chain-30"
+        res = compare(rev, aengine, graph_trial(chain(30)), rounds=2)
+        assert set(res) == {"forward", "backward"}
         assert res["forward"]["ratio"] > 0 and res["backward"]["min_ratio"] > 0
+        res = compare(rev, aengine, fixedcost_trial, rounds=1)
+        assert {"ae.sync.grad", "await ae.grad (asyncio)"} <= set(res)
     finally:
         for name in [m for m in sys.modules if m == "aengine_rev" or m.startswith("aengine_rev.")]:
             del sys.modules[name]
