@@ -33,12 +33,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .workloads import GraphWorkload, chain, wide
+from .service import fixedcost_async, fixedcost_sync
+from .systems import AengineSync
+from .workloads import GraphWorkload, chain, mlp, wide
 
 __all__ = ["main", "load_revision", "compare", "graph_trial", "fixedcost_trial"]
 
@@ -84,20 +85,15 @@ Trial = Callable[[], dict[str, float]]
 
 
 def graph_trial(wl: GraphWorkload) -> Callable[[Any], Trial]:
-    """Forward and backward (``ae.sync.grad``) of a graph workload, in seconds."""
+    """The benchmark's own "aengine sync" trial of ``wl``: forward and backward, in seconds."""
 
     def make(ae: Any) -> Trial:
-        x = ae.tensor(wl.params[0], requires_grad=True)
+        system = AengineSync(ae)
 
         def trial() -> dict[str, float]:
-            gc.collect()
-            t0 = time.perf_counter()
-            loss = wl.fn(ae, [], x)
-            t1 = time.perf_counter()
-            gc.collect()
-            t2 = time.perf_counter()
-            ae.sync.grad(loss, [x])
-            return {"forward": t1 - t0, "backward": time.perf_counter() - t2}
+            gc.collect()  # as the benchmark's settle() before every trial
+            res = system.trial(wl)
+            return {"forward": res["forward"], "backward": res["backward"]}
 
         return trial
 
@@ -105,29 +101,13 @@ def graph_trial(wl: GraphWorkload) -> Callable[[Any], Trial]:
 
 
 def fixedcost_trial(ae: Any) -> Trial:
-    """One gradient call on a 1-node graph, sync and awaited (per call, in seconds)."""
-    import anyio
-    import numpy as np
-
-    x = ae.tensor(np.linspace(-1.0, 1.0, 16), requires_grad=True)
-    y = x.sum()
+    """The benchmark's fixed-cost calls: one gradient on a 1-node graph, per call."""
     backends = ["asyncio"] + (["trio"] if importlib.util.find_spec("trio") else [])
 
-    async def awaited() -> float:
-        for _ in range(10):
-            await ae.grad(y, [x], retain_graph=True)
-        t0 = time.perf_counter()
-        for _ in range(CALLS):
-            await ae.grad(y, [x], retain_graph=True)
-        return (time.perf_counter() - t0) / CALLS
-
     def trial() -> dict[str, float]:
-        t0 = time.perf_counter()
-        for _ in range(CALLS):
-            ae.sync.grad(y, [x], retain_graph=True)
-        out = {"ae.sync.grad": (time.perf_counter() - t0) / CALLS}
+        out = {"ae.sync.grad": fixedcost_sync(ae, CALLS)["per_call"]}
         for backend in backends:
-            out[f"await ae.grad ({backend})"] = anyio.run(awaited, backend=backend)
+            out[f"await ae.grad ({backend})"] = fixedcost_async(ae, backend, CALLS)["per_call"]
         return out
 
     return trial
@@ -139,6 +119,7 @@ WORKLOADS: dict[str, tuple[Callable[[], Callable[[Any], Trial]], int]] = {
     "wide-1k": (lambda: graph_trial(wide(1_000)), 31),
     "chain-30k": (lambda: graph_trial(chain(30_000)), 9),
     "wide-10k": (lambda: graph_trial(wide(10_000)), 9),
+    "mlp-128": (lambda: graph_trial(mlp(128, 4, 256)), 31),
     "fixedcost": (lambda: fixedcost_trial, 15),
 }
 

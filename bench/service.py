@@ -20,7 +20,14 @@ from .harness import OK, check_grads, interleave, summarize
 from .systems import FLOOR
 from .workloads import chain, mlp_floor_backward, mlp_floor_forward, mlp_fn, mlp_params
 
-__all__ = ["run_looplag", "run_concurrency", "run_fixedcost", "run_memory"]
+__all__ = [
+    "run_looplag",
+    "run_concurrency",
+    "run_fixedcost",
+    "run_memory",
+    "fixedcost_sync",
+    "fixedcost_async",
+]
 
 
 def _rows(
@@ -394,11 +401,42 @@ def _engine_note() -> str:
 CHECKPOINT_ROW = "await checkpoint() ({})"
 
 
+_FIXED_X = np.linspace(-1.0, 1.0, 16)
+
+
+def fixedcost_sync(ae: Any, calls: int) -> dict[str, Any]:
+    """``calls`` of ``ae.sync.grad`` on a 1-node graph (``ae``: an aengine module)."""
+    x = ae.tensor(_FIXED_X, requires_grad=True)
+    y = x.sum()
+    grad = ae.sync.grad
+    t0 = perf_counter()
+    for _ in range(calls):
+        (g,) = grad(y, [x], retain_graph=True)
+    return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
+
+
+def fixedcost_async(ae: Any, backend: str, calls: int) -> dict[str, Any]:
+    """The same with ``await ae.grad`` on a running ``backend`` loop."""
+    import anyio
+
+    x = ae.tensor(_FIXED_X, requires_grad=True)
+    y = x.sum()
+
+    async def main() -> dict[str, Any]:
+        for _ in range(10):
+            await ae.grad(y, [x], retain_graph=True)
+        t0 = perf_counter()
+        for _ in range(calls):
+            (g,) = await ae.grad(y, [x], retain_graph=True)
+        return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
+
+    return anyio.run(main, backend=backend)  # type: ignore[no-any-return]
+
+
 def run_fixedcost(calls: int, repeats: int, pause: float, log: Callable[[str], None]) -> dict:
     """The cost of one gradient call on a 1-node graph (x.sum()), per call."""
     import anyio
 
-    x0 = np.linspace(-1.0, 1.0, 16)
     ref = [np.ones(16)]
     unavailable: dict[str, str] = {}
     if _have("torch"):
@@ -411,18 +449,7 @@ def run_fixedcost(calls: int, repeats: int, pause: float, log: Callable[[str], N
         def trial() -> dict[str, Any]:
             import aengine as ae
 
-            x = ae.tensor(x0, requires_grad=True)
-            y = x.sum()
-
-            async def main() -> dict[str, Any]:
-                for _ in range(10):
-                    await ae.grad(y, [x], retain_graph=True)
-                t0 = perf_counter()
-                for _ in range(calls):
-                    (g,) = await ae.grad(y, [x], retain_graph=True)
-                return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
-
-            return anyio.run(main, backend=backend)  # type: ignore[no-any-return]
+            return fixedcost_async(ae, backend, calls)
 
         return trial
 
@@ -447,18 +474,12 @@ def run_fixedcost(calls: int, repeats: int, pause: float, log: Callable[[str], N
     def ae_sync() -> dict[str, Any]:
         import aengine as ae
 
-        x = ae.tensor(x0, requires_grad=True)
-        y = x.sum()
-        grad = ae.sync.grad
-        t0 = perf_counter()
-        for _ in range(calls):
-            (g,) = grad(y, [x], retain_graph=True)
-        return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
+        return fixedcost_sync(ae, calls)
 
     def torch_grad() -> dict[str, Any]:
         import torch
 
-        x = torch.tensor(x0, requires_grad=True)
+        x = torch.tensor(_FIXED_X, requires_grad=True)
         y = x.sum()
         grad = torch.autograd.grad
         t0 = perf_counter()

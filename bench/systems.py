@@ -74,11 +74,19 @@ class Torch(System):
 
 
 class AengineSync(System):
+    """``ae.sync.grad``; ``ae`` is the aengine module to measure (python -m bench.ab)."""
+
     name = "aengine sync"
     module = "aengine"
 
+    def __init__(self, ae: Any = None) -> None:
+        super().__init__()
+        self.ae = ae
+
     def trial(self, wl: GraphWorkload) -> dict[str, Any]:
-        import aengine as ae
+        ae = self.ae
+        if ae is None:
+            import aengine as ae
 
         ps = [ae.tensor(p, requires_grad=True) for p in wl.params]
         cs = [ae.as_tensor(c) for c in wl.consts]
