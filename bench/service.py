@@ -404,15 +404,18 @@ CHECKPOINT_ROW = "await checkpoint() ({})"
 _FIXED_X = np.linspace(-1.0, 1.0, 16)
 
 
-def fixedcost_sync(ae: Any, calls: int) -> dict[str, Any]:
-    """``calls`` of ``ae.sync.grad`` on a 1-node graph (``ae``: an aengine module)."""
-    x = ae.tensor(_FIXED_X, requires_grad=True)
+def _per_call(grad: Callable[..., Any], x: Any, calls: int) -> dict[str, Any]:
+    """``calls`` synchronous gradient calls of ``x.sum()`` with ``grad``, timed."""
     y = x.sum()
-    grad = ae.sync.grad
     t0 = perf_counter()
     for _ in range(calls):
         (g,) = grad(y, [x], retain_graph=True)
     return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
+
+
+def fixedcost_sync(ae: Any, calls: int) -> dict[str, Any]:
+    """``calls`` of ``ae.sync.grad`` on a 1-node graph (``ae``: an aengine module)."""
+    return _per_call(ae.sync.grad, ae.tensor(_FIXED_X, requires_grad=True), calls)
 
 
 def fixedcost_async(ae: Any, backend: str, calls: int) -> dict[str, Any]:
@@ -479,13 +482,7 @@ def run_fixedcost(calls: int, repeats: int, pause: float, log: Callable[[str], N
     def torch_grad() -> dict[str, Any]:
         import torch
 
-        x = torch.tensor(_FIXED_X, requires_grad=True)
-        y = x.sum()
-        grad = torch.autograd.grad
-        t0 = perf_counter()
-        for _ in range(calls):
-            (g,) = grad(y, [x], retain_graph=True)
-        return {"per_call": (perf_counter() - t0) / calls, "grads": [g.numpy()]}
+        return _per_call(torch.autograd.grad, torch.tensor(_FIXED_X, requires_grad=True), calls)
 
     trials = {
         "torch.autograd.grad": torch_grad,
