@@ -193,7 +193,7 @@ def wrap(out: Any, dev: Device) -> Tensor:
 
 def as_array(out: Any, dev: Device) -> Any:
     """``out`` (a result: maybe a scalar of the backend) as an array of ``dev``'s backend."""
-    backend = dev.backend
+    backend = dev._backend or dev.backend
     return out if out.__class__ is backend.array_types[0] else backend.asarray(out)
 
 
@@ -217,9 +217,7 @@ def record(
     """
     # Hot path of every forward op: kept flat, one branch per arity.
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
-        backend = dev._backend or dev.backend
-        if out.__class__ is not backend.array_types[0]:
-            out = backend.asarray(out)
+        out = as_array(out, dev)
     if not _grad_enabled.get():
         return _plain(out, dev)
     if len(inputs) == 1:
