@@ -120,6 +120,7 @@ WORKLOADS: dict[str, tuple[Callable[[], Callable[[Any], Trial]], int]] = {
     "chain-30k": (lambda: graph_trial(chain(30_000)), 9),
     "wide-10k": (lambda: graph_trial(wide(10_000)), 9),
     "mlp-128": (lambda: graph_trial(mlp(128, 4, 256)), 31),
+    "mlp-1024": (lambda: graph_trial(mlp(1024, 4, 256)), 15),
     "fixedcost": (lambda: fixedcost_trial, 15),
 }
 

@@ -98,6 +98,14 @@ def run_graph(
     }
 
 
+def _allocator() -> str:
+    """The malloc settings the process started with (NOTE [Fresh pages], bench/service.py)."""
+    keys = sorted(k for k in os.environ if k == "GLIBC_TUNABLES" or k.startswith("MALLOC_"))
+    if not keys:
+        return "the C library's defaults"
+    return ", ".join(f"{k}={os.environ[k]}" for k in keys)
+
+
 def _machine() -> str:
     model = platform.processor() or ""
     try:
@@ -257,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             else (args.repeats or 1),
             "pause": pause,
             "threads": _threads(args.threads),
+            "allocator": _allocator(),
             "seconds": None,
         },
         "systems": {

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Stat", "summarize", "interleave", "check_grads", "settle", "OK"]
+__all__ = ["Stat", "summarize", "interleave", "check_grads", "settle", "page_faults", "OK"]
 
 OK = "ok"
 
@@ -32,6 +32,20 @@ def settle(pause: float) -> None:
     gc.collect()
     if pause > 0:
         time.sleep(pause)
+
+
+def page_faults() -> int:
+    """Minor page faults of this process so far (every thread; 0 where unknown).
+
+    A minor fault is the kernel mapping a fresh page on first touch: what an
+    allocation that glibc takes from (and later gives back to) the OS costs
+    (NOTE [Fresh pages] in bench/service.py).
+    """
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def summarize(samples: Sequence[float]) -> dict[str, Any]:

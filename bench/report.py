@@ -42,7 +42,7 @@ def _table(wl: dict[str, Any]) -> list[str]:
     head = ["system", "check"]
     for m in wl["metrics"]:
         head.append(f"{m['key']} ({m['unit']}) median (min-max)")
-        if wl.get("ratios", True):
+        if wl.get("ratios", True) and m.get("ratio", True):
             head.append(f"x {ref}")
             if has_floor:
                 head.append("x floor")
@@ -58,7 +58,7 @@ def _table(wl: dict[str, Any]) -> list[str]:
                 cells.append(
                     f"{_fmt(st['median'] * s)} ({_fmt(st['min'] * s)}-{_fmt(st['max'] * s)})"
                 )
-            if wl.get("ratios", True):
+            if wl.get("ratios", True) and m.get("ratio", True):
                 value = _median(wl, r["system"], m["key"]) if st else None
                 for other in [ref] + ([FLOOR] if has_floor else []):
                     base = _median(wl, other, m["key"])
@@ -78,6 +78,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"- versions: {meta['versions']}",
         f"- command: `{meta['command']}` at commit {meta.get('commit', 'unknown')}",
         f"- threads: {meta.get('threads', 'library defaults')}",
+        f"- allocator: {meta.get('allocator', 'not recorded')}",
         f"- repeats: {meta['repeats']}; pause between trials: {meta['pause']} s; "
         "systems interleaved, one warm-up round not counted",
         "- ratios are of medians: a time ratio below 1 means faster than the column's system; "

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .harness import OK, check_grads, interleave, summarize
+from .harness import OK, check_grads, interleave, page_faults, summarize
 from .systems import FLOOR
 from .workloads import chain, mlp_floor_backward, mlp_floor_forward, mlp_fn, mlp_params
 
@@ -231,6 +231,22 @@ def _reference_chain_grads(wl: Any) -> list[np.ndarray] | None:
 
 
 # -- concurrency ----------------------------------------------------------------
+#
+# NOTE [Fresh pages]
+# The requests of a burst hold their activations at the same time (16 x about
+# 1.5 MB here); when the burst ends glibc's malloc gives the top of its heap
+# back to the OS (``trim_threshold``, 2x a dynamic ``mmap_threshold``), so the
+# next burst touches fresh pages again: the kernel maps and zeroes each one on
+# first touch (a minor fault).  A request alone reuses the pages its
+# predecessor freed (0 faults).  Timed in a loop of bursts alone (no other
+# system between them), 16-request bursts of aengine tasks took 10,000-24,000
+# faults each and ran at 0.8-0.9x torch's threads, whose per-thread arenas
+# kept their pages (300-1,800 faults); with ``GLIBC_TUNABLES=glibc.malloc.
+# trim_threshold=268435456:glibc.malloc.mmap_threshold=33554432`` none
+# faulted and they ran at 1.1-1.3x.  Interleaved with the other systems, as
+# here, the heap is often still large from the previous trial, so most trials
+# fault little (the column's median) and some fault a whole burst (its
+# maximum).  The ``allocator`` line of the report gives the run's settings.
 
 
 def run_concurrency(
@@ -277,22 +293,22 @@ def run_concurrency(
                 grads = await ae.grad(loss, ps)
                 out[i] = [g.numpy() for g in grads]
 
-            async def main() -> float:
+            async def main() -> tuple[float, int]:
                 engine = ae.Engine() if hasattr(ae, "Engine") else None
                 if engine is not None:
                     async with engine:
                         return await timed()
                 return await timed()
 
-            async def timed() -> float:
-                t0 = perf_counter()
+            async def timed() -> tuple[float, int]:
+                f0, t0 = page_faults(), perf_counter()
                 async with anyio.create_task_group() as tg:
                     for i in range(requests):
                         tg.start_soon(one, i)
-                return perf_counter() - t0
+                return perf_counter() - t0, page_faults() - f0
 
-            dt = anyio.run(main, backend=backend)
-            return {"throughput": requests / dt, "grads": out}
+            dt, faults = anyio.run(main, backend=backend)
+            return {"throughput": requests / dt, "faults": faults, "grads": out}
 
         return trial
 
@@ -302,10 +318,10 @@ def run_concurrency(
         ps = [ae.tensor(p, requires_grad=True) for p in params]
         consts = [[ae.as_tensor(a) for a in r] for r in reqs]
         out = []
-        t0 = perf_counter()
+        f0, t0 = page_faults(), perf_counter()
         for c in consts:
             out.append([g.numpy() for g in ae.sync.grad(mlp_fn(ae, c, *ps), ps)])
-        return {"throughput": requests / (perf_counter() - t0), "grads": out}
+        return _requests_done(requests, t0, f0, out)
 
     pool = ThreadPoolExecutor(max_workers=requests)
 
@@ -323,21 +339,21 @@ def run_concurrency(
 
     def torch_threads() -> dict[str, Any]:
         ps, consts = torch_setup()
-        t0 = perf_counter()
+        f0, t0 = page_faults(), perf_counter()
         futs = [pool.submit(torch_request, ps, c) for c in consts]
         out = [f.result() for f in futs]
-        return {"throughput": requests / (perf_counter() - t0), "grads": out}
+        return _requests_done(requests, t0, f0, out)
 
     def torch_sequential() -> dict[str, Any]:
         ps, consts = torch_setup()
-        t0 = perf_counter()
+        f0, t0 = page_faults(), perf_counter()
         out = [torch_request(ps, c) for c in consts]
-        return {"throughput": requests / (perf_counter() - t0), "grads": out}
+        return _requests_done(requests, t0, f0, out)
 
     def floor_sequential() -> dict[str, Any]:
-        t0 = perf_counter()
+        f0, t0 = page_faults(), perf_counter()
         out = [mlp_floor_backward(mlp_floor_forward(r, params)) for r in reqs]
-        return {"throughput": requests / (perf_counter() - t0), "grads": out}
+        return _requests_done(requests, t0, f0, out)
 
     trials = {
         f"aengine concurrent tasks (asyncio){note}": ae_concurrent("asyncio"),
@@ -379,10 +395,28 @@ def run_concurrency(
             f"{n} concurrent requests, each forward+backward of an MLP (float32, batch "
             f"{batch}, {depth} layers of {width}, tanh, MSE) w.r.t. its shared weights"
         ),
-        "metrics": [{"key": "throughput", "unit": "req/s", "scale": 1.0, "better": "higher"}],
+        "metrics": [
+            {"key": "throughput", "unit": "req/s", "scale": 1.0, "better": "higher"},
+            {
+                "key": "faults",
+                "unit": "page faults",
+                "scale": 1.0,
+                "better": "lower",
+                "ratio": False,
+            },
+        ],
         "ratios": True,
         "reference": f"torch, {n} threads",
         "rows": _rows(names, runs, checks, unavailable),
+    }
+
+
+def _requests_done(requests: int, t0: float, f0: int, grads: list[Any]) -> dict[str, Any]:
+    """A concurrency trial's result: requests/s and page faults since ``t0`` / ``f0``."""
+    return {
+        "throughput": requests / (perf_counter() - t0),
+        "faults": page_faults() - f0,
+        "grads": grads,
     }
 
 

@@ -170,3 +170,24 @@ def test_ab_imports_a_revision_beside_the_working_tree(tmp_path: Path) -> None:
     finally:
         for name in [m for m in sys.modules if m == "aengine_rev" or m.startswith("aengine_rev.")]:
             del sys.modules[name]
+
+
+def test_report_names_the_malloc_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # NOTE [Fresh pages]: glibc's trim and mmap thresholds change the concurrency rows
+    from bench.cli import _allocator
+    from bench.harness import page_faults
+
+    for key in [k for k in __import__("os").environ if k.startswith(("MALLOC_", "GLIBC_"))]:
+        monkeypatch.delenv(key)
+    assert _allocator() == "the C library's defaults"
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=268435456")
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "2")
+    assert _allocator() == (
+        "GLIBC_TUNABLES=glibc.malloc.trim_threshold=268435456, MALLOC_ARENA_MAX=2"
+    )
+    before = page_faults()
+    # 64 MB: above glibc's largest mmap threshold, so mapped afresh (huge pages
+    # may serve it: a few dozen faults rather than 16,384)
+    np.ones(1 << 23).sum()
+    if sys.platform == "linux":
+        assert page_faults() > before
