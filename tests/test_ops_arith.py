@@ -131,3 +131,48 @@ def test_raw_scale_is_in_place_only_on_arrays_it_may_write():
     assert out is not ints and out.dtype == np.float64
     np.testing.assert_array_equal(ints, [0, 1, 2])
     assert F.scale_(np.float32(1.5), 2.0) == 3.0  # a 0-d product is a numpy scalar
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_tanh_sigmoid_backward_bits_and_saved_output(name, dtype):
+    # RawOps.tanh_grad / sigmoid_grad compute in the rule's own temporary: the
+    # bits of the plain formula, and the saved output is left as it was.
+    import numpy as np
+
+    a = np.linspace(-2.0, 2.0, 12).reshape(3, 4).astype(dtype)
+    gv = np.linspace(0.5, 1.5, 12).reshape(3, 4).astype(dtype)
+    x = ae.tensor(a, requires_grad=True)
+    y = getattr(x, name)()
+    saved = y.detach().numpy().copy()
+    (g,) = ae.sync.grad(y, [x], ae.tensor(gv), retain_graph=True)
+    yv = y.detach().numpy()
+    want = gv * (1.0 - yv * yv) if name == "tanh" else gv * yv * (1.0 - yv)
+    assert g.dtype == want.dtype
+    np.testing.assert_array_equal(g.numpy(), want)
+    np.testing.assert_array_equal(yv, saved)
+    (g2,) = ae.sync.grad(y, [x], ae.tensor(gv), retain_graph=True)  # the same again
+    np.testing.assert_array_equal(g2.numpy(), want)
+    (gg,) = ae.sync.grad(y, [x], ae.tensor(gv), create_graph=True)  # TENSOR_OPS' formula
+    np.testing.assert_array_equal(gg.detach().numpy(), want)
+
+
+def test_raw_tanh_grad_writes_only_its_own_temporary():
+    import numpy as np
+
+    from adapters._numpy import NumpyBackend
+    from aengine._ops._raw import RawOps
+
+    F = RawOps(NumpyBackend())
+    y = np.array([0.5, -0.25], dtype=np.float32)
+    g64 = np.array([2.0, 3.0])  # another dtype: promoted as the formula promotes
+    out = F.tanh_grad(g64, y)
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, g64 * (1.0 - y * y))
+    g0 = np.float32(2.0)  # another shape (0-d): broadcast, not written into
+    np.testing.assert_array_equal(F.tanh_grad(g0, y), g0 * (1.0 - y * y))
+    s = F.sigmoid_grad(g64, y)
+    assert s.dtype == np.float64
+    np.testing.assert_array_equal(s, g64 * y * (1.0 - y))
+    np.testing.assert_array_equal(y, [0.5, -0.25])
+    np.testing.assert_array_equal(g64, [2.0, 3.0])

@@ -80,6 +80,8 @@ def _fill_tensor_ops() -> None:
     F.sum = lambda x, axis=None, keepdims=False: sum(x, axis, keepdims)
     F.prod = lambda x, axis=None, keepdims=False: prod(x, axis, keepdims)
     F.scale_ = lambda x, c: x * c  # raw: in place (RawOps.scale_)
+    F.tanh_grad = lambda g, y: g * (1.0 - y * y)  # raw: one array (RawOps.tanh_grad)
+    F.sigmoid_grad = lambda g, y: g * y * (1.0 - y)
     F.swapaxes = transpose
     F.expand_dims = unsqueeze
     F.zeros = _zeros

@@ -11,6 +11,8 @@
 #   prod(x, axis, keepdims)
 #   matmul(a, b)             where(c, a, b)      expand_dims(x, axis)
 #   exp log sqrt sin cos tanh sign abs log1p expm1 sigmoid
+#   scale_(x, c)             x * c, in place on an array the rule just made
+#   tanh_grad(g, y)          g * (1 - y * y)     sigmoid_grad(g, y)  g * y * (1 - y)
 #   zeros_like(x)            ones_like(x)        zeros(shape, like)
 #   getitem(x, idx)          index_add(shape, idx, g, like)
 #   take_flat(x, pos)        put_flat(x, pos, v, accumulate)  (flat positions; _inplace_ops)
@@ -102,6 +104,38 @@ class RawOps:
             x *= c
             return x
         return x * c
+
+    def tanh_grad(self, g: Any, y: Any) -> Any:
+        """``g * (1 - y * y)`` (tanh's derivative from its output ``y``).
+
+        One full-size array instead of three, the same bits: the rule's own
+        temporary takes the other two steps in place when ``g`` matches it.
+        """
+        t = y * y
+        if not self._owned_like(t, g):
+            return g * (1.0 - t)
+        xp = self.xp
+        xp.subtract(1.0, t, out=t)
+        xp.multiply(g, t, out=t)
+        return t
+
+    def sigmoid_grad(self, g: Any, y: Any) -> Any:
+        """``g * y * (1 - y)`` (sigmoid's derivative from its output ``y``), as tanh_grad."""
+        t = g * y
+        if not self._owned_like(t, y):
+            return t * (1.0 - y)
+        u = 1.0 - y  # needed apart: ``t`` holds g * y
+        t *= u
+        return t
+
+    def _owned_like(self, t: Any, other: Any) -> bool:
+        """Whether ``t`` (just made) may be overwritten with a result of its shape and dtype."""
+        return (
+            t.__class__ is self.backend.array_types[0]
+            and t.dtype.kind in "fc"
+            and other.shape == t.shape
+            and other.dtype == t.dtype
+        )
 
     def astype(self, x: Any, dtype: Any) -> Any:
         return self.xp.asarray(x).astype(dtype)

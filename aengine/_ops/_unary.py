@@ -53,12 +53,12 @@ sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda F, g, s, n: (g / (2.0 * s
 sin = _unary("sin", lambda xp, a: xp.sin(a), lambda F, g, s, n: (g * F.cos(s[0]),), "input")
 cos = _unary("cos", lambda xp, a: xp.cos(a), lambda F, g, s, n: (-g * F.sin(s[0]),), "input")
 tanh = _unary(
-    "tanh", lambda xp, a: xp.tanh(a), lambda F, g, s, n: (g * (1.0 - s[0] * s[0]),), "output"
+    "tanh", lambda xp, a: xp.tanh(a), lambda F, g, s, n: (F.tanh_grad(g, s[0]),), "output"
 )
 sigmoid = _unary(
     "sigmoid",
     lambda xp, a: _sigmoid(xp, a),
-    lambda F, g, s, n: (g * s[0] * (1.0 - s[0]),),
+    lambda F, g, s, n: (F.sigmoid_grad(g, s[0]),),
     "output",
 )
 relu = _unary(
