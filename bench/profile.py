@@ -8,6 +8,11 @@ with cProfile and prints the top functions by own time; ``--async`` profiles
     python -m bench.profile --nodes 3000 --top 15
     python -m bench.profile --bytecodes --nodes 300            # bytecodes per node
     python -m bench.profile --bytecodes --forward --wide 100   # of the forward
+    python -m bench.profile --fixedcost --bytecodes --async    # one await ae.grad, 1 node
+
+``--fixedcost`` profiles the fixed cost instead: one call (``--bytecodes``)
+or 20,000 calls (cProfile) of ``ae.sync.grad`` or ``await ae.grad``
+(``--async``, ``--backend``) on the benchmark's 1-node graph.
 
 ``--bytecodes`` counts the Python bytecodes each function executes (per node
 of the graph) instead of timing: a deterministic measure of the engine's
@@ -47,7 +52,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--bytecodes", action="store_true", help="count bytecodes per node instead of timing"
     )
+    p.add_argument("--fixedcost", action="store_true", help="one gradient call on 1 node")
+    p.add_argument("--backend", default="asyncio", help="anyio backend for --async")
     args = p.parse_args(argv)
+    if args.fixedcost:
+        _fixedcost(ae, args)
+        return
     wl = wide(args.wide) if args.wide else chain(args.nodes)
     x = ae.tensor(wl.params[0], requires_grad=True)
     ae.sync.grad(wl.fn(ae, [], x), [x])  # warm-up: imports, caches
@@ -80,17 +90,28 @@ def main(argv: list[str] | None = None) -> None:
     print(s.getvalue())
 
 
-def _bytecodes(ae: Any, wl: Any, x: Any, forward: bool, top: int) -> None:
-    """Print the bytecodes executed per graph node, in total and by function."""
-    counts: Counter[tuple[str, str]] = Counter()
+class _Counter:
+    """A ``sys.settrace`` tracer counting the bytecodes each function executes."""
 
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
         frame.f_trace_opcodes = True
         if event == "opcode":
             code = frame.f_code
-            counts[(code.co_filename.rsplit("/", 1)[-1], code.co_name)] += 1
-        return tracer
+            self.counts[(code.co_filename.rsplit("/", 1)[-1], code.co_name)] += 1
+        return self
 
+    def print(self, title: str, per: int, unit: str, top: int) -> None:
+        print(f"# {title}: {sum(self.counts.values()) / per:.1f} bytecodes per {unit}")
+        for (file, fn), c in self.counts.most_common(top):
+            print(f"{c / per:8.1f}  {file}:{fn}")
+
+
+def _bytecodes(ae: Any, wl: Any, x: Any, forward: bool, top: int) -> None:
+    """Print the bytecodes executed per graph node, in total and by function."""
+    tracer = _Counter()
     loss = None if forward else wl.fn(ae, [], x)
     sys.settrace(tracer)
     try:
@@ -100,11 +121,67 @@ def _bytecodes(ae: Any, wl: Any, x: Any, forward: bool, top: int) -> None:
             ae.sync.grad(loss, [x])
     finally:
         sys.settrace(None)
-    n = wl.nodes
     what = "forward" if forward else "ae.sync.grad"
-    print(f"# {what} on {wl.name}: {sum(counts.values()) / n:.1f} bytecodes per node")
-    for (file, fn), c in counts.most_common(top):
-        print(f"{c / n:8.1f}  {file}:{fn}")
+    tracer.print(f"{what} on {wl.name}", wl.nodes, "node", top)
+
+
+def _fixedcost(ae: Any, args: Any) -> None:
+    """Profile ``ae.sync.grad`` / ``await ae.grad`` on the fixedcost workload's graph.
+
+    The awaited call is the one between two yields to the loop (about 24 of
+    25 calls in a loop of them, NOTE [The checkpoint of a short backward]):
+    the engine's clock of the last yield is set so that it does not yield.
+    """
+    import anyio
+
+    from aengine import _drivers
+
+    from .service import _FIXED_X
+
+    x = ae.tensor(_FIXED_X, requires_grad=True)
+    y = x.sum()
+    calls = 1 if args.bytecodes else 20_000
+    tracer = _Counter()
+    prof = cProfile.Profile()
+
+    def start() -> None:
+        if args.bytecodes:
+            sys.settrace(tracer)
+        else:
+            prof.enable()
+
+    def stop() -> None:
+        sys.settrace(None)
+        prof.disable()
+
+    if args.use_async:
+
+        async def run() -> None:
+            for _ in range(10):
+                await ae.grad(y, [x], retain_graph=True)
+            _drivers._last_yield.set(float("inf"))  # no yield in the traced call
+            start()
+            for _ in range(calls):
+                await ae.grad(y, [x], retain_graph=True)
+            stop()
+
+        anyio.run(run, backend=args.backend)
+        what = f"await ae.grad ({args.backend})"
+    else:
+        for _ in range(10):
+            ae.sync.grad(y, [x], retain_graph=True)
+        start()
+        for _ in range(calls):
+            ae.sync.grad(y, [x], retain_graph=True)
+        stop()
+        what = "ae.sync.grad"
+    if args.bytecodes:
+        tracer.print(f"{what} on a 1-node graph", 1, "call", args.top)
+        return
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).strip_dirs().sort_stats(args.sort).print_stats(args.top)
+    print(f"# {what} on a 1-node graph, {calls} calls")
+    print(s.getvalue())
 
 
 if __name__ == "__main__":

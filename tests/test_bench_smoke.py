@@ -143,6 +143,13 @@ def test_profile_counts_bytecodes_per_node(capsys: pytest.CaptureFixture[str]) -
     assert "bytecodes per node" in first and "_engine.py:run" in first
     main(["--bytecodes", "--forward", "--wide", "10", "--top", "3"])
     assert "_core.py:record" in capsys.readouterr().out
+    for extra in ([], ["--async"], ["--async", "--backend", "trio"]):
+        main(["--fixedcost", "--bytecodes", "--top", "40", *extra])
+        out = capsys.readouterr().out
+        assert "bytecodes per call" in out and "_engine.py:run" in out, out
+        # the awaited call between two yields: no trip through the event loop
+        assert ("_drivers.py:run_async" in out) == bool(extra), out
+        assert "yield_slice" not in out and "base_events.py" not in out, out
 
 
 def test_ab_imports_a_revision_beside_the_working_tree(tmp_path: Path) -> None:
