@@ -97,6 +97,8 @@ class _Counter:
         self.counts: Counter[tuple[str, str]] = Counter()
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename == __file__:
+            return None  # this tool's own lines (stopping the trace)
         frame.f_trace_opcodes = True
         if event == "opcode":
             code = frame.f_code
