@@ -82,6 +82,7 @@ def test_quick_run_covers_every_system_and_workload(tmp_path: Path) -> None:
     targets = results["targets"]
     assert any("loop lag" in t["target"] for t in targets)
     assert all(t["met"] in (True, False) for t in targets), targets
+    assert all(t["met_best"] in (True, False) and t["best"] != "-" for t in targets), targets
 
 
 def test_check_grads_reports_a_mismatch() -> None:
@@ -198,3 +199,74 @@ def test_report_names_the_malloc_settings(monkeypatch: pytest.MonkeyPatch) -> No
     np.ones(1 << 23).sum()
     if sys.platform == "linux":
         assert page_faults() > before
+
+
+def test_targets_read_medians_and_best_trials() -> None:
+    """A target's verdict is of medians; ``best`` reads the rows' best trials."""
+    from bench.report import evaluate_targets, markdown
+
+    def row(system: str, key: str, lo: float, med: float, hi: float) -> dict:
+        stat = {"median": med, "min": lo, "max": hi, "n": 3, "samples": [lo, med, hi]}
+        return {"system": system, "status": OK, "metrics": {key: stat}}
+
+    results = {
+        "meta": {
+            "quick": False,
+            "date": "-",
+            "machine": "-",
+            "versions": "-",
+            "command": "-",
+            "repeats": 3,
+            "pause": 0.1,
+        },
+        "systems": {},
+        "workloads": [
+            {  # a time: the best trial is the minimum
+                "name": "mlp-128",
+                "role": "mlp-small",
+                "family": "mlp",
+                "description": "-",
+                "metrics": [{"key": "step", "unit": "ms", "scale": 1e3, "better": "lower"}],
+                "rows": [
+                    row("aengine sync", "step", 1.0, 2.0, 9.0),
+                    row("numpy floor", "step", 0.9, 1.0, 1.1),
+                ],
+            },
+            {  # a throughput: the best trial is the maximum
+                "name": "concurrency",
+                "family": "concurrency",
+                "description": "-",
+                "reference": "torch, 16 threads",
+                "metrics": [
+                    {"key": "throughput", "unit": "req/s", "scale": 1.0, "better": "higher"}
+                ],
+                "rows": [
+                    row(
+                        "aengine concurrent tasks (asyncio) in ae.Engine",
+                        "throughput",
+                        50,
+                        100,
+                        130,
+                    ),
+                    row("torch, 16 threads", "throughput", 90, 100, 100),
+                ],
+            },
+        ],
+    }
+    by_name = {t["target"]: t for t in evaluate_targets(results)}
+    mlp = by_name["mlp-128 step vs numpy floor"]
+    assert (mlp["measured"], mlp["met"], mlp["best"], mlp["met_best"]) == (
+        "2.00x",
+        False,
+        "1.11x",
+        True,
+    )
+    conc = by_name["concurrency: aengine tasks (asyncio) vs torch in threads"]
+    assert (conc["measured"], conc["met"], conc["best"], conc["met_best"]) == (
+        "1.00x",
+        False,
+        "1.30x",
+        True,
+    )
+    results["targets"] = evaluate_targets(results)
+    assert "| 2.00x | at most 1.30x | MISSED | 1.11x (met) |" in markdown(results)
