@@ -233,20 +233,23 @@ def _reference_chain_grads(wl: Any) -> list[np.ndarray] | None:
 # -- concurrency ----------------------------------------------------------------
 #
 # NOTE [Fresh pages]
-# The requests of a burst hold their activations at the same time (16 x about
-# 1.5 MB here); when the burst ends glibc's malloc gives the top of its heap
-# back to the OS (``trim_threshold``, 2x a dynamic ``mmap_threshold``), so the
-# next burst touches fresh pages again: the kernel maps and zeroes each one on
-# first touch (a minor fault).  A request alone reuses the pages its
-# predecessor freed (0 faults).  Timed in a loop of bursts alone (no other
-# system between them), 16-request bursts of aengine tasks took 10,000-24,000
-# faults each and ran at 0.8-0.9x torch's threads, whose per-thread arenas
-# kept their pages (300-1,800 faults); with ``GLIBC_TUNABLES=glibc.malloc.
-# trim_threshold=268435456:glibc.malloc.mmap_threshold=33554432`` none
-# faulted and they ran at 1.1-1.3x.  Interleaved with the other systems, as
-# here, the heap is often still large from the previous trial, so most trials
-# fault little (the column's median) and some fault a whole burst (its
-# maximum).  The ``allocator`` line of the report gives the run's settings.
+# The requests of a burst hold their memory at the same time (about 3.3 MB
+# each here: 0.4 MB of graph, then 3.2 MB of weight gradients; tracemalloc).
+# glibc's malloc serves large arrays from fresh mappings or gives freed
+# memory at the top of its heap back to the OS (``mmap_threshold`` and
+# ``trim_threshold``, both adjusted as the process runs), so a burst can
+# touch fresh pages that the kernel maps and zeroes on first touch (a minor
+# fault each).  Timed in a loop of bursts alone (no other system between
+# them), 16-request bursts of aengine tasks took 10,000-24,000 faults each
+# and ran at 0.8-0.95x torch's threads (300-1,800 faults), while the same
+# requests one after the other took none in most trials; with
+# ``GLIBC_TUNABLES=glibc.malloc.trim_threshold=268435456:glibc.malloc.
+# mmap_threshold=33554432`` (freed memory kept, arrays up to 32 MB from the
+# heap) no burst faulted and they ran at 1.1-1.3x.  Interleaved with the
+# other systems, as here, most trials find the heap large from the previous
+# one and fault little (the column's median), and some fault a whole burst
+# (its maximum).  The ``allocator`` line of the report gives the run's
+# settings.
 
 
 def run_concurrency(
