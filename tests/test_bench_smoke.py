@@ -253,20 +253,12 @@ def test_targets_read_medians_and_best_trials() -> None:
             },
         ],
     }
-    by_name = {t["target"]: t for t in evaluate_targets(results)}
-    mlp = by_name["mlp-128 step vs numpy floor"]
-    assert (mlp["measured"], mlp["met"], mlp["best"], mlp["met_best"]) == (
-        "2.00x",
-        False,
-        "1.11x",
-        True,
-    )
-    conc = by_name["concurrency: aengine tasks (asyncio) vs torch in threads"]
-    assert (conc["measured"], conc["met"], conc["best"], conc["met_best"]) == (
-        "1.00x",
-        False,
-        "1.30x",
-        True,
-    )
+    readings = {
+        t["target"]: (t["measured"], t["met"], t["best"], t["met_best"])
+        for t in evaluate_targets(results)
+    }
+    assert readings["mlp-128 step vs numpy floor"] == ("2.00x", False, "1.11x", True)
+    conc = "concurrency: aengine tasks (asyncio) vs torch in threads"
+    assert readings[conc] == ("1.00x", False, "1.30x", True)
     results["targets"] = evaluate_targets(results)
     assert "| 2.00x | at most 1.30x | MISSED | 1.11x (met) |" in markdown(results)

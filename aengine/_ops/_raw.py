@@ -100,7 +100,7 @@ class RawOps:
         Saves a full-size allocation (fresh memory is what a large
         elementwise gradient mostly costs); ``TENSOR_OPS.scale_`` is ``x * c``.
         """
-        if x.__class__ is self.backend.array_types[0] and x.dtype.kind in "fc":
+        if self._writable(x):
             x *= c
             return x
         return x * c
@@ -128,14 +128,13 @@ class RawOps:
         t *= u
         return t
 
+    def _writable(self, x: Any) -> bool:
+        """Whether ``x``, an array the rule itself just made, may take a float result in place."""
+        return x.__class__ is self.backend.array_types[0] and x.dtype.kind in "fc"
+
     def _owned_like(self, t: Any, other: Any) -> bool:
         """Whether ``t`` (just made) may be overwritten with a result of its shape and dtype."""
-        return (
-            t.__class__ is self.backend.array_types[0]
-            and t.dtype.kind in "fc"
-            and other.shape == t.shape
-            and other.dtype == t.dtype
-        )
+        return self._writable(t) and other.shape == t.shape and other.dtype == t.dtype
 
     def astype(self, x: Any, dtype: Any) -> Any:
         return self.xp.asarray(x).astype(dtype)
