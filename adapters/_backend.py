@@ -21,7 +21,7 @@ class Backend:
 
     Subclasses set ``name`` and ``xp`` and may override the conversions.
     ``raw`` is the ops namespace that backward formulas use when no graph is
-    recorded (see ``aengine._ops._raw``).
+    recorded (see ``aengine.ops._raw``).
     """
 
     name: str = "abstract"
@@ -30,7 +30,7 @@ class Backend:
     array_types: tuple[type, ...] = ()
 
     def __init__(self) -> None:
-        from aengine._ops._raw import RawOps
+        from aengine.ops._raw import RawOps
 
         self.raw = RawOps(self)
 

@@ -17,45 +17,14 @@ See docs/ for the guide and the architecture.
 from __future__ import annotations
 
 from . import functional, sync
-from ._anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled
-from ._api import backward, grad, queue_callback
+from ._autograd import backward, grad, queue_callback
 from ._checkpoint import checkpoint
-from ._creation import (
-    Generator,
-    arange,
-    as_tensor,
-    empty,
-    empty_like,
-    eye,
-    full,
-    full_like,
-    linspace,
-    manual_seed,
-    ones,
-    ones_like,
-    rand,
-    rand_like,
-    randn,
-    randn_like,
-    tensor,
-    zeros,
-    zeros_like,
-)
-from ._device import Device, device
-from ._dtype import (
-    bool_,
-    float16,
-    float32,
-    float64,
-    int8,
-    int16,
-    int32,
-    int64,
-    uint8,
-)
-from ._errors import AutogradError, BackwardError, GradcheckError
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
-from ._grad_mode import (
+from ._gradcheck import gradcheck, gradgradcheck
+from ._hooks import register_multi_grad_hook
+from .core._anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled
+from .core._errors import AutogradError, BackwardError, GradcheckError
+from .core._grad_mode import (
     enable_grad,
     inference_mode,
     is_grad_enabled,
@@ -63,10 +32,8 @@ from ._grad_mode import (
     no_grad,
     set_grad_enabled,
 )
-from ._gradcheck import gradcheck, gradgradcheck
-from ._graph import AccumulateGrad, Node, RemovableHandle
-from ._multi_hook import register_multi_grad_hook
-from ._ops import (
+from .core._graph import AccumulateGrad, Node, RemovableHandle
+from .ops import (
     MaxResult,
     MinResult,
     abs,
@@ -136,8 +103,41 @@ from ._ops import (
     var,
     where,
 )
-from ._scheduler import Engine
-from ._tensor import Tensor
+from .runtime._engine import Engine
+from .tensors._creation import (
+    Generator,
+    arange,
+    as_tensor,
+    empty,
+    empty_like,
+    eye,
+    full,
+    full_like,
+    linspace,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .tensors._device import Device, device
+from .tensors._dtype import (
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
+from .tensors._tensor import Tensor
 
 bool = bool_
 

@@ -24,12 +24,12 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ._engine import current_graph_task
-from ._errors import AutogradError
 from ._function import Function
-from ._grad_mode import enable_grad, no_grad
-from ._loop import loop_running
-from ._tensor import Tensor
+from .core._errors import AutogradError
+from .core._grad_mode import enable_grad, no_grad
+from .core._graph_task import current_graph_task
+from .runtime._loop import loop_running
+from .tensors._tensor import Tensor
 
 __all__ = ["checkpoint", "CheckpointFunction", "AsyncCheckpointFunction"]
 
@@ -43,13 +43,13 @@ ERR_NO_OUTPUT_GRAD = "none of output has requires_grad=True, this checkpoint() i
 
 
 def _rng_state() -> Any:
-    from ._creation import default_generator
+    from .tensors._creation import default_generator
 
     return default_generator._rng.bit_generator.state
 
 
 def _set_rng_state(state: Any) -> None:
-    from ._creation import default_generator
+    from .tensors._creation import default_generator
 
     default_generator._rng.bit_generator.state = state
 
@@ -87,7 +87,7 @@ class CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
-        from ._api import sync_backward
+        from ._autograd import sync_backward
 
         outputs, out_grads, detached = _recompute(ctx, grads)
         sync_backward(outputs, out_grads)
@@ -99,7 +99,7 @@ class AsyncCheckpointFunction(CheckpointFunction):
 
     @staticmethod
     async def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
-        from ._api import backward
+        from ._autograd import backward
 
         outputs, out_grads, detached = _recompute(ctx, grads)
         await backward(outputs, out_grads)

@@ -30,12 +30,12 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._anomaly import _anomaly, record_forward
-from ._errors import AutogradError
-from ._grad_mode import _grad_enabled, no_grad
-from ._graph import Node, SavedTensor, freed_error, gradient_edge
-from ._loop import loop_running
-from ._tensor import Tensor, own_vc
+from .core._anomaly import _anomaly, record_forward
+from .core._errors import AutogradError
+from .core._grad_mode import _grad_enabled, no_grad
+from .core._graph import Node, SavedTensor, freed_error, gradient_edge
+from .runtime._loop import loop_running
+from .tensors._tensor import Tensor, own_vc
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
 
@@ -248,7 +248,7 @@ class BackwardCFunction(Node, FunctionCtx):
                         f"Function {self.name()} returned an invalid gradient at index {i} - "
                         f"got {list(gshape)} but expected shape compatible with {list(shape)}"
                     )
-                from ._ops import sum_to
+                from .ops import sum_to
 
                 g = sum_to(g, shape)
             if g.data.dtype != dtype:
@@ -258,7 +258,7 @@ class BackwardCFunction(Node, FunctionCtx):
 
 
 def _cpu() -> Any:
-    from ._device import CPU
+    from .tensors._device import CPU
 
     return CPU
 
@@ -435,7 +435,7 @@ def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any]) -> None:
 
 def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> None:
     """Make the tensor outputs outputs of ``ctx`` (see NOTE [Custom Function nodes])."""
-    from ._ops._core import as_view
+    from .ops._core import as_view
 
     dirty = ctx._dirty
     non_diff = ctx._non_diff
@@ -505,7 +505,7 @@ def _rebase_dirty(ctx: BackwardCFunction, args: tuple[Any, ...], o: Tensor, i: i
     NOTE [Views and CopySlices] in _inplace.py), which supports a Function
     whose first input is the view and which has one output.
     """
-    from ._inplace import _ERR_LEAF_VIEW, _move_retains, _rebase_history, _view_error
+    from .tensors._views import _ERR_LEAF_VIEW, _move_retains, _rebase_history, _view_error
 
     base = o._base
     if base is not None and o._view_meta is not None:

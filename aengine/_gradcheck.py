@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ._api import _grad, _twins
-from ._errors import GradcheckError
-from ._grad_mode import enable_grad, no_grad
-from ._tensor import Tensor
+from ._autograd import _grad, _twins
+from .core._errors import GradcheckError
+from .core._grad_mode import enable_grad, no_grad
+from .tensors._tensor import Tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "sync_gradcheck", "sync_gradgradcheck"]
 
@@ -131,7 +131,7 @@ def _analytical(
     outputs: tuple[Any, ...], inputs: tuple[Any, ...], in_idx: list[int], out_idx: list[int]
 ) -> Gen:
     """Engine Jacobians, one vector-Jacobian product per output element."""
-    from ._creation import tensor
+    from .tensors._creation import tensor
 
     diff_inputs = [inputs[i] for i in in_idx]
     jac: dict[int, dict[int, np.ndarray]] = {i: {} for i in in_idx}
@@ -223,7 +223,7 @@ def _gradgradcheck(
     rtol: float = 1e-3,
     raise_exception: bool = True,
 ) -> Gen:
-    from ._creation import tensor
+    from .tensors._creation import tensor
 
     inputs = _as_tuple(inputs, "inputs")
     _check_inputs(inputs)

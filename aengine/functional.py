@@ -42,11 +42,11 @@ import types
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from ._api import _grad, _twins
-from ._engine import GraphTask
-from ._errors import AutogradError
-from ._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
-from ._tensor import Tensor
+from ._autograd import _grad, _twins
+from .core._errors import AutogradError
+from .core._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
+from .core._graph_task import GraphTask
+from .tensors._tensor import Tensor
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -198,7 +198,7 @@ _FILL_MSG = {
 def _fill_in_zeros(
     grads: Sequence[Any], refs: Sequence[Tensor], strict: bool, create_graph: bool, stage: str
 ) -> tuple[Tensor, ...]:
-    from ._creation import zeros_like
+    from .tensors._creation import zeros_like
 
     res = []
     for i, g in enumerate(grads):
@@ -275,7 +275,7 @@ def _jvp(
     create_graph: bool = False,
     strict: bool = False,
 ) -> Gen:
-    from ._creation import zeros_like
+    from .tensors._creation import zeros_like
 
     with enable_grad():
         is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
@@ -315,7 +315,7 @@ def _assemble(rows: list[Any], out: Tensor, inp: Tensor, create_graph: bool) -> 
         xp = inp._device.backend.xp
         arr = xp.stack([r.data for r in rows]) if rows else xp.zeros((0,), inp.data.dtype)
         return Tensor._make(arr.reshape(shape), False, inp._device)
-    from ._ops import stack
+    from .ops import stack
 
     return stack(rows).reshape(shape)
 
@@ -328,7 +328,7 @@ def _jacobian(
     vectorize: bool = False,
     strategy: str = "reverse-mode",
 ) -> Gen:
-    from ._creation import zeros_like
+    from .tensors._creation import zeros_like
 
     if strategy != "reverse-mode":
         raise ValueError(
@@ -466,7 +466,7 @@ def _hvp(
     create_graph: bool = False,
     strict: bool = False,
 ) -> Gen:
-    from ._creation import zeros_like
+    from .tensors._creation import zeros_like
 
     with enable_grad():
         setup = yield from _scalar_fn_setup(func, inputs, v, create_graph, strict, "hvp")

@@ -18,8 +18,8 @@ Example::
 
 from __future__ import annotations
 
-from ._api import sync_backward as backward
-from ._api import sync_grad as grad
+from ._autograd import sync_backward as backward
+from ._autograd import sync_grad as grad
 from ._gradcheck import sync_gradcheck as gradcheck
 from ._gradcheck import sync_gradgradcheck as gradgradcheck
 from .functional import sync_functional as functional

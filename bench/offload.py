@@ -27,8 +27,8 @@ import anyio
 import numpy as np
 
 import aengine as ae
-from aengine._drivers import DEFAULT_TIME_SLICE
-from aengine._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
+from aengine.runtime._drivers import DEFAULT_TIME_SLICE
+from aengine.runtime._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
 
 __all__ = ["loop_lag", "overlap", "longest_inline_kernel", "main"]
 
@@ -99,7 +99,7 @@ def loop_lag(backend: str, offload: bool, reps: int, n_small: int, n_big: int) -
         worst.append(max(lags))
         p99.append(float(np.percentile(lags, 99)))
 
-    from aengine._engine import GraphTask
+    from aengine.core._graph_task import GraphTask
 
     orig = GraphTask.run
 

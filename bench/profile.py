@@ -136,7 +136,7 @@ def _fixedcost(ae: Any, args: Any) -> None:
     """
     import anyio
 
-    from aengine import _drivers
+    from aengine.runtime import _drivers
 
     from .service import _FIXED_X
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine._tensor import own_vc
+from aengine.tensors._tensor import own_vc
 from tests.test_hooks import AeAsyncLib, AeSyncLib, TorchLib, run_plain
 
 

@@ -12,7 +12,7 @@ import pytest
 from anyio.lowlevel import checkpoint
 
 import aengine as ae
-from aengine import _offload
+from aengine.runtime import _offload
 
 
 def _snapshot(*leaves: ae.Tensor) -> list[Any]:
@@ -340,7 +340,7 @@ def test_small_backward_sees_asyncio_task_cancel() -> None:
 
     async def main() -> None:
         nonlocal finished
-        from aengine._engine_ctx import _time_slice
+        from aengine.runtime._settings import _time_slice
 
         _time_slice.set(60.0)
         await ae.grad(y, [x], retain_graph=True)  # this task yielded just now

@@ -123,7 +123,7 @@ async def test_a_task_woken_during_a_slice_runs_before_the_next_slice(trial: int
     wakes the sleeper two loop iterations later) and trio would half of the
     time.
     """
-    from aengine._drivers import yield_slice
+    from aengine.runtime._drivers import yield_slice
 
     assert await _order_after_a_busy_step(yield_slice) == ["sleeper", "backward"]
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine._scheduler import node_device
+from aengine.runtime._engine import node_device
 
 from .oracle import torch_or_skip
 
@@ -87,16 +87,16 @@ async def test_without_engine_a_short_lived_one_serves_the_call() -> None:
 
 @pytest.mark.anyio
 async def test_cpu_only_graph_opens_no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    from aengine import _scheduler
+    from aengine.runtime import _engine
 
     opened: list[Any] = []
-    real = _scheduler.Engine.__aenter__
+    real = _engine.Engine.__aenter__
 
     async def spy(self: Any) -> Any:
         opened.append(self)
         return await real(self)
 
-    monkeypatch.setattr(_scheduler.Engine, "__aenter__", spy)
+    monkeypatch.setattr(_engine.Engine, "__aenter__", spy)
     x = ae.tensor(X0, requires_grad=True)
     await ae.backward((ae.sin(x) * x).sum())
     assert opened == []

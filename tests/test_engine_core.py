@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine._engine import (
+from aengine.core._graph import AccumulateGrad, GraphRoot, Node
+from aengine.core._graph_task import (
     ACC_SEQ,
     YIELD,
     GraphTask,
@@ -22,8 +23,7 @@ from aengine._engine import (
     current_graph_task,
     init_to_execute,
 )
-from aengine._graph import AccumulateGrad, GraphRoot, Node
-from aengine._node_exec import commit
+from aengine.core._node_exec import commit
 
 
 class Scale(Node):

@@ -851,13 +851,13 @@ def _boom_rule(F: Any, g: Any, saved: Any, node: Any) -> Any:
 
 def boom(x: ae.Tensor) -> ae.Tensor:
     """Identity whose backward raises ``ValueError('something')``."""
-    from aengine._ops._core import record
+    from aengine.ops._core import record
 
     return record(_BOOM, x.data.copy(), x.device, (x,))
 
 
 def _make_boom() -> Any:
-    from aengine._ops._core import node_class
+    from aengine.ops._core import node_class
 
     return node_class("BoomBackward", _boom_rule)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine import _scheduler
+from aengine.runtime import _engine
 
 
 def test_engine_settings_are_validated() -> None:
@@ -30,16 +30,16 @@ def test_engine_settings_are_validated() -> None:
 
 @pytest.mark.anyio
 async def test_engine_sets_the_settings_inside_and_restores_them() -> None:
-    from aengine import _engine_ctx
+    from aengine.runtime import _settings
 
-    before = (_engine_ctx.time_slice(), _engine_ctx.reentrant_depth_limit())
+    before = (_settings.time_slice(), _settings.reentrant_depth_limit())
     async with ae.Engine(time_slice=0.005, reentrant_depth_limit=7, offload_threshold=10) as eng:
-        assert _scheduler.current_engine() is eng
-        assert _engine_ctx.time_slice() == 0.005
-        assert _engine_ctx.reentrant_depth_limit() == 7
-        assert _engine_ctx.offload_threshold() == 10
-    assert (_engine_ctx.time_slice(), _engine_ctx.reentrant_depth_limit()) == before
-    assert _scheduler.current_engine() is None
+        assert _engine.current_engine() is eng
+        assert _settings.time_slice() == 0.005
+        assert _settings.reentrant_depth_limit() == 7
+        assert _settings.offload_threshold() == 10
+    assert (_settings.time_slice(), _settings.reentrant_depth_limit()) == before
+    assert _engine.current_engine() is None
     with pytest.raises(RuntimeError, match="entered only once"):
         async with eng:
             pass
@@ -180,7 +180,7 @@ async def test_lifespan_engine_serves_request_tasks_started_outside_it() -> None
 
     async def handler() -> None:
         await ready.wait()
-        assert _scheduler.current_engine() is app["engine"]
+        assert _engine.current_engine() is app["engine"]
         await ae.backward((x.to("sim:2") * x.to("sim:2")).sum())
 
     async with anyio.create_task_group() as tg:
@@ -193,7 +193,7 @@ async def test_lifespan_engine_serves_request_tasks_started_outside_it() -> None
         stop.set()
     np.testing.assert_array_equal(x.grad.numpy(), 2 * np.arange(3.0))
     assert any(w.startswith("sim:2#") for w in where)
-    assert _scheduler.current_engine() is None
+    assert _engine.current_engine() is None
 
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine._ops._core import node_class, record
-from aengine._tensor import own_vc
+from aengine.ops._core import node_class, record
+from aengine.tensors._tensor import own_vc
 from tests.oracle import torch_or_skip
 
 
@@ -290,7 +290,7 @@ def test_engine_usable_after_an_error(drv: Driver) -> None:
         drv.backward(boom(x).sum())
     drv.backward((x * 2).sum())
     np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 2.0))
-    assert ae._engine.current_graph_task() is None
+    assert ae.core._graph_task.current_graph_task() is None
 
 
 def test_inplace_modified_saved_tensor(drv: Driver) -> None:
@@ -349,7 +349,7 @@ def test_error_with_nodes_still_queued_exits_without_hanging() -> None:
         x = ae.ones(5, requires_grad=True)
         y = x * 1.0
         saved = y * y          # saves y
-        from aengine._tensor import own_vc
+        from aengine.tensors._tensor import own_vc
         own_vc(y)[0] += 1      # as an in-place op would
         waiting = Ident.apply(x * 2)
         ae.sync.backward(saved.sum() + waiting.sum())

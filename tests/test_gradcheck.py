@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine._ops._core import node_class, record
+from aengine.ops._core import node_class, record
 
 # -- the table of ops ------------------------------------------------------------------------
 
@@ -175,7 +175,7 @@ def test_gradgradcheck_every_op(fn, shapes, kind):
 
 
 def test_every_exported_op_is_in_the_table():
-    """A new differentiable op (function or Tensor method from aengine._ops) needs an entry."""
+    """A new differentiable op (function or Tensor method from aengine.ops) needs an entry."""
     not_differentiable = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
                           "logical_not", "MaxResult", "MinResult"}  # fmt: skip
     # float() rounds to float32, too coarse for eps=1e-6; backward() is not an op
@@ -187,7 +187,7 @@ def test_every_exported_op_is_in_the_table():
     methods = [(n, getattr(ae.Tensor, n)) for n in dir(ae.Tensor) if not n.startswith("__")]
     for name, obj in functions + methods:
         module = getattr(obj, "__module__", "") or ""
-        if not module.startswith("aengine._ops") or name in not_differentiable:
+        if not module.startswith("aengine.ops") or name in not_differentiable:
             continue
         if aliases.get(name, name) not in covered and name not in missing:
             missing.append(name)

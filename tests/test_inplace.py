@@ -538,7 +538,7 @@ def test_clamp_int_tensor_float_bounds_error():
 
 
 def test_fresh_tensors_share_the_zero_counter_and_never_bump_each_other():
-    from aengine._tensor import ZERO_VC
+    from aengine.tensors._tensor import ZERO_VC
 
     a = ae.tensor([1.0, 2.0], requires_grad=True)
     b = a * 2.0

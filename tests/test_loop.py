@@ -8,7 +8,7 @@ import importlib.metadata
 import pytest
 import sniffio
 
-from aengine._loop import async_library, asyncio_cancelling, loop_running
+from aengine.runtime._loop import async_library, asyncio_cancelling, loop_running
 
 
 def test_no_loop_no_library() -> None:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine import _offload
-from aengine._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
+from aengine.runtime import _offload
+from aengine.runtime._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
 
 
 @pytest.fixture(autouse=True)

@@ -120,7 +120,7 @@ def test_raw_scale_is_in_place_only_on_arrays_it_may_write():
     import numpy as np
 
     from adapters._numpy import NumpyBackend
-    from aengine._ops._raw import RawOps
+    from aengine.ops._raw import RawOps
 
     F = RawOps(NumpyBackend())
     fresh = np.arange(3.0)
@@ -161,7 +161,7 @@ def test_raw_tanh_grad_writes_only_its_own_temporary():
     import numpy as np
 
     from adapters._numpy import NumpyBackend
-    from aengine._ops._raw import RawOps
+    from aengine.ops._raw import RawOps
 
     F = RawOps(NumpyBackend())
     y = np.array([0.5, -0.25], dtype=np.float32)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine._tensor import own_vc
+from aengine.tensors._tensor import own_vc
 
 from .oracle import check_op, torch_or_skip
 
@@ -106,7 +106,7 @@ def test_basic_index_is_view_sharing_version():
         assert y._version == before + 1
     v = x[1:][0]
     assert v._base is x  # views of views point at the root
-    np.testing.assert_array_equal(v._view_fn(ae._ops._core.TENSOR_OPS, x).numpy(), x.numpy()[1])
+    np.testing.assert_array_equal(v._view_fn(ae.ops._core.TENSOR_OPS, x).numpy(), x.numpy()[1])
     np.testing.assert_array_equal(v._view_fn(x.device.backend.raw, x.data), x.numpy()[1])
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine._engine import current_graph_task
-from aengine._engine_ctx import DEFAULT_REENTRANT_DEPTH_LIMIT
+from aengine.core._graph_task import current_graph_task
+from aengine.runtime._settings import DEFAULT_REENTRANT_DEPTH_LIMIT
 from tests.conftest import torch_or_skip
 
 # -- a chain of graphs, each hook running the backward of the next -------------------------

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._device import Device
-from .._tensor import Tensor
+from ..tensors._device import Device
+from ..tensors._tensor import Tensor
 from ._core import as_view, node_class, record, wrap
 
 __all__ = [
@@ -265,7 +265,7 @@ def to(x: Tensor, device: Any = None, dtype: Any = None, *, copy: bool = False) 
 
     ``x.to("sim:0")``, ``x.to(dtype=ae.float32)``, ``x.to(ae.float32)``.
     """
-    from .._dtype import as_dtype
+    from ..tensors._dtype import as_dtype
 
     if device is not None and not isinstance(device, (str, Device)):
         device, dtype = None, device

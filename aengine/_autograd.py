@@ -16,15 +16,15 @@ import warnings
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from ._anomaly import is_anomaly_enabled
-from ._engine import GraphTask, current_graph_task
-from ._engine_ctx import time_slice
-from ._errors import AutogradError
-from ._graph import gradient_edge
-from ._loop import async_library
-from ._node_exec import to_tensor
-from ._ops import ones_like, zeros_like
-from ._tensor import Tensor
+from .core._anomaly import is_anomaly_enabled
+from .core._errors import AutogradError
+from .core._graph import gradient_edge
+from .core._graph_task import GraphTask, current_graph_task
+from .core._node_exec import to_tensor
+from .ops import ones_like, zeros_like
+from .runtime._loop import async_library
+from .runtime._settings import time_slice
+from .tensors._tensor import Tensor
 
 __all__ = ["backward", "grad", "sync_backward", "sync_grad", "queue_callback"]
 
@@ -167,7 +167,7 @@ def _backward(
     gt.plan(edges, root_grads, out_edges, accumulate=True)
     if create_graph:
         # as PyTorch: every backward() with create_graph warns (grad() does not)
-        from ._drivers import WARNING_CREATE_GRAPH
+        from .runtime._drivers import WARNING_CREATE_GRAPH
 
         warnings.warn(WARNING_CREATE_GRAPH, UserWarning, stacklevel=3)
     yield gt
@@ -259,7 +259,7 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     them: composite functions such as gradcheck or jacobian use
     ``yield from _grad(...)`` several times) and returns the result.
     """
-    from ._reentrant import drive_async_entry, drive_sync_entry
+    from .runtime._reentrant import drive_async_entry, drive_sync_entry
 
     name = gen_fn.__name__.lstrip("_")
     module = gen_fn.__module__.rpartition(".")[2]

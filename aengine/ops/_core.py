@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._anomaly import _anomaly, record_forward
-from .._device import CPU, Device
-from .._engine_ctx import _offload_min
-from .._errors import AutogradError
-from .._grad_mode import _grad_enabled, _inference
-from .._graph import (
+from ..core._anomaly import _anomaly, record_forward
+from ..core._errors import AutogradError
+from ..core._grad_mode import _grad_enabled, _inference
+from ..core._graph import (
     Node,
     SavedTensor,
     freed_error,
@@ -33,8 +31,10 @@ from .._graph import (
     split_edges,
     version_error,
 )
-from .._inplace import stale_view_requires_grad as _stale_view_rg
-from .._tensor import ZERO_VC, Tensor, own_vc
+from ..runtime._settings import _offload_min
+from ..tensors._device import CPU, Device
+from ..tensors._tensor import ZERO_VC, Tensor, own_vc
+from ..tensors._views import stale_view_requires_grad as _stale_view_rg
 
 __all__ = [
     "OpNode",
@@ -169,7 +169,7 @@ def as_tensor_arg(x: Any, like: Tensor | None = None) -> Tensor:
     """Turn an array or a nested sequence given to an op into a constant Tensor."""
     if isinstance(x, Tensor):
         return x
-    from .._creation import tensor
+    from ..tensors._creation import tensor
 
     dev = like._device if like is not None else None
     return tensor(x, device=dev) if dev is not None else tensor(x)
@@ -445,7 +445,7 @@ def call_node(node: Node, grads: tuple[Any, ...]) -> Any:
     create_graph = _grad_enabled.get()
     raw = [g if create_graph or g is None else g.data for g in grads]
     outs = node.apply(raw, create_graph)
-    from .._node_exec import to_tensor
+    from ..core._node_exec import to_tensor
 
     dev = getattr(node, "dev", None)
     res = tuple(
@@ -457,7 +457,7 @@ def call_node(node: Node, grads: tuple[Any, ...]) -> Any:
 class _TensorOps:
     """The ``F`` of rules under create_graph: differentiable aengine ops.
 
-    Filled by ``aengine._ops`` once every op is defined (same names as the
+    Filled by ``aengine.ops`` once every op is defined (same names as the
     raw namespace in ``_raw.py``).
     """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._tensor import Tensor
+from ..tensors._tensor import Tensor
 from . import _arith, _compare, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
 
 
@@ -106,7 +106,7 @@ async def _backward(
         >>> x.grad.item()
         4.0
     """
-    from .._api import backward
+    from .._autograd import backward
 
     await backward(
         self,

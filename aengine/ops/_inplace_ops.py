@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .._dtype import default_float, result_dtype
-from .._errors import AutogradError
-from .._inplace import check_inplace, commit_inplace, snapshot
-from .._tensor import Tensor
+from ..core._errors import AutogradError
+from ..tensors._dtype import default_float, result_dtype
+from ..tensors._tensor import Tensor
+from ..tensors._views import check_inplace, commit_inplace, snapshot
 from ._arith import (
     AddBackward0,
     AddScalarBackward,
@@ -80,7 +80,7 @@ def put_flat(x: Tensor, pos: Any, v: Any, accumulate: bool = False) -> Tensor:
     Example::
 
         >>> import aengine as ae, numpy as np
-        >>> from aengine._ops._inplace_ops import put_flat
+        >>> from aengine.ops._inplace_ops import put_flat
         >>> put_flat(ae.zeros(2, 2), np.array([1, 2]), 5.0).tolist()
         [[0.0, 5.0], [5.0, 0.0]]
     """

@@ -98,7 +98,7 @@ def record_forward(node: Any, skip: int = 2) -> None:
     runs a node (a create_graph or reentrant backward), that node's name and
     info (see NOTE [Anomaly parents]).
     """
-    from ._engine import current_graph_task
+    from ._graph_task import current_graph_task
 
     stack = "".join(traceback.format_stack()[:-skip])
     gt = current_graph_task()

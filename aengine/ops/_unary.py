@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._tensor import Tensor
+from ..tensors._tensor import Tensor
 from ._core import as_tensor_arg, node_class, record
 
 __all__ = [

@@ -55,10 +55,10 @@ import sys
 import threading
 from typing import Any
 
+from ..core._errors import AutogradError
+from ..core._graph_task import GraphTask, current_graph_task
 from ._drivers import run_async, run_sync
-from ._engine import GraphTask, current_graph_task
-from ._engine_ctx import reentrant_depth_limit, reentrant_overflow
-from ._errors import AutogradError
+from ._settings import reentrant_depth_limit, reentrant_overflow
 
 __all__ = ["drive_sync_entry", "drive_async_entry", "stack_depth"]
 
@@ -219,7 +219,7 @@ async def _run_in_thread_loop(gt: GraphTask, time_slice: float) -> None:
 
     def body() -> None:
         async def main() -> None:
-            from ._scheduler import _engine_var
+            from ._engine import _engine_var
 
             _engine_var.set(None)
             _stack.set(1)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .._tensor import Tensor
+from ..tensors._tensor import Tensor
 from ._core import as_view, node_class, record, same_device
 from ._shape import _norm_dim
 

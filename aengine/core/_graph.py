@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import ERR_BACKWARD_TWICE, AutogradError
 
 if TYPE_CHECKING:
-    from ._tensor import Tensor
+    from ..tensors._tensor import Tensor
 
 __all__ = [
     "Node",
@@ -253,7 +253,7 @@ class Node:
         return outs
 
     def __call__(self, *grads: Any) -> Any:
-        from ._ops._core import call_node
+        from ..ops._core import call_node
 
         return call_node(self, grads)
 
@@ -399,7 +399,7 @@ class SavedTensor:
         """The saved value as a Tensor connected to the graph (create_graph)."""
         if self.tensor is not None:
             return self.tensor
-        from ._tensor import Tensor
+        from ..tensors._tensor import Tensor
 
         t = Tensor._make(self.data, self.requires_grad, self.device)
         t._vc = self._vc
@@ -418,7 +418,7 @@ def inference_saved_error() -> AutogradError:
 
 def version_error(saved: Any, version: int, node: Node) -> str:
     """The in-place error for ``saved`` (a SavedTensor or a saved input Tensor)."""
-    from ._tensor import describe
+    from ..tensors._tensor import describe
 
     where = ""
     if getattr(saved, "is_output", False):

@@ -38,10 +38,10 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
+from ..runtime._loop import loop_running
+from ..tensors._tensor import Tensor, own_vc
 from ._errors import AutogradError
 from ._graph import AccumulateGrad, Node
-from ._loop import loop_running
-from ._tensor import Tensor, own_vc
 
 __all__ = ["evaluate_general", "commit", "to_tensor", "to_raw"]
 
@@ -172,7 +172,7 @@ def _node_device(node: Node, slot: int) -> Any:
         return dev[slot] if isinstance(dev, tuple) else dev
     if isinstance(node, AccumulateGrad):
         return node.variable._device
-    from ._device import CPU
+    from ..tensors._device import CPU
 
     return CPU
 
@@ -390,7 +390,7 @@ def _commit(gt: Any) -> list[tuple[Any, Tensor]]:
 
 def _clone(t: Tensor) -> Tensor:
     """A differentiable copy (create_graph); imported here, not per commit (1 us)."""
-    from ._ops import clone
+    from ..ops import clone
 
     return clone(t)
 

@@ -12,8 +12,8 @@ import math
 import warnings
 from typing import Any, NamedTuple
 
-from .._errors import AutogradError
-from .._tensor import Tensor
+from ..core._errors import AutogradError
+from ..tensors._tensor import Tensor
 from ._arith import maximum, minimum, where
 from ._core import node_class, record, wrap
 from ._unary import abs, sqrt
@@ -197,7 +197,7 @@ def _one_dim(dim: Any, ndim: int, name: str) -> int:
 # shifted slices, O(n log n), every step a differentiable op, so all orders
 # of derivative stay exact at zeros (PyTorch uses cumprod's own backward).
 def _ones(like: Tensor, shape: tuple[int, ...]) -> Tensor:
-    from .._creation import ones
+    from ..tensors._creation import ones
 
     return ones(*shape, dtype=like.dtype, device=like.device)
 

@@ -19,10 +19,10 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._engine import current_graph_task
-from ._errors import AutogradError
-from ._graph import Node
-from ._tensor import Tensor
+from .core._errors import AutogradError
+from .core._graph import Node
+from .core._graph_task import current_graph_task
+from .tensors._tensor import Tensor
 
 __all__ = ["register_multi_grad_hook", "MultiHandle", "count_executed"]
 

@@ -33,9 +33,9 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ._errors import AutogradError
-from ._grad_mode import _grad_enabled, _inference
-from ._graph import Node, gradient_edge
+from ..core._errors import AutogradError
+from ..core._grad_mode import _grad_enabled, _inference
+from ..core._graph import Node, gradient_edge
 from ._tensor import Tensor, own_vc
 
 __all__ = [
@@ -208,7 +208,7 @@ def refresh_view_grad_fn(t: Tensor) -> None:
         return
     if t._creation is not None:
         raise AutogradError(_view_error(t, True))
-    from ._ops._core import TENSOR_OPS
+    from ..ops._core import TENSOR_OPS
 
     token = _grad_enabled.set(True)
     try:
@@ -279,7 +279,7 @@ class CopySlices(Node):
             return (None,) * len(self.next_nodes)
         raw = self.dev._backend.raw
         if create_graph:
-            from ._ops._core import TENSOR_OPS as F
+            from ..ops._core import TENSOR_OPS as F
 
             res = self.fn.apply([self.view_fn(F, g)], True)
             out0 = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._tensor import Tensor
+from ..tensors._tensor import Tensor
 from ._core import wrap
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"]

@@ -18,18 +18,18 @@ from typing import Any
 from anyio.lowlevel import checkpoint as _checkpoint
 from anyio.lowlevel import checkpoint_if_cancelled as _checkpoint_if_cancelled
 
-from ._engine import YIELD, GraphTask, _current, wrap_node_error
-from ._errors import ERR_BACKWARD_TWICE, AutogradError
-from ._grad_mode import _grad_enabled
+from ..core._errors import ERR_BACKWARD_TWICE, AutogradError
+from ..core._grad_mode import _grad_enabled
+from ..core._graph_task import YIELD, GraphTask, _current, wrap_node_error
+from ..core._node_exec import commit
 from ._loop import async_library, asyncio_cancelling
-from ._node_exec import commit
 
 __all__ = ["run_sync", "run_async", "yield_slice", "end_checkpoint", "DEFAULT_TIME_SLICE"]
 
 #: seconds a backward runs before it lets other tasks of the event loop run
 DEFAULT_TIME_SLICE = 0.001
 
-_sched_mod: Any = None  # aengine._scheduler, imported on first use (import cycle)
+_sched_mod: Any = None  # aengine.runtime._engine, imported on first use (import cycle)
 
 #: warned by every ``backward(create_graph=True)`` (see _api._backward)
 WARNING_CREATE_GRAPH = (
@@ -56,7 +56,7 @@ def drive_sync(coro: Coroutine[Any, Any, Any]) -> Any:
 
 def _raise_node_error(gt: GraphTask, exc: BaseException) -> None:
     if not gt.keep_graph:
-        from ._scheduler import cancelled_graph_error, mark_released
+        from ._engine import cancelled_graph_error, mark_released
 
         clear = cancelled_graph_error(gt, exc)
         if clear is not None:
@@ -99,7 +99,7 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
     """Execute ``gt`` in the current task, yielding to the loop per time slice."""
     global _sched_mod
     if _sched_mod is None:
-        from . import _scheduler as _sched_mod
+        from . import _engine as _sched_mod
     # the Engine's device queues, or a lazy scheduler that asks for one when a
     # non-cpu node shows up (NOTE [Device queues] in _scheduler.py)
     sched = gt.sched = _sched_mod.scheduler_for(gt)
@@ -227,7 +227,7 @@ async def _post(gt: GraphTask) -> None:
 
 
 async def _run_post(gt: GraphTask, hooks: list[Any]) -> None:
-    from ._node_exec import await_user  # async user code also runs under ae.sync
+    from ..core._node_exec import await_user  # async user code also runs under ae.sync
 
     for fn, t in hooks:
         res = fn(t)

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .._grad_mode import _grad_enabled
-from .._tensor import Tensor
+from ..core._grad_mode import _grad_enabled
+from ..tensors._tensor import Tensor
 from ._core import OpNode, as_view, node_class, record, record_multi, same_device
 from ._shape import _norm_dim
 

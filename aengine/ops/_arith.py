@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._dtype import result_dtype
-from .._tensor import Tensor
+from ..tensors._dtype import result_dtype
+from ..tensors._tensor import Tensor
 from ._core import as_tensor_arg, node_class, record, same_device
 
 __all__ = [

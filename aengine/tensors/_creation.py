@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core._grad_mode import _inference
 from ._device import CPU, Device
 from ._dtype import as_dtype
-from ._grad_mode import _inference
 from ._tensor import Tensor
 
 __all__ = [

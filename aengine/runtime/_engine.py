@@ -49,18 +49,18 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from ._device import CPU, Device
-from ._engine import GraphTask, _current
-from ._engine_ctx import (
+from ..core._errors import ERR_BACKWARD_TWICE, AutogradError
+from ..core._graph import AccumulateGrad, Node
+from ..core._graph_task import GraphTask, _current
+from ..tensors._device import CPU, Device
+from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, run_kernel
+from ._settings import (
     DEFAULT_REENTRANT_DEPTH_LIMIT,
     _offload_min,
     _reentrant_depth_limit,
     _reentrant_overflow,
     _time_slice,
 )
-from ._errors import ERR_BACKWARD_TWICE, AutogradError
-from ._graph import AccumulateGrad, Node
-from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, run_kernel
 
 __all__ = [
     "Engine",
@@ -595,9 +595,9 @@ class Engine:
         import anyio
         from anyio.lowlevel import checkpoint
 
+        from ..core._grad_mode import _grad_enabled
+        from ..core._node_exec import evaluate_general
         from ._drivers import yield_slice
-        from ._grad_mode import _grad_enabled
-        from ._node_exec import evaluate_general
 
         _worker_var.set(name)
         perf = _perf()

@@ -22,10 +22,10 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..core._errors import AutogradError
+from ..core._graph import ZERO_VC, AccumulateGrad, Node, RemovableHandle, _add_hook, own_vc
 from ._device import CPU, Device
 from ._dtype import is_floating
-from ._errors import AutogradError
-from ._graph import ZERO_VC, AccumulateGrad, Node, RemovableHandle, _add_hook, own_vc
 
 __all__ = ["Tensor", "describe", "own_vc", "ZERO_VC"]
 
@@ -42,7 +42,7 @@ _NONLEAF_GRAD_WARNING = (
 
 def _refresh_view(t: Tensor) -> None:
     """Rebuild a stale view's grad_fn; rebound to ``_inplace.refresh_view_grad_fn`` on import."""
-    from ._inplace import refresh_view_grad_fn
+    from ._views import refresh_view_grad_fn
 
     refresh_view_grad_fn(t)
 
@@ -430,7 +430,7 @@ class Tensor:
         raise TypeError("pickling aengine tensors is not supported; pickle t.detach().numpy()")
 
     # The methods of the operators (sum, reshape, __add__...) are the functions
-    # of aengine._ops, assigned to the class by _ops/_methods.py; these
+    # of aengine.ops, assigned to the class by _ops/_methods.py; these
     # declarations give type checkers their signatures.
     if TYPE_CHECKING:
 

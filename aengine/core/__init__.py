@@ -1,0 +1,1 @@
+"""aengine.core."""
