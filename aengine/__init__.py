@@ -14,25 +14,29 @@ pass as a cooperative scheduler on anyio, inside asyncio or trio programs::
 See docs/ for the guide and the architecture.
 """
 
-from __future__ import annotations
-
 from . import functional, sync
 from ._autograd import backward, grad, queue_callback
 from ._checkpoint import checkpoint
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
 from ._gradcheck import gradcheck, gradgradcheck
 from ._hooks import register_multi_grad_hook
-from .core._anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled
-from .core._errors import AutogradError, BackwardError, GradcheckError
-from .core._grad_mode import (
+from .core import (
+    AccumulateGrad,
+    AutogradError,
+    BackwardError,
+    GradcheckError,
+    Node,
+    RemovableHandle,
+    detect_anomaly,
     enable_grad,
     inference_mode,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
     is_grad_enabled,
     is_inference_mode_enabled,
     no_grad,
     set_grad_enabled,
 )
-from .core._graph import AccumulateGrad, Node, RemovableHandle
 from .ops import (
     MaxResult,
     MinResult,
@@ -103,7 +107,7 @@ from .ops import (
     var,
     where,
 )
-from .runtime._engine import Engine
+from .runtime import Engine
 from .tensors._creation import (
     Generator,
     arange,

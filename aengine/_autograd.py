@@ -16,19 +16,24 @@ import warnings
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from .core._anomaly import is_anomaly_enabled
-from .core._errors import AutogradError
-from .core._graph import gradient_edge
-from .core._graph_task import GraphTask, current_graph_task
-from .core._node_exec import to_tensor
+from .core import AutogradError, GraphTask, current_graph_task, gradient_edge, to_tensor
+from .core._modes import is_anomaly_enabled
 from .ops import ones_like, zeros_like
-from .runtime._loop import async_library
-from .runtime._settings import time_slice
-from .tensors._tensor import Tensor
+from .runtime import async_library, drive_async_entry, drive_sync_entry, time_slice
+from .tensors import Tensor
 
 __all__ = ["backward", "grad", "sync_backward", "sync_grad", "queue_callback"]
 
 TensorOrTensors = Tensor | Sequence[Tensor]
+
+#: warned by every ``backward(create_graph=True)``, as PyTorch does (grad() does not)
+WARNING_CREATE_GRAPH = (
+    "Using backward() with create_graph=True will create a reference cycle between the "
+    "parameter and its gradient which can cause a memory leak. We recommend using "
+    "ae.grad() when creating the graph to avoid this. If you have to use this function, "
+    "make sure to reset the .grad fields of your parameters to None after use to break "
+    "the cycle and avoid the leak."
+)
 
 
 def _as_tuple(x: Any, what: str) -> tuple[Any, ...]:
@@ -109,18 +114,17 @@ def _root_edges(outputs: tuple[Tensor, ...], grads: list[Any]) -> tuple[list[Any
     return edges, root_grads
 
 
-def _new_graph_task(keep_graph: bool, create_graph: bool) -> GraphTask:
+def new_graph_task(keep_graph: bool, create_graph: bool) -> GraphTask:
+    """A GraphTask nested in the running one, if any (depth + 1)."""
     parent = current_graph_task()
-    depth = 0 if parent is None else parent.depth + 1
-    gt = GraphTask(
+    return GraphTask(
         keep_graph=keep_graph,
         create_graph=create_graph,
-        depth=depth,
+        depth=0 if parent is None else parent.depth + 1,
         anomaly=is_anomaly_enabled(),
+        # valid only if every enclosing backward is plain
+        checkpoint_valid=parent is None or parent.checkpoint_valid,
     )
-    if parent is not None and not parent.checkpoint_valid:
-        gt.checkpoint_valid = False  # valid only if every enclosing backward is plain
-    return gt
 
 
 def _backward(
@@ -151,7 +155,7 @@ def _backward(
         retain_graph = create_graph
     root_grads = _make_grads(outputs, grads, create_graph)
     edges, root_grads = _root_edges(outputs, root_grads)
-    gt = _new_graph_task(bool(retain_graph), create_graph)
+    gt = new_graph_task(bool(retain_graph), create_graph)
     out_edges = None
     if input_list is not None:
         out_edges = []
@@ -163,12 +167,8 @@ def _backward(
             if t.grad_fn is not None:
                 t.retain_grad()
             out_edges.append(gradient_edge(t))
-    gt.roots = outputs
-    gt.plan(edges, root_grads, out_edges, accumulate=True)
+    gt.plan(outputs, edges, root_grads, out_edges, accumulate=True)
     if create_graph:
-        # as PyTorch: every backward() with create_graph warns (grad() does not)
-        from .runtime._drivers import WARNING_CREATE_GRAPH
-
         warnings.warn(WARNING_CREATE_GRAPH, UserWarning, stacklevel=3)
     yield gt
 
@@ -213,9 +213,8 @@ def _grad(
         if not t._rg:
             raise AutogradError("One of the differentiated Tensors does not require grad")
         out_edges.append(gradient_edge(t))
-    gt = _new_graph_task(bool(retain_graph), create_graph)
-    gt.roots = outs
-    gt.plan(edges, root_grads, out_edges, accumulate=False)
+    gt = new_graph_task(bool(retain_graph), create_graph)
+    gt.plan(outs, edges, root_grads, out_edges, accumulate=False)
     yield gt
     result: list[Tensor | None] = []
     for t, g in zip(ins, gt.captured, strict=True):
@@ -259,8 +258,6 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     them: composite functions such as gradcheck or jacobian use
     ``yield from _grad(...)`` several times) and returns the result.
     """
-    from .runtime._reentrant import drive_async_entry, drive_sync_entry
-
     name = gen_fn.__name__.lstrip("_")
     module = gen_fn.__module__.rpartition(".")[2]
     # the name users call: 'functional.jacobian' for a public module's functions
@@ -341,4 +338,38 @@ def queue_callback(fn: Callable[..., Any], *args: Any) -> None:
     gt = current_graph_task()
     if gt is None:
         raise AutogradError("Final callbacks can only be installed during backward pass.")
-    gt.callbacks.append(functools.partial(fn, *args) if args else fn)
+    if not callable(fn):
+        raise TypeError(f"queue_callback expects a callable, got {type(fn).__name__}")
+    gt.add_callback(functools.partial(fn, *args) if args else fn)
+
+
+async def _tensor_backward(
+    self: Tensor,
+    gradient: Any = None,
+    retain_graph: Any = None,
+    create_graph: bool = False,
+    inputs: Any = None,
+) -> None:
+    """Compute gradients of this tensor w.r.t. graph leaves (awaitable).
+
+    ``await loss.backward()``; for synchronous code use ``ae.sync.backward(loss)``.
+
+    Example::
+
+        >>> import aengine as ae, anyio
+        >>> x = ae.tensor(2.0, requires_grad=True)
+        >>> anyio.run((x * x).backward)
+        >>> x.grad.item()
+        4.0
+    """
+    await backward(
+        self,
+        None if gradient is None else gradient,
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        inputs=inputs,
+    )
+
+
+_T: Any = Tensor  # the method is declared in the Tensor class for type checkers
+_T.backward = _tensor_backward

@@ -24,12 +24,12 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ._autograd import backward, sync_backward
 from ._function import Function
-from .core._errors import AutogradError
-from .core._grad_mode import enable_grad, no_grad
-from .core._graph_task import current_graph_task
-from .runtime._loop import loop_running
-from .tensors._tensor import Tensor
+from .core import AutogradError, current_graph_task
+from .core._modes import enable_grad, no_grad
+from .runtime import loop_running
+from .tensors import Tensor, default_generator
 
 __all__ = ["checkpoint", "CheckpointFunction", "AsyncCheckpointFunction"]
 
@@ -43,14 +43,10 @@ ERR_NO_OUTPUT_GRAD = "none of output has requires_grad=True, this checkpoint() i
 
 
 def _rng_state() -> Any:
-    from .tensors._creation import default_generator
-
     return default_generator._rng.bit_generator.state
 
 
 def _set_rng_state(state: Any) -> None:
-    from .tensors._creation import default_generator
-
     default_generator._rng.bit_generator.state = state
 
 
@@ -87,8 +83,6 @@ class CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
-        from ._autograd import sync_backward
-
         outputs, out_grads, detached = _recompute(ctx, grads)
         sync_backward(outputs, out_grads)
         return (None, None, *(x.grad if isinstance(x, Tensor) else None for x in detached))
@@ -99,8 +93,6 @@ class AsyncCheckpointFunction(CheckpointFunction):
 
     @staticmethod
     async def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
-        from ._autograd import backward
-
         outputs, out_grads, detached = _recompute(ctx, grads)
         await backward(outputs, out_grads)
         return (None, None, *(x.grad if isinstance(x, Tensor) else None for x in detached))

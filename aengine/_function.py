@@ -30,12 +30,15 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .core._anomaly import _anomaly, record_forward
-from .core._errors import AutogradError
-from .core._grad_mode import _grad_enabled, no_grad
-from .core._graph import Node, SavedTensor, freed_error, gradient_edge
-from .runtime._loop import loop_running
-from .tensors._tensor import Tensor, own_vc
+from .core import AutogradError, Node, SavedTensor, gradient_edge, own_vc, record_forward
+from .core import running_node as _running_node
+from .core._graph import freed_error
+from .core._modes import _anomaly, _grad_enabled, no_grad
+from .ops import sum_to
+from .ops._core import as_view
+from .runtime import loop_running, run_detached
+from .tensors import CPU, Tensor
+from .tensors._views import _ERR_LEAF_VIEW, _move_retains, _rebase_history, _view_error
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
 
@@ -163,10 +166,8 @@ class BackwardCFunction(Node, FunctionCtx):
         args = self._prepare(grads, create_graph)
         cls = self._forward_cls
         if type(self)._is_async:
-            if not loop_running():
-                import anyio
-
-                return anyio.run(self._apply_async, args, create_graph)
+            if not loop_running():  # ae.sync from plain code: a loop of its own
+                return run_detached(self._apply_async(args, create_graph))
             return self._apply_async(args, create_graph)
         res = cls._backward_fn(self, *args)
         if inspect.isawaitable(res):
@@ -248,8 +249,6 @@ class BackwardCFunction(Node, FunctionCtx):
                         f"Function {self.name()} returned an invalid gradient at index {i} - "
                         f"got {list(gshape)} but expected shape compatible with {list(shape)}"
                     )
-                from .ops import sum_to
-
                 g = sum_to(g, shape)
             if g.data.dtype != dtype:
                 g = g.to(dtype=dtype)
@@ -258,8 +257,6 @@ class BackwardCFunction(Node, FunctionCtx):
 
 
 def _cpu() -> Any:
-    from .tensors._device import CPU
-
     return CPU
 
 
@@ -415,7 +412,9 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
         return outputs
     _connect(ctx, args, outs)
     if _anomaly.get()[0]:
-        record_forward(ctx, skip=3)  # the trace ends at the user's ``F.apply(...)``
+        record_forward(
+            ctx, _running_node(), skip=3
+        )  # the trace ends at the user's ``F.apply(...)``
     return tuple(outs) if is_tuple else outs[0]
 
 
@@ -435,8 +434,6 @@ def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any]) -> None:
 
 def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> None:
     """Make the tensor outputs outputs of ``ctx`` (see NOTE [Custom Function nodes])."""
-    from .ops._core import as_view
-
     dirty = ctx._dirty
     non_diff = ctx._non_diff
     ctx.num_outputs = len(outs)  # type: ignore[misc]
@@ -505,8 +502,6 @@ def _rebase_dirty(ctx: BackwardCFunction, args: tuple[Any, ...], o: Tensor, i: i
     NOTE [Views and CopySlices] in _inplace.py), which supports a Function
     whose first input is the view and which has one output.
     """
-    from .tensors._views import _ERR_LEAF_VIEW, _move_retains, _rebase_history, _view_error
-
     base = o._base
     if base is not None and o._view_meta is not None:
         if o._creation is not None:

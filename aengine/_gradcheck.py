@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from ._autograd import _grad, _twins
-from .core._errors import GradcheckError
-from .core._grad_mode import enable_grad, no_grad
-from .tensors._tensor import Tensor
+from .core import GradcheckError
+from .core._modes import enable_grad, no_grad
+from .tensors import Tensor, tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "sync_gradcheck", "sync_gradgradcheck"]
 
@@ -131,8 +131,6 @@ def _analytical(
     outputs: tuple[Any, ...], inputs: tuple[Any, ...], in_idx: list[int], out_idx: list[int]
 ) -> Gen:
     """Engine Jacobians, one vector-Jacobian product per output element."""
-    from .tensors._creation import tensor
-
     diff_inputs = [inputs[i] for i in in_idx]
     jac: dict[int, dict[int, np.ndarray]] = {i: {} for i in in_idx}
     for j in out_idx:
@@ -223,8 +221,6 @@ def _gradgradcheck(
     rtol: float = 1e-3,
     raise_exception: bool = True,
 ) -> Gen:
-    from .tensors._creation import tensor
-
     inputs = _as_tuple(inputs, "inputs")
     _check_inputs(inputs)
     if grad_outputs is None:

@@ -15,16 +15,15 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .core._errors import AutogradError
-from .core._graph import Node
-from .core._graph_task import current_graph_task
-from .tensors._tensor import Tensor
+from .core import AutogradError, GraphTask, Node, current_graph_task
+from .tensors import Tensor
 
-__all__ = ["register_multi_grad_hook", "MultiHandle", "count_executed"]
+__all__ = ["register_multi_grad_hook", "MultiHandle"]
 
 
 class MultiHandle:
@@ -50,15 +49,6 @@ class MultiHandle:
 def _node_of(t: Tensor) -> Node:
     fn = t.grad_fn
     return fn if fn is not None else t._grad_accumulator()
-
-
-def count_executed(gt: Any, nodes: Sequence[Node]) -> int:
-    """How many of ``nodes`` graph task ``gt`` runs (or runs the tensor hooks of)."""
-    if gt.run_set is not None:  # grad() / inputs= with pruning: exactly these run
-        return sum(node in gt.run_set for node in nodes)
-    reached = set(gt.reached)  # every node reached runs (captured ones: their hooks)
-    skip = gt.needed.skip if gt.needed is not None else ()
-    return sum(node in reached and (node not in skip or node in gt.captures) for node in nodes)
 
 
 def register_multi_grad_hook(
@@ -98,9 +88,9 @@ def register_multi_grad_hook(
                 gt = _current_gt()
                 st = state.get(gt.id)
                 if st is None:
-                    expected = count_executed(gt, nodes)
+                    expected = gt.count_executed(nodes)
                     st = state[gt.id] = [0, expected, [None] * n]
-                    gt.callbacks.append(lambda key=gt.id: state.pop(key, None))
+                    gt.add_callback(functools.partial(state.pop, gt.id, None))
                 st[0] += 1
                 st[2][idx] = grad
                 if st[0] >= st[1]:
@@ -119,13 +109,13 @@ def register_multi_grad_hook(
         if gt.id in ran:
             return None
         ran[gt.id] = True
-        gt.callbacks.append(lambda key=gt.id: ran.pop(key, None))
+        gt.add_callback(functools.partial(ran.pop, gt.id, None))
         return _none(fn(grad))
 
     return MultiHandle(tuple(t.register_hook(any_hook) for t in tensors))
 
 
-def _current_gt() -> Any:
+def _current_gt() -> GraphTask:
     gt = current_graph_task()
     if gt is None:
         raise AutogradError("a multi-grad hook can only run inside a backward call")

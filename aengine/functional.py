@@ -43,10 +43,10 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from ._autograd import _grad, _twins
-from .core._errors import AutogradError
-from .core._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
-from .core._graph_task import GraphTask
-from .tensors._tensor import Tensor
+from .core import AutogradError, GraphTask
+from .core._modes import enable_grad, is_grad_enabled, set_grad_enabled
+from .ops import stack
+from .tensors import Tensor, zeros_like
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -198,8 +198,6 @@ _FILL_MSG = {
 def _fill_in_zeros(
     grads: Sequence[Any], refs: Sequence[Tensor], strict: bool, create_graph: bool, stage: str
 ) -> tuple[Tensor, ...]:
-    from .tensors._creation import zeros_like
-
     res = []
     for i, g in enumerate(grads):
         if g is None:
@@ -275,8 +273,6 @@ def _jvp(
     create_graph: bool = False,
     strict: bool = False,
 ) -> Gen:
-    from .tensors._creation import zeros_like
-
     with enable_grad():
         is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
         ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
@@ -315,8 +311,6 @@ def _assemble(rows: list[Any], out: Tensor, inp: Tensor, create_graph: bool) -> 
         xp = inp._device.backend.xp
         arr = xp.stack([r.data for r in rows]) if rows else xp.zeros((0,), inp.data.dtype)
         return Tensor._make(arr.reshape(shape), False, inp._device)
-    from .ops import stack
-
     return stack(rows).reshape(shape)
 
 
@@ -328,8 +322,6 @@ def _jacobian(
     vectorize: bool = False,
     strategy: str = "reverse-mode",
 ) -> Gen:
-    from .tensors._creation import zeros_like
-
     if strategy != "reverse-mode":
         raise ValueError(
             f"jacobian supports only strategy='reverse-mode' (got {strategy!r}): aengine has no "
@@ -466,8 +458,6 @@ def _hvp(
     create_graph: bool = False,
     strict: bool = False,
 ) -> Gen:
-    from .tensors._creation import zeros_like
-
     with enable_grad():
         setup = yield from _scalar_fn_setup(func, inputs, v, create_graph, strict, "hvp")
         is_inputs_tuple, ins, vt, is_outputs_tuple, outs, jac = setup

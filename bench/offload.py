@@ -27,8 +27,8 @@ import anyio
 import numpy as np
 
 import aengine as ae
-from aengine.runtime._drivers import DEFAULT_TIME_SLICE
 from aengine.runtime._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
+from aengine.runtime._settings import DEFAULT_TIME_SLICE
 
 __all__ = ["loop_lag", "overlap", "longest_inline_kernel", "main"]
 

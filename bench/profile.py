@@ -136,7 +136,7 @@ def _fixedcost(ae: Any, args: Any) -> None:
     """
     import anyio
 
-    from aengine.runtime import _drivers
+    from aengine.runtime import _loop
 
     from .service import _FIXED_X
 
@@ -161,7 +161,7 @@ def _fixedcost(ae: Any, args: Any) -> None:
         async def run() -> None:
             for _ in range(10):
                 await ae.grad(y, [x], retain_graph=True)
-            _drivers._last_yield.set(float("inf"))  # no yield in the traced call
+            _loop._last_yield.set(float("inf"))  # no yield in the traced call
             start()
             for _ in range(calls):
                 await ae.grad(y, [x], retain_graph=True)

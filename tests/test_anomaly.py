@@ -1,4 +1,4 @@
-"""Anomaly mode (J1-J5): NaN checks, forward tracebacks, parent traces, warnings."""
+"""Anomaly mode: NaN checks, forward tracebacks, parent traces, warnings."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def make_nan_func(L: Any) -> Any:
     return MyFunc
 
 
-async def j1_nan(L: Any) -> Any:
+async def nan_in_backward(L: Any) -> Any:
     """Returns (message of the error, joined warnings) for each case."""
     MyFunc = make_nan_func(L)
     out: list[Any] = []
@@ -72,7 +72,7 @@ async def j1_nan(L: Any) -> Any:
     return out
 
 
-async def j2_nested(L: Any) -> Any:
+async def nan_in_double_backward_parent_trace(L: Any) -> Any:
     class MyFunc2(L.Function):
         @staticmethod
         def forward(ctx: Any, g: Any) -> Any:
@@ -114,7 +114,7 @@ async def j2_nested(L: Any) -> Any:
     return out
 
 
-async def j3_error_warnings(L: Any) -> Any:
+async def inplace_error_warnings(L: Any) -> Any:
     out: list[Any] = []
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -144,7 +144,7 @@ def _inplace_add(L: Any, t: Any) -> None:
         own_vc(t)[0] += 1
 
 
-async def j4_no_check_nan(L: Any) -> Any:
+async def no_check_nan(L: Any) -> Any:
     MyFunc = make_nan_func(L)
     out: list[Any] = []
     inp = L.tensor(np.ones((10, 10)), requires_grad=True)
@@ -164,7 +164,12 @@ async def j4_no_check_nan(L: Any) -> Any:
     return out
 
 
-SCENARIOS = [j1_nan, j2_nested, j3_error_warnings, j4_no_check_nan]
+SCENARIOS = [
+    nan_in_backward,
+    nan_in_double_backward_parent_trace,
+    inplace_error_warnings,
+    no_check_nan,
+]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)
@@ -199,7 +204,7 @@ def test_nan_message_text() -> None:
 
 
 def test_warnings_as_errors_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    """J3: with warnings turned into errors the report is printed, the original error raised."""
+    """With warnings turned into errors the report is printed, the original error raised."""
     with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"):
         mode = ae.detect_anomaly()
     with mode:
@@ -227,7 +232,7 @@ def test_version_hint_without_anomaly() -> None:
 
 
 def test_parent_references_are_weak() -> None:
-    """J5: anomaly metadata of a node built in backward keeps no node alive (NOTE [Anomaly parents])."""
+    """Anomaly metadata of a node built in backward keeps no node alive (NOTE [Anomaly parents])."""
 
     class Foo:
         pass

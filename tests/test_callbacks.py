@@ -1,4 +1,4 @@
-"""Final callbacks (F1, F3): ``ae.queue_callback`` against torch's engine callbacks."""
+"""Final callbacks: ``ae.queue_callback`` against torch's engine callbacks."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _queue(L: Any) -> Any:
     return ae.queue_callback
 
 
-async def f1_callback_adds_callback(L: Any) -> Any:
+async def callback_adds_callback(L: Any) -> Any:
     log: list[str] = []
     queue = _queue(L)
 
@@ -46,7 +46,7 @@ async def f1_callback_adds_callback(L: Any) -> Any:
     return [log, x.grad]
 
 
-async def f_callback_sees_grads(L: Any) -> Any:
+async def callback_sees_grads(L: Any) -> Any:
     """Callbacks run once every node ran and every .grad was written."""
     seen: list[Any] = []
     queue = _queue(L)
@@ -63,7 +63,7 @@ async def f_callback_sees_grads(L: Any) -> Any:
     return seen
 
 
-async def f3_callback_error_propagates(L: Any) -> Any:
+async def callback_error_propagates(L: Any) -> Any:
     queue = _queue(L)
     x = L.tensor([1.0, 2.0], requires_grad=True)
     h = x * 2
@@ -79,7 +79,7 @@ async def f3_callback_error_propagates(L: Any) -> Any:
         return [str(exc), x.grad]  # .grad was written before the callbacks ran
 
 
-SCENARIOS = [f1_callback_adds_callback, f_callback_sees_grads, f3_callback_error_propagates]
+SCENARIOS = [callback_adds_callback, callback_sees_grads, callback_error_propagates]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)

@@ -1,4 +1,4 @@
-"""ae.checkpoint (reentrant): gradients, memory, and the K6/K7 errors."""
+"""ae.checkpoint (reentrant): gradients, memory, and its errors (grad/inputs, no grad output)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_segment_intermediates_are_not_kept() -> None:
 
 
 def test_many_segments_then_one_backward() -> None:
-    """K6 test_checkpointing (small): a chain of checkpointed segments."""
+    """As PyTorch's test_checkpointing (small): a chain of checkpointed segments."""
     params, x = _mlp_params(), _x()
     w = params[2]
     h = (x @ params[0]).tanh()
@@ -119,7 +119,7 @@ def test_many_segments_then_one_backward() -> None:
 
 @pytest.mark.parametrize("mode", ["grad", "inputs"])
 def test_incompatible_with_grad_and_inputs(mode: str) -> None:
-    """K6 test_checkpoint_valid_reset_on_error: error, then a plain backward works."""
+    """As PyTorch's test_checkpoint_valid_reset_on_error: error, then a plain backward works."""
     params, x = _mlp_params(), _x()
     loss = _loss(params, x, True)
     with pytest.raises(ae.AutogradError, match="is incompatible with ae.grad()") as info:
@@ -158,7 +158,7 @@ def test_nested_inside_grad_is_invalid_too() -> None:
 
 
 def test_no_output_requires_grad() -> None:
-    """K7: a checkpointed function that computes under no_grad."""
+    """A checkpointed function that computes under no_grad."""
     x = ae.tensor([1.0, 2.0], requires_grad=True)
 
     def fn(t: ae.Tensor) -> ae.Tensor:

@@ -1,7 +1,7 @@
 """Deep graphs: no recursion anywhere in the engine, and the loop stays responsive.
 
 A chain of 1,000,000 nodes runs backward with both drivers; dropping a deep
-graph does not overflow the C stack (P1); a long async backward lets other
+graph does not overflow the C stack; a long async backward lets other
 tasks of the event loop run meanwhile.
 """
 
@@ -123,7 +123,7 @@ async def test_a_task_woken_during_a_slice_runs_before_the_next_slice(trial: int
     wakes the sleeper two loop iterations later) and trio would half of the
     time.
     """
-    from aengine.runtime._drivers import yield_slice
+    from aengine.runtime._loop import yield_slice
 
     assert await _order_after_a_busy_step(yield_slice) == ["sleeper", "backward"]
 

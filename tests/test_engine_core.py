@@ -14,16 +14,15 @@ import numpy as np
 import pytest
 
 import aengine as ae
-from aengine.core._graph import AccumulateGrad, GraphRoot, Node
-from aengine.core._graph_task import (
-    ACC_SEQ,
+from aengine.core import (
     YIELD,
     GraphTask,
+    commit,
     compute_dependencies,
     current_graph_task,
     init_to_execute,
 )
-from aengine.core._node_exec import commit
+from aengine.core._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
 
 
 class Scale(Node):
@@ -163,10 +162,10 @@ def test_prepare_single_root_is_queued_directly_and_multi_uses_graph_root() -> N
     a = Scale("a", (acc(x),), log)
     gt = GraphTask(keep_graph=False, create_graph=False)
     gt.prepare([(a, 0)], [one()], None, accumulate=True)
-    assert [entry[2] for entry in gt.heap] == [a]
+    assert [entry[2] for entry in gt.ready.heap] == [a]
     gt2 = GraphTask(keep_graph=False, create_graph=False)
     gt2.prepare([(a, 0), (a, 0)], [one(), one()], None, accumulate=True)
-    (root,) = [entry[2] for entry in gt2.heap]
+    (root,) = [entry[2] for entry in gt2.ready.heap]
     assert isinstance(root, GraphRoot) and gt2.dependencies[a] == 2
 
 
@@ -177,7 +176,7 @@ def test_prepare_with_nothing_to_run_queues_nothing() -> None:
     y._grad_accumulator()
     gt = GraphTask(keep_graph=False, create_graph=False)
     gt.prepare([(a, 0)], [one()], [acc(y)], accumulate=False)
-    assert gt.heap == [] and gt.not_ready == {}
+    assert gt.ready.heap == [] and gt.not_ready == {}
     run_to_end(gt)
     assert gt.captured == [None] and log == []
 
@@ -244,7 +243,7 @@ def test_diamond_waits_for_all_inputs() -> None:
     assert gt.dependencies[bottom] == 2
     run_to_end(gt)
     assert log == ["top", "right", "left", "bottom"]
-    assert gt.heap == [] and gt.not_ready == {}
+    assert gt.ready.heap == [] and gt.not_ready == {}
     assert not any(gt.dependencies.values())
     np.testing.assert_array_equal(gt.staged[x][0], [50.0])
 
@@ -264,7 +263,7 @@ def test_input_buffer_sums_without_mutating_inputs() -> None:
     gt.push(root, [None])
     run_to_end(gt)
     np.testing.assert_array_equal(gt.staged[x][0], [11.0, 22.0])
-    np.testing.assert_array_equal(g1, [1.0, 2.0])  # D5/D6: no in-place sum
+    np.testing.assert_array_equal(g1, [1.0, 2.0])  # no in-place sum into the incoming grads
     np.testing.assert_array_equal(g2, [10.0, 20.0])
 
 
@@ -287,7 +286,7 @@ def test_none_gradients_flow_as_none() -> None:
     gt = GraphTask(keep_graph=False, create_graph=False)
     gt.prepare([(a, 0)], [None], None, accumulate=True)
     run_to_end(gt)
-    assert log == ["a"] and gt.staged == {} and gt.heap == []
+    assert log == ["a"] and gt.staged == {} and gt.ready.heap == []
 
 
 # ---- time slices, completion, staging --------------------------------------------------
@@ -303,9 +302,9 @@ def test_run_yields_at_the_deadline_and_resumes() -> None:
     gt.prepare([(node, 0)], [one()], None, accumulate=True)
     steps = 0
     while (step := gt.run(deadline=0.0)) is not None:
-        assert step is YIELD and len(gt.heap) == 1  # the next node, pushed back
+        assert step is YIELD and len(gt.ready.heap) == 1  # the next node, pushed back
         steps += 1
-    assert steps >= 3 and len(log) == 100 and gt.heap == [] and gt.not_ready == {}
+    assert steps >= 3 and len(log) == 100 and gt.ready.heap == [] and gt.not_ready == {}
     assert current_graph_task() is None  # reset after each run
 
 
@@ -332,7 +331,7 @@ def test_staging_leaves_grad_untouched_until_commit() -> None:
     gt = GraphTask(keep_graph=False, create_graph=False)
     gt.prepare([(a, 0)], [np.array([1.0, 2.0])], None, accumulate=True)
     run_to_end(gt)
-    assert x.grad is None and gt.heap == []
+    assert x.grad is None and gt.ready.heap == []
     gt.check_complete()
     assert commit(gt) == []
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 6.0])
@@ -393,7 +392,7 @@ def test_commit_copies_the_first_gradient() -> None:
 
 
 def test_graph_task_ids_increase_by_one_per_backward() -> None:
-    # M2: inside a hook the running graph task is visible; ids count backwards
+    # inside a hook the running graph task is visible; ids count backwards
     x = ae.ones(2, requires_grad=True)
     ids: list[int] = []
 

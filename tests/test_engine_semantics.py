@@ -1,8 +1,8 @@
 """Engine semantics against PyTorch (the oracle): the same scenario on both.
 
-Sections follow research/pytorch_behaviours.md (A: grad vs backward, B:
-retain_graph, C: create_graph, D: accumulation and order).  Every case runs
-under the sync driver and under the async driver on asyncio and on trio.
+Sections: grad vs backward, retain_graph, create_graph, accumulation and
+order.  Every case runs under the sync driver and under the async driver on
+asyncio and on trio.
 """
 
 from __future__ import annotations
@@ -81,10 +81,10 @@ def torch_quiet(fn: Callable[[], Any]) -> Any:
         return fn()
 
 
-# ---- A. backward vs grad -----------------------------------------------------------
+# ---- backward vs grad -------------------------------------------------------------------
 
 
-def test_a1_grad_and_backward_create_graph(drv: Driver) -> None:
+def test_grad_and_backward_with_create_graph(drv: Driver) -> None:
     torch = torch_or_skip()
     (x, tx), (y, ty) = pair(rand(2, 2)), pair(rand(2, 2) + 1)
     z = x**2 + y * x + y**2
@@ -107,7 +107,7 @@ def test_a1_grad_and_backward_create_graph(drv: Driver) -> None:
     np.testing.assert_array_equal(y.grad.detach().numpy(), yg)
 
 
-def test_a2_grad_wrt_nonleaf_repeatedly(drv: Driver) -> None:
+def test_grad_wrt_nonleaf_repeatedly(drv: Driver) -> None:
     torch = torch_or_skip()
     (x0, tx0), (y, ty) = pair(rand(3)), pair(rand(3))
     x, tx = x0 * 1.0, tx0 * 1.0
@@ -123,7 +123,7 @@ def test_a2_grad_wrt_nonleaf_repeatedly(drv: Driver) -> None:
     same(x0.grad, tx0.grad)
 
 
-def test_a3_grad_at_nonleaves_prunes_below(drv: Driver) -> None:
+def test_grad_at_nonleaves_prunes_below(drv: Driver) -> None:
     torch = torch_or_skip()
     x, tx = pair(rand(4, 2))
     calls: list[int] = []
@@ -140,7 +140,7 @@ def test_a3_grad_at_nonleaves_prunes_below(drv: Driver) -> None:
     assert calls == [] and x.grad is None
 
 
-def test_a4_unreachable_input_allow_unused(drv: Driver) -> None:
+def test_unreachable_input_with_allow_unused(drv: Driver) -> None:
     torch = torch_or_skip()
     (x, tx), (y, ty) = pair(np.array(1.5)), pair(np.array(2.0))
     _ = y * 2  # y has an AccumulateGrad node from another use
@@ -156,7 +156,7 @@ def test_a4_unreachable_input_allow_unused(drv: Driver) -> None:
     del _, _t
 
 
-def test_a5_unreachable_branches_never_run(drv: Driver) -> None:
+def test_unreachable_branches_never_run(drv: Driver) -> None:
     x0, y, z = (ae.tensor(1.0, requires_grad=True) for _ in range(3))
     never = boom(x0 * 2)  # its backward raises: it must not run
     assert drv.grad(never, (y,), allow_unused=True) == (None,)
@@ -166,7 +166,7 @@ def test_a5_unreachable_branches_never_run(drv: Driver) -> None:
     assert y.grad is None and x0.grad is None and z.grad is None
 
 
-def test_a6_backward_with_inputs(drv: Driver) -> None:
+def test_backward_with_inputs(drv: Driver) -> None:
     torch_or_skip()  # pair() needs torch
     (x, tx), (y, ty) = pair(rand(2, 2)), pair(rand(2, 2))
 
@@ -187,7 +187,7 @@ def test_a6_backward_with_inputs(drv: Driver) -> None:
     same(y.grad, ty.grad)
 
 
-def test_a7_backward_with_nonleaf_and_scalar_inputs(drv: Driver) -> None:
+def test_backward_with_nonleaf_and_scalar_inputs(drv: Driver) -> None:
     torch_or_skip()  # pair() needs torch
     (x, tx), (y, ty), (u, tu) = pair(rand(3)), pair(rand(3)), pair(rand(3))
     xn, txn = x * 2, tx * 2
@@ -203,7 +203,7 @@ def test_a7_backward_with_nonleaf_and_scalar_inputs(drv: Driver) -> None:
     same(s.grad, ts.grad)
 
 
-def test_a11_materialize_grads(drv: Driver) -> None:
+def test_grad_with_materialize_grads(drv: Driver) -> None:
     torch = torch_or_skip()
     (x, tx), (y, ty) = pair(np.array(0.5)), pair(np.array(1.5))
     out, tout = x * x, tx * tx
@@ -224,7 +224,7 @@ def test_a11_materialize_grads(drv: Driver) -> None:
     same(g2, tg2)
 
 
-def test_a12_sharded_grad_then_multi_root_backward(drv: Driver) -> None:
+def test_sharded_grad_then_multi_root_backward(drv: Driver) -> None:
     torch = torch_or_skip()
     n = 4
     arrs = [rand(3) + i for i in range(n)]
@@ -248,7 +248,7 @@ def test_a12_sharded_grad_then_multi_root_backward(drv: Driver) -> None:
         np.testing.assert_allclose(li.grad.numpy(), i * (i + 2 * a), rtol=1e-12)
 
 
-def test_d7_duplicate_roots_accumulate(drv: Driver) -> None:
+def test_duplicate_roots_accumulate(drv: Driver) -> None:
     torch = torch_or_skip()
     (a, ta), (b, tb) = pair(rand(3)), pair(rand(3))
     g = rand(3)
@@ -260,7 +260,7 @@ def test_d7_duplicate_roots_accumulate(drv: Driver) -> None:
     np.testing.assert_allclose(a.grad.numpy(), 2 * b.detach().numpy() * g)
 
 
-def test_d8_multi_root_shared_subexpression(drv: Driver) -> None:
+def test_multi_root_shared_subexpression(drv: Driver) -> None:
     torch = torch_or_skip()
     (q, tq), (w, tw) = pair(rand(2)), pair(rand(2))
     gz, gc = rand(2), rand(2)
@@ -277,7 +277,7 @@ def test_d8_multi_root_shared_subexpression(drv: Driver) -> None:
     same(w.grad, tw.grad)
 
 
-def test_d9_dependent_roots(drv: Driver) -> None:
+def test_dependent_roots(drv: Driver) -> None:
     torch = torch_or_skip()
     x, tx = pair(rand(3))
     gy, gz = rand(3), rand(3)
@@ -290,10 +290,10 @@ def test_d9_dependent_roots(drv: Driver) -> None:
     np.testing.assert_allclose(x.grad.numpy(), 2 * xa * gy + 6 * xa**5 * gz)
 
 
-# ---- B. retain_graph and freed graphs --------------------------------------------------
+# ---- retain_graph and freed graphs ------------------------------------------------------
 
 
-def test_b1_backward_twice_raises_lazily(drv: Driver) -> None:
+def test_backward_twice_raises_lazily(drv: Driver) -> None:
     torch_or_skip()  # pair() needs torch
     b, tb = pair(rand(3))
     c, tc = (b * b).sum(), (tb * tb).sum()
@@ -307,7 +307,7 @@ def test_b1_backward_twice_raises_lazily(drv: Driver) -> None:
     same(b.grad, tb.grad)  # the failed call left .grad as it was
 
 
-def test_b2_retain_graph_and_nothing_saved(drv: Driver) -> None:
+def test_retain_graph_and_graph_that_saves_nothing(drv: Driver) -> None:
     torch_or_skip()  # pair() needs torch
     b, tb = pair(rand(3))
     c, tc = (b * b).sum(), (tb * tb).sum()
@@ -325,7 +325,7 @@ def test_b2_retain_graph_and_nothing_saved(drv: Driver) -> None:
     same(b.grad, tb.grad)
 
 
-def test_b3_saved_tensors_after_free(drv: Driver) -> None:
+def test_saved_tensors_after_free_raise(drv: Driver) -> None:
     b = ae.tensor(rand(3), requires_grad=True)
     c = b * b
     assert len(c.grad_fn.saved_tensors) == 2
@@ -334,7 +334,7 @@ def test_b3_saved_tensors_after_free(drv: Driver) -> None:
         c.grad_fn.saved_tensors
 
 
-def test_b5_retain_graph_defaults_to_create_graph(drv: Driver) -> None:
+def test_retain_graph_defaults_to_create_graph(drv: Driver) -> None:
     torch = torch_or_skip()
     x, tx = pair(rand(3))
     y, ty = (x * x * x).sum(), (tx * tx * tx).sum()
@@ -348,10 +348,10 @@ def test_b5_retain_graph_defaults_to_create_graph(drv: Driver) -> None:
         drv.grad(y, x)
 
 
-# ---- C. create_graph, double backward ---------------------------------------------------
+# ---- create_graph, double backward ------------------------------------------------------
 
 
-def test_c1_hessian_vector_into_grad(drv: Driver) -> None:
+def test_hessian_vector_product_into_grad(drv: Driver) -> None:
     torch = torch_or_skip()
     (x, tx), (y, ty) = pair(rand(2, 2)), pair(rand(2, 2))
     z, tz = x**2 + y * x + y**2, tx**2 + ty * tx + ty**2
@@ -364,7 +364,7 @@ def test_c1_hessian_vector_into_grad(drv: Driver) -> None:
     same(y.grad, ty.grad)
 
 
-def test_c2_c3_accumulation_in_place_unless_create_graph(drv: Driver) -> None:
+def test_accumulation_in_place_unless_create_graph(drv: Driver) -> None:
     torch = torch_or_skip()
     x, tx = pair(rand(5))
     go = rand(5)
@@ -383,7 +383,7 @@ def test_c2_c3_accumulation_in_place_unless_create_graph(drv: Driver) -> None:
     assert x.grad is not g and tx.grad is not tg  # out of place
     same(g, tg)
     same(x.grad, tx.grad)
-    # C3: a pre-set .grad keeps its identity without create_graph
+    # a pre-set .grad keeps its identity without create_graph
     p, tp = pair(rand(4))
     p.grad, tp.grad = ae.zeros(4, dtype=ae.float64), torch.zeros(4, dtype=torch.float64)
     pg, tpg = p.grad, tp.grad
@@ -393,7 +393,7 @@ def test_c2_c3_accumulation_in_place_unless_create_graph(drv: Driver) -> None:
     same(p.grad, tp.grad)
 
 
-def test_c2_plain_backward_adds_in_place_into_a_grad_with_graph(drv: Driver) -> None:
+def test_plain_backward_adds_in_place_into_a_grad_with_graph(drv: Driver) -> None:
     torch_or_skip()  # pair() needs torch
     x, tx = pair(rand(3))
     with pytest.warns(UserWarning, match=CREATE_GRAPH_WARNING):
@@ -410,7 +410,7 @@ def test_c2_plain_backward_adds_in_place_into_a_grad_with_graph(drv: Driver) -> 
     same(x.grad, tx.grad)
 
 
-def test_c4_create_graph_warning_only_for_backward(drv: Driver) -> None:
+def test_create_graph_warning_only_for_backward(drv: Driver) -> None:
     torch = torch_or_skip()
     x = ae.tensor(rand(2), requires_grad=True)
     with pytest.warns(UserWarning, match=CREATE_GRAPH_WARNING):
@@ -443,7 +443,7 @@ def test_c4_create_graph_warning_only_for_backward(drv: Driver) -> None:
         torch.set_warn_always(False)
 
 
-def test_c5_grad_mode_inside_nodes_is_create_graph(drv: Driver) -> None:
+def test_grad_mode_inside_nodes_is_create_graph(drv: Driver) -> None:
     torch = torch_or_skip()
     for create_graph in (False, True):
         seen: list[bool] = []
@@ -466,7 +466,7 @@ def test_c5_grad_mode_inside_nodes_is_create_graph(drv: Driver) -> None:
         assert seen == tseen == [create_graph]
 
 
-def test_c6_repeated_grad_grad_is_stable(drv: Driver) -> None:
+def test_repeated_grad_of_grad_is_stable(drv: Driver) -> None:
     torch = torch_or_skip()
     x, tx = pair(rand(2, 3))
     y, ty = (x**3).sum(dim=1), (tx**3).sum(dim=1)
@@ -481,10 +481,10 @@ def test_c6_repeated_grad_grad_is_stable(drv: Driver) -> None:
     np.testing.assert_allclose(results[0], tg2.numpy())
 
 
-# ---- D. accumulation, retain_grad, InputBuffer, order -----------------------------------
+# ---- accumulation, retain_grad, InputBuffer, order --------------------------------------
 
 
-def test_d1_retain_grad(drv: Driver) -> None:
+def test_retain_grad_of_nonleaf_across_backwards(drv: Driver) -> None:
     torch_or_skip()  # pair() needs torch
     inp, tinp = pair(rand(3))
     h1, th1 = inp * 3, tinp * 3
@@ -508,7 +508,7 @@ def test_d1_retain_grad(drv: Driver) -> None:
     np.testing.assert_allclose(inp.grad.numpy(), 18 * inp.detach().numpy())
 
 
-def test_d2_nonleaf_grad_warning() -> None:
+def test_nonleaf_grad_access_warns() -> None:
     torch = torch_or_skip()
     for lib, mk in ((ae, lambda: ae.ones(2, requires_grad=True)),
                     (torch, lambda: torch.ones(2, requires_grad=True))):  # fmt: skip
@@ -527,7 +527,7 @@ def test_d2_nonleaf_grad_warning() -> None:
     del lib
 
 
-def test_d4_hook_of_an_output_that_got_no_gradient_sees_none(drv: Driver) -> None:
+def test_hook_of_an_output_that_got_no_gradient_sees_none(drv: Driver) -> None:
     torch = torch_or_skip()
     res = []
     for lib in (ae, torch):
@@ -546,7 +546,7 @@ def test_d4_hook_of_an_output_that_got_no_gradient_sees_none(drv: Driver) -> Non
     assert res[0][0] == [1.0, None, None]
 
 
-def test_d4_leaf_and_nonleaf_hooks_see_none_from_a_function(drv: Driver) -> None:
+def test_leaf_and_nonleaf_hooks_see_none_from_a_function(drv: Driver) -> None:
     torch = torch_or_skip()
 
     def run(lib: Any, base: type) -> list[Any]:
@@ -582,7 +582,7 @@ def test_d4_leaf_and_nonleaf_hooks_see_none_from_a_function(drv: Driver) -> None
     )
 
 
-def test_d3_retain_grad_follows_inplace_ops(drv: Driver) -> None:
+def test_retain_grad_follows_inplace_ops(drv: Driver) -> None:
     torch = torch_or_skip()
     res = []
     for lib in (ae, torch):
@@ -599,7 +599,7 @@ def test_d3_retain_grad_follows_inplace_ops(drv: Driver) -> None:
     assert res[0] == res[1] == ([1.0] * 3, [6.0] * 3)
 
 
-def test_d10_grad_read_from_threads_is_the_same_object(drv: Driver) -> None:
+def test_grad_read_from_threads_is_the_same_object(drv: Driver) -> None:
     import threading
 
     x = ae.tensor(rand(3), requires_grad=True)
@@ -620,7 +620,7 @@ def test_d10_grad_read_from_threads_is_the_same_object(drv: Driver) -> None:
     assert len(seen) == 40 and all(g is x.grad for g in seen)
 
 
-def test_d5_shared_grads_are_not_mutated(drv: Driver) -> None:
+def test_shared_grads_are_not_mutated(drv: Driver) -> None:
     torch = torch_or_skip()
     (x, tx), (y, ty) = pair(np.ones((5, 5))), pair(np.ones((5, 5)))
 
@@ -640,7 +640,7 @@ def test_d5_shared_grads_are_not_mutated(drv: Driver) -> None:
     np.testing.assert_array_equal(y.grad.numpy(), np.full((5, 5), 17.0))
 
 
-def test_d6_user_grad_outputs_not_modified(drv: Driver) -> None:
+def test_user_grad_outputs_not_modified(drv: Driver) -> None:
     x = ae.tensor(rand(3), requires_grad=True)
     g1, g2 = ae.tensor(rand(3)), ae.tensor(rand(3) + 1)
     c1, c2 = g1.numpy().copy(), g2.numpy().copy()
@@ -667,7 +667,7 @@ def _order(lib: Any, x: Any, log: list[str], backward: Callable[[Any], None]) ->
     backward(out)
 
 
-def test_m1_execution_order_matches_torch(drv: Driver) -> None:
+def test_execution_order_matches_torch(drv: Driver) -> None:
     torch = torch_or_skip()
     log: list[str] = []
     tlog: list[str] = []
@@ -676,7 +676,7 @@ def test_m1_execution_order_matches_torch(drv: Driver) -> None:
     assert log == tlog
 
 
-def test_m1_execution_order_chain_and_node_hooks(drv: Driver) -> None:
+def test_node_prehook_order_matches_torch(drv: Driver) -> None:
     torch = torch_or_skip()
 
     def run(lib: Any, x: Any, backward: Callable[[Any], None]) -> list[str]:
@@ -762,7 +762,7 @@ ORDER_CASES = [
 
 
 @pytest.mark.parametrize("case", ORDER_CASES, ids=lambda c: c.__name__[6:])
-def test_m1_hook_order_matches_torch(drv: Driver, case: Callable[..., Any]) -> None:
+def test_hook_order_matches_torch(drv: Driver, case: Callable[..., Any]) -> None:
     torch = torch_or_skip()
     logs = []
     results = []
@@ -790,7 +790,7 @@ def test_m1_hook_order_matches_torch(drv: Driver, case: Callable[..., Any]) -> N
         same(g, tg)
 
 
-def test_m5_next_functions() -> None:
+def test_next_functions_match_torch() -> None:
     torch = torch_or_skip()
     x, y = ae.ones(2, requires_grad=True), ae.ones(2, requires_grad=True)
     tx, ty = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)

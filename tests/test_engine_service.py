@@ -37,7 +37,7 @@ async def test_engine_sets_the_settings_inside_and_restores_them() -> None:
         assert _engine.current_engine() is eng
         assert _settings.time_slice() == 0.005
         assert _settings.reentrant_depth_limit() == 7
-        assert _settings.offload_threshold() == 10
+        assert eng.offload_min == 10  # what its backwards hand to threads
     assert (_settings.time_slice(), _settings.reentrant_depth_limit()) == before
     assert _engine.current_engine() is None
     with pytest.raises(RuntimeError, match="entered only once"):

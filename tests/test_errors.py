@@ -2,7 +2,7 @@
 
 Engine-state errors are ``ae.AutogradError`` (a ``RuntimeError``); bad
 arguments are ``TypeError``/``ValueError``.  Texts follow PyTorch's where
-tests match them (research/pytorch_behaviours.md, section 0 and L).
+tests match them.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def test_node_exception_is_wrapped_with_node_name(drv: Driver) -> None:
     assert isinstance(err.__cause__, ValueError) and str(err.__cause__) == "something"
     assert err.node_name == "BoomBackward" and err.original is err.__cause__
     assert x.grad is None
-    # L1: the traceback contains the raising line
+    # the traceback contains the raising line
     text = "".join(traceback.format_exception(err))
     assert 'raise ValueError("something")  # the line the traceback must show' in text
 
@@ -238,7 +238,7 @@ def test_torch_oracle_reraises_original_message() -> None:
         ae.sync.backward(boom(x).sum())
 
 
-# ---- L2-L4: a failing node stops its graph task ----------------------------------------------
+# ---- a failing node stops its graph task -----------------------------------------------------
 
 
 def test_failing_node_stops_task_and_stages_nothing(drv: Driver) -> None:
@@ -327,7 +327,7 @@ def test_freed_graph_message_stays_the_same_on_later_calls(drv: Driver) -> None:
 
 
 def test_error_with_nodes_still_queued_exits_without_hanging() -> None:
-    # L3: one branch raises the in-place error while a Python node waits in
+    # one branch raises the in-place error while a Python node waits in
     # the ready queue; the process must end with the error, not hang.
     import subprocess
     import sys

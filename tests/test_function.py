@@ -1,4 +1,4 @@
-"""Custom Functions (G1-G13): ae.Function against torch.autograd.Function."""
+"""Custom Functions: ae.Function against torch.autograd.Function."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ def _np(t):  # type: ignore[no-untyped-def]
 # -- the same Functions, written for both libraries ---------------------------------------
 
 
-def make_g1(lib, base, async_backward=False):  # type: ignore[no-untyped-def]
-    """G1: forward(ctx, t1, pyscalar, t2) = t1 + s*t2 + t1*t2."""
+def make_scalar_arg_function(lib, base, async_backward=False):  # type: ignore[no-untyped-def]
+    """A Python scalar among tensor args: forward(ctx, t1, pyscalar, t2) = t1 + s*t2 + t1*t2."""
 
     class MyFunction(base):
         @staticmethod
@@ -70,11 +70,11 @@ def _leaves(torch, shape=(3, 4)):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("create_graph", [False, True])
-def test_g1_sync_against_torch(create_graph: bool) -> None:
+def test_scalar_arg_function_sync_against_torch(create_graph: bool) -> None:
     torch = torch_or_skip()
     ta, tb, xa, xb = _leaves(torch)
-    TF = make_g1(torch, torch.autograd.Function)
-    AF = make_g1(ae, ae.Function)
+    TF = make_scalar_arg_function(torch, torch.autograd.Function)
+    AF = make_scalar_arg_function(ae, ae.Function)
     ty = TF.apply(ta, 2.0, tb)
     xy = AF.apply(xa, 2.0, xb)
     assert xy.grad_fn.name() == "MyFunctionBackward"
@@ -93,11 +93,11 @@ def test_g1_sync_against_torch(create_graph: bool) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("async_backward", [False, True])
-async def test_g1_async(async_backward: bool) -> None:
+async def test_scalar_arg_function_async(async_backward: bool) -> None:
     torch = torch_or_skip()
     ta, tb, xa, xb = _leaves(torch)
-    TF = make_g1(torch, torch.autograd.Function)
-    AF = make_g1(ae, ae.Function, async_backward)
+    TF = make_scalar_arg_function(torch, torch.autograd.Function)
+    AF = make_scalar_arg_function(ae, ae.Function, async_backward)
     TF.apply(ta, 2.0, tb).sum().backward()
     await ae.backward(AF.apply(xa, 2.0, xb).sum())
     np.testing.assert_allclose(_np(xa.grad), _np(ta.grad))
@@ -111,7 +111,7 @@ async def test_g1_async(async_backward: bool) -> None:
 
 def test_async_backward_under_sync() -> None:
     """An async backward runs under ae.sync from plain code (no loop running)."""
-    AF = make_g1(ae, ae.Function, async_backward=True)
+    AF = make_scalar_arg_function(ae, ae.Function, async_backward=True)
     x = ae.ones(2, requires_grad=True)
     y = ae.ones(2, requires_grad=True)
     ae.sync.backward(AF.apply(x, 3.0, y).sum())
@@ -123,12 +123,12 @@ def test_async_backward_under_sync() -> None:
     assert gxy.tolist() == [1.0, 1.0]
 
 
-# -- G2-G13 as scenarios run by torch, ae.sync and the awaitable API -----------------------
+# -- scenarios run by torch, ae.sync and the awaitable API --------------------------------
 
 from tests.test_hooks import AeAsyncLib, AeSyncLib, TorchLib, assert_same, run_plain  # noqa: E402
 
 
-async def g2_once_differentiable(L: Any) -> Any:
+async def once_differentiable_backward(L: Any) -> Any:
     class MyFunction(L.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -155,7 +155,7 @@ async def g2_once_differentiable(L: Any) -> Any:
     return out
 
 
-async def g3_returns_input(L: Any) -> Any:
+async def forward_returns_input(L: Any) -> Any:
     class Identity(L.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -192,7 +192,7 @@ async def g3_returns_input(L: Any) -> Any:
     return out
 
 
-async def g4_materialize(L: Any) -> Any:
+async def materialize_grads_on_and_off(L: Any) -> Any:
     seen: list[Any] = []
 
     def make(materialize: bool) -> Any:
@@ -217,7 +217,7 @@ async def g4_materialize(L: Any) -> Any:
     return seen
 
 
-async def g4_non_diff_not_materialized(L: Any) -> Any:
+async def non_differentiable_grads_not_materialized(L: Any) -> Any:
     seen: list[Any] = []
 
     class Func(L.Function):
@@ -240,7 +240,7 @@ async def g4_non_diff_not_materialized(L: Any) -> Any:
     return [seen, x.grad]
 
 
-async def g5_non_differentiable(L: Any) -> Any:
+async def non_differentiable_outputs(L: Any) -> Any:
     class Positive(L.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -274,7 +274,7 @@ async def g5_non_differentiable(L: Any) -> Any:
     return [out, seen, x.grad]
 
 
-async def g6_too_many_grads(L: Any) -> Any:
+async def wrong_number_or_shape_of_grads(L: Any) -> Any:
     class Trims(L.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -331,7 +331,7 @@ async def g6_too_many_grads(L: Any) -> Any:
     return out
 
 
-async def g7_non_tensor_io(L: Any) -> Any:
+async def non_tensor_inputs_and_outputs(L: Any) -> Any:
     info: dict[str, Any] = {}
 
     class MyFunction(L.Function):
@@ -367,7 +367,7 @@ async def g7_non_tensor_io(L: Any) -> Any:
     return [kinds, res[0], res[3], res[5], info["grads"], t1.grad, t2.grad, t3.grad is None]
 
 
-async def g8_save_none_and_output_nr(L: Any) -> Any:
+async def save_none_and_output_nr(L: Any) -> Any:
     info: dict[str, Any] = {}
 
     class SaveNone(L.Function):
@@ -402,7 +402,7 @@ async def g8_save_none_and_output_nr(L: Any) -> Any:
     return [info, x.grad]
 
 
-async def g9_duplicate_and_dirty(L: Any) -> Any:
+async def duplicate_outputs_and_mark_dirty(L: Any) -> Any:
     class Dup(L.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -461,7 +461,7 @@ async def g9_duplicate_and_dirty(L: Any) -> Any:
     return out
 
 
-async def g9_dirty_view(L: Any) -> Any:
+async def mark_dirty_on_a_view(L: Any) -> Any:
     """mark_dirty on a view: the base's history goes through CopySlices."""
 
     class Double(L.Function):
@@ -484,7 +484,7 @@ async def g9_dirty_view(L: Any) -> Any:
     return out
 
 
-async def g11_no_grad(L: Any) -> Any:
+async def apply_under_no_grad(L: Any) -> Any:
     class MyFunction(L.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -500,7 +500,7 @@ async def g11_no_grad(L: Any) -> Any:
     return [y.requires_grad, y.grad_fn is None, x.grad is None]
 
 
-async def g12_dep_nograd(L: Any) -> Any:
+async def input_computed_from_non_differentiable_output(L: Any) -> Any:
     class F1(L.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -529,7 +529,7 @@ async def g12_dep_nograd(L: Any) -> Any:
     return [x.grad]
 
 
-async def g_saved_freed(L: Any) -> Any:
+async def saved_tensors_freed_or_modified(L: Any) -> Any:
     class MyFunction(L.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -576,19 +576,19 @@ def _bump(t: Any) -> None:
 
 
 FUNCTION_SCENARIOS = [
-    g2_once_differentiable,
-    g3_returns_input,
-    g4_materialize,
-    g4_non_diff_not_materialized,
-    g5_non_differentiable,
-    g6_too_many_grads,
-    g7_non_tensor_io,
-    g8_save_none_and_output_nr,
-    g9_duplicate_and_dirty,
-    g9_dirty_view,
-    g11_no_grad,
-    g12_dep_nograd,
-    g_saved_freed,
+    once_differentiable_backward,
+    forward_returns_input,
+    materialize_grads_on_and_off,
+    non_differentiable_grads_not_materialized,
+    non_differentiable_outputs,
+    wrong_number_or_shape_of_grads,
+    non_tensor_inputs_and_outputs,
+    save_none_and_output_nr,
+    duplicate_outputs_and_mark_dirty,
+    mark_dirty_on_a_view,
+    apply_under_no_grad,
+    input_computed_from_non_differentiable_output,
+    saved_tensors_freed_or_modified,
 ]
 
 
@@ -614,7 +614,7 @@ async def test_function_async_matches_torch(scenario: Any) -> None:
 # -- aengine-only checks ----------------------------------------------------------------------
 
 
-def test_g10_missing_forward_or_backward() -> None:
+def test_missing_forward_or_backward() -> None:
     class NoForward(ae.Function):
         pass
 
@@ -663,7 +663,7 @@ def test_mark_dirty_of_a_non_input() -> None:
         Bad.apply(ae.ones(2, requires_grad=True))
 
 
-def test_g13_ctx_cycle_is_collected() -> None:
+def test_ctx_cycle_is_collected() -> None:
     class Cyc(ae.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -733,7 +733,7 @@ def test_dtype_cast_and_array_results() -> None:
 
 def test_direct_node_call_and_async_under_running_loop_suspends() -> None:
     """grad_fn(*grads) runs a custom node directly."""
-    AF = make_g1(ae, ae.Function)
+    AF = make_scalar_arg_function(ae, ae.Function)
     x = ae.ones(2, requires_grad=True)
     y = ae.ones(2, requires_grad=True)
     out = AF.apply(x, 3.0, y)
@@ -820,7 +820,7 @@ def test_mark_dirty_view_limits() -> None:
 @pytest.mark.anyio
 async def test_suspending_async_backward_under_sync_inside_a_loop() -> None:
     """ae.sync inside a running loop cannot suspend: a clear error, grads untouched."""
-    AF = make_g1(ae, ae.Function, async_backward=True)
+    AF = make_scalar_arg_function(ae, ae.Function, async_backward=True)
     x = ae.ones(2, requires_grad=True)
     y = ae.ones(2, requires_grad=True)
     with pytest.warns(RuntimeWarning, match="blocks the loop"):

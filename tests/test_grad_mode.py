@@ -1,4 +1,4 @@
-"""Grad modes, inference mode and detach (research section I), against torch.
+"""Grad modes, inference mode and detach, against torch.
 
 The decorators are checked on plain functions, generators, ``async def``
 functions and async generators: the mode applies while the body runs and
@@ -17,7 +17,7 @@ import pytest
 import aengine as ae
 from tests.oracle import torch_or_skip
 
-# ---- I1/I2: no_grad, enable_grad, set_grad_enabled -----------------------------------------
+# ---- no_grad, enable_grad, set_grad_enabled --------------------------------------------------
 
 
 def test_no_grad_results_have_no_graph() -> None:
@@ -98,7 +98,7 @@ def test_set_grad_enabled_forms(lib_name: str) -> None:
         assert not lib.is_grad_enabled()
     finally:
         lib.set_grad_enabled(True)
-    # I2: decorating does not change the mode of the decorating code
+    # decorating does not change the mode of the decorating code
     deco = lib.set_grad_enabled(False)
 
     @deco
@@ -135,7 +135,7 @@ def test_modes_are_reentrant_context_managers() -> None:
     assert ae.is_grad_enabled()
 
 
-# ---- I3: generators ---------------------------------------------------------------
+# ---- generators ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("lib_name", ["ae", "torch"])
@@ -211,7 +211,7 @@ def test_generator_body_switch_persists_across_yield() -> None:
         assert list(gen()) == [True, True, False]
 
 
-# ---- I3 for async: coroutines and async generators (the vllm bug) ----------------------------
+# ---- coroutines and async generators (the vllm bug) ------------------------------------------
 
 
 @pytest.mark.anyio
@@ -339,7 +339,7 @@ async def test_backward_inside_decorated_coroutine() -> None:
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
 
 
-# ---- I4: inference mode ----------------------------------------------------------------
+# ---- inference mode --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("lib_name", ["ae", "torch"])
@@ -408,7 +408,7 @@ def test_inference_tensor_requires_grad_outside_mode() -> None:
         c.requires_grad_(True)
 
 
-# ---- I5: detach -----------------------------------------------------------------------
+# ---- detach ----------------------------------------------------------------------------------
 
 
 def test_detach_cuts_the_graph() -> None:

@@ -1,4 +1,4 @@
-"""Hooks (E1-E15): tensor hooks, node pre/post hooks, AccumulateGrad and post-accumulate hooks.
+"""Hooks: tensor hooks, node pre/post hooks, AccumulateGrad and post-accumulate hooks.
 
 Each scenario is one ``async def scenario(L)`` written against a small library
 adapter ``L``; it runs with torch (the oracle), with ``ae.sync`` and with the
@@ -121,7 +121,7 @@ def acc_of(t: Any) -> Any:
 # -- scenarios ------------------------------------------------------------------------------
 
 
-async def e1_hooks(L: Any) -> Any:
+async def tensor_hooks_add_remove_and_modify(L: Any) -> Any:
     x = L.tensor(np.ones((2, 2)), requires_grad=True)
     y = L.tensor(np.ones((2, 2)) * 4, requires_grad=True)
     z = x * y + x + y * y + 1
@@ -164,7 +164,7 @@ def _mul2(L: Any) -> Any:
     return Mul2
 
 
-async def e2_grad_fn_prehooks(L: Any, custom: bool = True) -> Any:
+async def grad_fn_hooks_of_custom_function(L: Any, custom: bool = True) -> Any:
     log: dict[str, Any] = {"pre": 0, "post": 0, "seen_pre_in_post": []}
 
     def pre_double(grad_output: Any) -> Any:
@@ -203,11 +203,11 @@ async def e2_grad_fn_prehooks(L: Any, custom: bool = True) -> Any:
     return out
 
 
-async def e2_builtin(L: Any) -> Any:
-    return await e2_grad_fn_prehooks(L, custom=False)
+async def grad_fn_hooks_of_builtin_node(L: Any) -> Any:
+    return await grad_fn_hooks_of_custom_function(L, custom=False)
 
 
-async def e3_prehooks_multiple_outputs(L: Any) -> Any:
+async def prehooks_multiple_outputs(L: Any) -> Any:
     class DoubleMulAndAdd(L.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -233,7 +233,7 @@ async def e3_prehooks_multiple_outputs(L: Any) -> Any:
     return [a.grad, seen, d.requires_grad]
 
 
-async def e4_remove_hooks(L: Any) -> Any:
+async def remove_hooks(L: Any) -> Any:
     log: list[int] = []
     a = L.tensor(1.0, requires_grad=True)
     b = a * 2
@@ -262,7 +262,7 @@ async def e4_remove_hooks(L: Any) -> Any:
     return log
 
 
-async def e5_prehook_ordering(L: Any) -> Any:
+async def prehook_ordering(L: Any) -> Any:
     log: list[int] = []
 
     def hook1(g: Any) -> Any:
@@ -295,7 +295,7 @@ async def e5_prehook_ordering(L: Any) -> Any:
     return [logs, grads]
 
 
-async def e6_retain_grad_observes_tensor_hooks(L: Any) -> Any:
+async def retain_grad_observes_tensor_hooks(L: Any) -> Any:
     a = L.tensor(1.0, requires_grad=True)
     b = a.clone()
     b.register_hook(lambda g: g * 2)
@@ -311,7 +311,7 @@ async def e6_retain_grad_observes_tensor_hooks(L: Any) -> Any:
     return [r1, b2.grad, a.grad, a2.grad]
 
 
-async def e7_acc_hooks(L: Any) -> Any:
+async def accumulate_grad_hooks(L: Any) -> Any:
     seen: list[Any] = []
     a = L.tensor([1.0, 2.0], requires_grad=True)
     b = a * 3
@@ -345,7 +345,7 @@ async def e7_acc_hooks(L: Any) -> Any:
     return out
 
 
-async def e8_hooks_with_grad(L: Any) -> Any:
+async def hooks_with_grad(L: Any) -> Any:
     counts = {"tensor": 0, "pre": 0, "post": 0}
 
     def th(g: Any) -> None:
@@ -387,7 +387,7 @@ async def e8_hooks_with_grad(L: Any) -> Any:
     return res
 
 
-async def e9_tensor_hooks_inplace(L: Any) -> Any:
+async def tensor_hooks_inplace(L: Any) -> Any:
     log: list[Any] = []
 
     def fn(name: str) -> Any:
@@ -425,7 +425,7 @@ async def e9_tensor_hooks_inplace(L: Any) -> Any:
     return out
 
 
-async def e11_hook_none(L: Any) -> Any:
+async def hooks_see_none_gradient(L: Any) -> Any:
     info: dict[str, Any] = {}
 
     class MyFunction(L.Function):
@@ -448,7 +448,7 @@ async def e11_hook_none(L: Any) -> Any:
     return [info["needs"], got, x.grad, y.grad is None]
 
 
-async def e12_post_acc_hooks(L: Any) -> Any:
+async def post_accumulate_hooks(L: Any) -> Any:
     log: list[Any] = []
     t = L.tensor([1.0, 2.0], requires_grad=True)
     u = L.tensor([3.0], requires_grad=True)
@@ -468,8 +468,8 @@ async def e12_post_acc_hooks(L: Any) -> Any:
     return [sorted(log, key=lambda e: e[0])[:2], [e[0] for e in log].count("t2"), t.grad, u.grad]
 
 
-async def e_optimizer_in_backward(L: Any) -> Any:
-    """E12 e2e: an SGD step in a post-accumulate hook equals the plain loop."""
+async def optimizer_in_backward(L: Any) -> Any:
+    """End to end: an SGD step in a post-accumulate hook equals the plain loop."""
     w1 = L.tensor([1.0, -2.0, 0.5], requires_grad=True)
     w2 = L.tensor([1.0, -2.0, 0.5], requires_grad=True)
     x = L.tensor([0.3, 0.1, -0.7])
@@ -487,7 +487,7 @@ async def e_optimizer_in_backward(L: Any) -> Any:
     return [w1.detach(), w2.detach()]
 
 
-async def e_two_leaves_order(L: Any) -> Any:
+async def two_leaves_order(L: Any) -> Any:
     """Full order log over a small graph: tensor, node pre and post hooks everywhere."""
     log: list[str] = []
     a = L.tensor([1.0, 2.0], requires_grad=True)
@@ -511,7 +511,7 @@ async def e_two_leaves_order(L: Any) -> Any:
     return [log, a.grad, w.grad]
 
 
-async def e14_multi_grad_hooks(L: Any) -> Any:
+async def multi_grad_hooks(L: Any) -> Any:
     ts = [L.tensor([1.0, 2.0], requires_grad=True) for _ in range(4)]
     log: list[Any] = []
 
@@ -538,21 +538,21 @@ async def e14_multi_grad_hooks(L: Any) -> Any:
 
 
 SCENARIOS = [
-    e14_multi_grad_hooks,
-    e1_hooks,
-    e2_grad_fn_prehooks,
-    e2_builtin,
-    e3_prehooks_multiple_outputs,
-    e4_remove_hooks,
-    e5_prehook_ordering,
-    e6_retain_grad_observes_tensor_hooks,
-    e7_acc_hooks,
-    e8_hooks_with_grad,
-    e9_tensor_hooks_inplace,
-    e11_hook_none,
-    e12_post_acc_hooks,
-    e_optimizer_in_backward,
-    e_two_leaves_order,
+    multi_grad_hooks,
+    tensor_hooks_add_remove_and_modify,
+    grad_fn_hooks_of_custom_function,
+    grad_fn_hooks_of_builtin_node,
+    prehooks_multiple_outputs,
+    remove_hooks,
+    prehook_ordering,
+    retain_grad_observes_tensor_hooks,
+    accumulate_grad_hooks,
+    hooks_with_grad,
+    tensor_hooks_inplace,
+    hooks_see_none_gradient,
+    post_accumulate_hooks,
+    optimizer_in_backward,
+    two_leaves_order,
 ]
 
 
@@ -645,7 +645,7 @@ def test_tensor_hook_bad_return() -> None:
 
 
 def test_hook_closure_cycle_is_collected() -> None:
-    """E15: a hook whose closure holds its node lives with the graph, dies with it."""
+    """A hook whose closure holds its node lives with the graph, dies with it."""
 
     class Holder:
         pass
@@ -763,7 +763,7 @@ def test_async_hooks_under_sync_without_loop() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["all", "any"])
 async def test_multi_grad_hook_concurrent_backwards(mode: str) -> None:
-    """E14 threaded twin: 5 concurrent backwards, one of which fails on a node."""
+    """Multi-grad hooks under 5 concurrent backwards, one of which fails on a node."""
     t1, t2, t3 = (ae.tensor([1.0, 2.0], requires_grad=True) for _ in range(3))
     calls: list[Any] = []
 

@@ -164,8 +164,8 @@ def test_optimizer_step_pattern():
     assert w.is_leaf and w.requires_grad and w._version == tw._version
 
 
-# -- saved tensors modified in place (H1, H2) ------------------------------------------------------
-def test_h1_inplace_after_use():
+# -- saved tensors modified in place ---------------------------------------------------------------
+def test_inplace_on_saved_tensor_after_use():
     x = ae.tensor([1.0, 2.0], requires_grad=True)
     y = ae.tensor([3.0, 4.0], requires_grad=True)
     z = x * y
@@ -186,7 +186,7 @@ def test_h1_inplace_after_use():
     assert x.grad.tolist() == [3.0, 4.0]
 
 
-def test_h1_inplace_on_saved_leaf_input():
+def test_inplace_on_saved_input():
     x = ae.tensor([1.0, 2.0], requires_grad=True)
     a = x * 1
     z = a * a
@@ -215,7 +215,7 @@ def test_error_text_matches_torch_parts():
         assert "[5]], which is output 0 of Mul" in m
 
 
-def test_h2_anomaly_hint_and_no_grad_and_detach():
+def test_saved_tensor_check_with_anomaly_no_grad_and_detach():
     a = ae.tensor([1.0, 2.0], requires_grad=True)
     d1 = a + 1
     d2 = d1**2
@@ -273,7 +273,7 @@ def test_leaf_errors():
     with pytest.raises(ae.AutogradError, match="a leaf Variable that requires grad"):
         x += 1
     with pytest.raises(ae.AutogradError, match="a view of a leaf Variable that requires grad"):
-        x.view_as(x).add_(1)  # H5: at the in-place, not at backward
+        x.view_as(x).add_(1)  # raised at the in-place, not at backward
     with pytest.raises(ae.AutogradError, match="a view of a leaf Variable that requires grad"):
         x[0] = 1.0
     with pytest.raises(ae.AutogradError, match="^a leaf Variable that requires grad"):
@@ -383,7 +383,7 @@ def test_detach_inplace_on_view_raises():
         x[0:1].detach_()
 
 
-# -- requires_grad through in-place (H9) -----------------------------------------------------------
+# -- requires_grad through in-place ----------------------------------------------------------------
 def test_iadd_makes_tensor_require_grad():
     a = ae.zeros(3)
     b = ae.tensor([1.0, 2.0, 3.0], requires_grad=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -16,30 +15,42 @@ from aengine.runtime._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
 
 
 @pytest.fixture(autouse=True)
-def _fresh_stats() -> Iterator[None]:
+def _fresh_stats() -> None:
     _offload.reset_stats()
-    old = _offload.kernel_hook
-    yield
-    _offload.kernel_hook = old
 
 
-def test_the_policy_is_decided_when_the_op_is_recorded() -> None:
+def hook_kernels(monkeypatch: pytest.MonkeyPatch, hook: Any) -> None:
+    """Run ``hook(node)`` in the worker thread before each offloaded kernel."""
+    real = _offload._apply
+
+    def apply(node: Any, *args: Any) -> Any:
+        hook(node)
+        return real(node, *args)
+
+    monkeypatch.setattr(_offload, "_apply", apply)
+
+
+def test_ops_record_their_result_size_and_no_policy() -> None:
     small = ae.ones(16, requires_grad=True)
     big = ae.ones(DEFAULT_OFFLOAD_MIN_ELEMENTS, requires_grad=True)
-    assert not (small * 2).grad_fn._special
+    assert (small * 2).grad_fn.numel == 16 and not (small * 2).grad_fn._special
     node = (big * 2).grad_fn
-    assert node._special and node._offload
+    assert node.numel == DEFAULT_OFFLOAD_MIN_ELEMENTS and not node._special
     # a reduction's result is small: its backward (a broadcast) stays inline
-    assert not getattr(big.sum().grad_fn, "_offload", False)
+    assert big.sum().grad_fn.numel == 1
 
 
 @pytest.mark.anyio
-async def test_engine_threshold_applies_to_ops_recorded_inside_it() -> None:
+async def test_engine_threshold_applies_to_the_backwards_it_runs() -> None:
+    """The Engine's setting decides, wherever the graph was recorded."""
     x = ae.ones(8, requires_grad=True)
+    y = (ae.sin(x) * 2).sum()  # recorded outside any Engine
     async with ae.Engine(offload_threshold=8):
-        y = ae.sin(x) * 2
-        assert y.grad_fn._offload
-    assert not (ae.sin(x) * 2).grad_fn._special
+        await ae.backward(y, retain_graph=True)
+    assert _offload.stats.kernels == 2  # mul and sin backward
+    _offload.reset_stats()
+    await ae.backward(y)  # no Engine: the default threshold, far above 8
+    assert _offload.stats.kernels == 0
 
 
 @pytest.mark.anyio
@@ -67,11 +78,11 @@ async def test_sync_backward_and_offload_false_run_inline() -> None:
 
 
 @pytest.mark.anyio
-async def test_kernels_of_two_backwards_overlap_in_threads() -> None:
+async def test_kernels_of_two_backwards_overlap_in_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each backward has one heavy kernel; both must be inside their threads at
     # the same time for the barrier to open (no timing involved).
     barrier = threading.Barrier(2, timeout=10)
-    _offload.kernel_hook = lambda node: barrier.wait()
+    hook_kernels(monkeypatch, lambda node: barrier.wait())
     a = ae.tensor(np.linspace(0, 1, 64), requires_grad=True)
     b = ae.tensor(np.linspace(1, 2, 64), requires_grad=True, device="sim:0")
     async with ae.Engine(offload_threshold=64):
@@ -86,9 +97,9 @@ async def test_kernels_of_two_backwards_overlap_in_threads() -> None:
 
 
 @pytest.mark.anyio
-async def test_two_cpu_backwards_overlap() -> None:
+async def test_two_cpu_backwards_overlap(monkeypatch: pytest.MonkeyPatch) -> None:
     barrier = threading.Barrier(2, timeout=10)
-    _offload.kernel_hook = lambda node: barrier.wait()
+    hook_kernels(monkeypatch, lambda node: barrier.wait())
     xs = [ae.tensor(np.full(64, float(i)), requires_grad=True) for i in range(2)]
     async with ae.Engine(offload_threshold=64):
         losses = [(x * 3.0).sum() for x in xs]
@@ -110,11 +121,11 @@ async def test_offload_without_an_engine_uses_a_loop_wide_limiter() -> None:
 
 
 @pytest.mark.anyio
-async def test_kernel_errors_in_threads_reach_the_caller() -> None:
+async def test_kernel_errors_in_threads_reach_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(node: Any) -> None:
         raise ValueError("kernel failed")
 
-    _offload.kernel_hook = boom
+    hook_kernels(monkeypatch, boom)
     x = ae.tensor(np.ones(8), requires_grad=True)
     async with ae.Engine(offload_threshold=8):
         loss = (ae.sin(x) * 2).sum()

@@ -1,4 +1,4 @@
-"""Reentrant backward (K1-K5, K8, F2, L2): a node that runs a backward itself."""
+"""Reentrant backward: a node that runs a backward itself."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_deep_sync(n: int) -> None:
 
 
 def test_deep_sync_2000() -> None:
-    """K3 ``test_deep_reentrant``: 2000 levels, then 200 again."""
+    """As PyTorch's ``test_deep_reentrant``: 2000 levels, then 200 again."""
     for n in (2000, 200):
         log: list[Any] = []
         root, leaves = make_chain(n, "sync", log)
@@ -141,11 +141,11 @@ async def test_cancelling_the_caller_stops_a_nested_backward_in_a_thread() -> No
     assert all(x.grad is None for x in leaves)  # nothing committed
 
 
-# -- ae.Function that runs a backward in its backward (K1, K4) -------------------------------
+# -- ae.Function that runs a backward in its backward ----------------------------------------
 
 
 def make_simple_reentrant(lib: Any, base: Any, kind: str) -> Any:
-    """K1 test_simple_reentrant: backward runs the backward of a private graph."""
+    """As PyTorch's test_simple_reentrant: backward runs the backward of a private graph."""
 
     class Reenter(base):
         @staticmethod
@@ -177,7 +177,7 @@ def make_simple_reentrant(lib: Any, base: Any, kind: str) -> Any:
     return Reenter
 
 
-def _k1_expected() -> np.ndarray:
+def _simple_reentrant_expected() -> np.ndarray:
     torch = torch_or_skip()
     Reenter = make_simple_reentrant(torch, torch.autograd.Function, "sync")
     x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
@@ -186,7 +186,7 @@ def _k1_expected() -> np.ndarray:
 
 
 def test_simple_reentrant_sync() -> None:
-    expected = _k1_expected()
+    expected = _simple_reentrant_expected()
     Reenter = make_simple_reentrant(ae, ae.Function, "sync")
     x = ae.tensor([1.0, -2.0, 3.0], requires_grad=True)
     ae.sync.backward(Reenter.apply(x).sum())
@@ -197,7 +197,7 @@ def test_simple_reentrant_sync() -> None:
 @pytest.mark.parametrize("kind", ["sync", "async"])
 async def test_simple_reentrant_async(kind: str) -> None:
     """A sync backward calling ae.sync.backward under an awaited backward nests, no warning."""
-    expected = _k1_expected()
+    expected = _simple_reentrant_expected()
     Reenter = make_simple_reentrant(ae, ae.Function, kind)
     x = ae.tensor([1.0, -2.0, 3.0], requires_grad=True)
     with warnings.catch_warnings():
@@ -215,7 +215,8 @@ def test_async_backward_function_under_sync() -> None:
 
 
 def make_priority(kind: str, order: list[str]) -> tuple[Any, Any]:
-    """K4 test_reentrant_priority: nested graph tasks run before the outer pending node."""
+    """As PyTorch's test_reentrant_priority: nested graph tasks run before the outer pending
+    node."""
 
     class MyFunction(ae.Function):
         @staticmethod
@@ -281,7 +282,7 @@ async def test_reentrant_priority_async(kind: str) -> None:
     assert order == ["Reentrant"] * 10 + ["MyFunction"]
 
 
-# -- errors (K2, L2) -------------------------------------------------------------------------
+# -- errors in nested graph tasks ------------------------------------------------------------
 
 
 class _Fails(ae.Function):
@@ -383,12 +384,12 @@ async def test_cancel_outer_stops_nested() -> None:
     assert x.grad is None and inner_leaf.grad is None
 
 
-# -- callbacks (F2), hooks (K5), sub-graph backward (K8), grad mode -----------------------------
+# -- callbacks, hooks, sub-graph backward, grad mode -----------------------------------------
 
 
 @pytest.mark.parametrize("depths", [(True, False), (False, True), (True, True)])
 def test_reentrant_with_callbacks(depths: tuple[bool, bool]) -> None:
-    """F2: each callback runs once, at the end of the graph task that queued it."""
+    """Each callback runs once, at the end of the graph task that queued it."""
     outer_cb, inner_cb = depths
     counter = {"outer": 0, "inner": 0}
     seen_in_outer: list[int] = []
@@ -428,7 +429,7 @@ def test_reentrant_with_callbacks(depths: tuple[bool, bool]) -> None:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_reentrant_with_non_leaf_variable_hook(mode: str) -> None:
-    """K5: a hook removes itself and runs a nested backward (gradient penalty)."""
+    """A hook removes itself and runs a nested backward (gradient penalty)."""
     handle: Any = None
     param = ae.rand(10, requires_grad=True)
 
@@ -487,7 +488,7 @@ def test_reentrant_with_leaf_variable_hook() -> None:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_post_hook_backward_on_pending_subgraph(mode: str) -> None:
-    """K8: a node post-hook runs backward(retain_graph=True) on a part of the graph the
+    """A node post-hook runs backward(retain_graph=True) on a part of the graph the
     outer backward has not run yet: no deadlock, both gradients accumulate."""
     a = ae.tensor([0.3, -1.2], requires_grad=True)
     b = a.sin()
@@ -513,7 +514,7 @@ def test_post_hook_backward_on_pending_subgraph(mode: str) -> None:
 
 @pytest.mark.parametrize("create_graph", [False, True])
 def test_grad_mode_in_nested(create_graph: bool) -> None:
-    """C5: grad mode inside a nested graph task = its create_graph; restored after."""
+    """Grad mode inside a nested graph task = its create_graph; restored after."""
     modes: list[tuple[str, bool]] = []
     x = ae.tensor(2.0, requires_grad=True)
 
@@ -557,7 +558,7 @@ def test_depth_outside_and_inside() -> None:
     assert current_graph_task() is None
 
 
-# -- the parent's failure stops the nested graph task (L2) -----------------------------------
+# -- the parent's failure stops the nested graph task ----------------------------------------
 
 
 def _parent_fails_while_child_runs(mode: str) -> tuple[ae.Tensor, list[ae.Tensor], list[str]]:
@@ -575,7 +576,7 @@ def _parent_fails_while_child_runs(mode: str) -> tuple[ae.Tensor, list[ae.Tensor
         @staticmethod
         def backward(ctx, g):  # type: ignore[no-untyped-def]
             ran.append("FailParent")
-            parents[0]._fail(None, ValueError("Simulate error on the parent"))
+            parents[0].fail(None, ValueError("Simulate error on the parent"))
             return g
 
     class Later(ae.Function):
@@ -647,11 +648,11 @@ async def test_depth_limit_from_engine_settings() -> None:
         assert len({tid for _, _, tid in log}) >= 3
 
 
-# -- K3 with ae.Function, and F2 under the async engine ----------------------------------------
+# -- deep reentrant ae.Function, and callbacks under the async engine ------------------------
 
 
 def make_deep_reentrant(kind: str) -> Any:
-    """K3 test_deep_reentrant: backward runs the backward of a new instance until < 0."""
+    """As PyTorch's test_deep_reentrant: backward runs the backward of a new instance until < 0."""
 
     class DeepReentrant(ae.Function):
         @staticmethod
@@ -703,7 +704,7 @@ async def test_deep_reentrant_function_async() -> None:
 
 @pytest.mark.anyio
 async def test_reentrant_with_callbacks_async() -> None:
-    """F2 under await: async backward functions, async callbacks, nested awaited."""
+    """Callbacks under await: async backward functions, async callbacks, nested awaited."""
     events: list[str] = []
 
     class Inner(ae.Function):

@@ -1,4 +1,4 @@
-"""Backward from several OS threads at once (research section O).
+"""Backward from several OS threads at once.
 
 Each thread runs ``ae.sync.backward`` or its own event loop
 (``anyio.run(ae.backward, ...)``).  Gradients for a leaf shared by all
@@ -78,7 +78,7 @@ def f(x: Any) -> Any:
     return ((x + 3) * (x + 4) * 0.5).sum()
 
 
-def test_o1_each_thread_its_own_graph() -> None:
+def test_each_thread_its_own_graph() -> None:
     torch = torch_or_skip()
     arr = np.linspace(-1, 1, N)
 
@@ -95,7 +95,7 @@ def test_o1_each_thread_its_own_graph() -> None:
 
 
 @pytest.mark.parametrize("rounds", range(3))
-def test_o2_shared_leaf_sums_exactly(rounds: int) -> None:
+def test_shared_leaf_grad_sums_exactly(rounds: int) -> None:
     torch = torch_or_skip()
     arr = np.linspace(-1, 1, N)
     x = ae.tensor(arr, requires_grad=True)
@@ -116,7 +116,7 @@ def test_o2_shared_leaf_sums_exactly(rounds: int) -> None:
     np.testing.assert_allclose(x.grad.numpy(), 4 * THREADS * (arr + 3.5))
 
 
-def test_o2_grad_in_threads_leaves_grad_untouched() -> None:
+def test_grad_in_threads_leaves_grad_untouched() -> None:
     arr = np.linspace(-1, 1, N)
     x = ae.tensor(arr, requires_grad=True)
 
@@ -129,7 +129,7 @@ def test_o2_grad_in_threads_leaves_grad_untouched() -> None:
     assert x.grad is None
 
 
-def test_o3_shared_graph_without_retain_graph() -> None:
+def test_shared_graph_without_retain_graph() -> None:
     torch = torch_or_skip()
     arr = np.linspace(-1, 1, 16)
     x = ae.tensor(arr, requires_grad=True)
@@ -155,7 +155,7 @@ def test_o3_shared_graph_without_retain_graph() -> None:
         (ty * 2).sum().backward()
 
 
-def test_o3_shared_graph_with_retain_graph() -> None:
+def test_shared_graph_with_retain_graph() -> None:
     arr = np.linspace(-1, 1, N)
     x = ae.tensor(arr, requires_grad=True)
     y = x * x

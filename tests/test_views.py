@@ -21,8 +21,8 @@ def _name(fn):  # type: ignore[no-untyped-def]
     return None if fn is None else fn.name().split("::")[-1]
 
 
-# -- H6: in-place on a view rewrites the base's history -------------------------------------
-def test_h6_inplace_on_view_backprop_base():
+# -- in-place on a view rewrites the base's history ----------------------------------------------
+def test_inplace_on_view_backprops_to_base():
     root = ae.ones(2, 2, requires_grad=True)
     x = root.clone()
     v1 = x.narrow(0, 0, 1)
@@ -33,7 +33,7 @@ def test_h6_inplace_on_view_backprop_base():
     assert v1._base is x and v1._is_view() and v1._version == x._version == 1
 
 
-def test_h6_backprop_through_other_view():
+def test_backprop_through_other_view_sees_inplace():
     root = ae.ones(2, 2, requires_grad=True)
     x = root.clone()
     v1 = x.narrow(0, 0, 1)
@@ -43,7 +43,7 @@ def test_h6_backprop_through_other_view():
     assert root.grad.tolist() == [[2.0, 2.0], [0.0, 0.0]]
 
 
-def test_h6_view_of_view():
+def test_inplace_on_view_of_view():
     root = ae.ones(2, 2, requires_grad=True)
     x = root.clone()
     v1 = x[0]
@@ -54,7 +54,7 @@ def test_h6_view_of_view():
     assert v2._base is x
 
 
-def test_h6_non_contiguous_view():
+def test_inplace_on_non_contiguous_view():
     torch = torch_or_skip()
     res = []
     for lib in (ae, torch):
@@ -98,7 +98,7 @@ def test_inplace_through_view_first_and_second_order(case):
 
 
 def test_inplace_on_view_of_plain_base_with_rg_operand():
-    # the base does not require grad; the operand does: base gets CopySlices (H9)
+    # the base does not require grad; the operand does: base gets CopySlices
     def fn(b):  # type: ignore[no-untyped-def]
         x = b.detach() * 0 + 1.0
         x[0].mul_(b[1])
@@ -192,8 +192,8 @@ def test_views_made_in_no_grad_of_plain_tensor_are_fine():
     assert v.grad_fn is None and not v.requires_grad
 
 
-# -- retain_grad (D3) and hooks (E9, E10) --------------------------------------------------------
-def test_d3_retain_grad_inplace():
+# -- retain_grad and tensor hooks through in-place -----------------------------------------------
+def test_retain_grad_through_inplace():
     leaf = ae.ones(3, requires_grad=True)
     a = leaf.clone()
     a.retain_grad()
@@ -204,7 +204,7 @@ def test_d3_retain_grad_inplace():
     assert leaf.grad.tolist() == [4.0, 4.0, 4.0]
 
 
-def test_d3_retain_grad_inplace_over_view():
+def test_retain_grad_inplace_over_view():
     torch = torch_or_skip()
     res = []
     for lib in (ae, torch):
@@ -229,7 +229,7 @@ def test_retain_grad_on_base_moves_to_copyslices():
     assert leaf.grad.tolist() == [6.0, 6.0, 2.0]
 
 
-def test_e9_tensor_hooks_inplace():
+def test_tensor_hooks_before_and_after_inplace():
     torch = torch_or_skip()
     res = []
     for lib in (ae, torch):
@@ -245,7 +245,7 @@ def test_e9_tensor_hooks_inplace():
     assert res[0] == ([("new", [2.0, 2.0]), ("old", [4.0, 4.0])], [8.0, 8.0])
 
 
-def test_e10_tensor_hooks_inplace_over_view():
+def test_tensor_hooks_inplace_over_view():
     torch = torch_or_skip()
     res = []
     for lib in (ae, torch):
@@ -270,7 +270,7 @@ def test_e10_tensor_hooks_inplace_over_view():
     assert res[0] == res[1] == [0, 0, 1]
 
 
-# -- detach (I5) -------------------------------------------------------------------------------------
+# -- detach --------------------------------------------------------------------------------------
 def test_detach_base_does_not_detach_view():
     x = ae.ones(3, requires_grad=True)
     b = x * 2
@@ -369,7 +369,7 @@ def test_view_of_multi_output_view_is_restricted():
         row[1:].mul_(2)
 
 
-def test_i5_detach_inplace_cuts_later_gradient():
+def test_detach_inplace_cuts_later_gradient():
     torch = torch_or_skip()
     res = []
     for lib in (ae, torch):

@@ -1,73 +1,23 @@
-"""Anomaly mode: forward tracebacks on nodes and NaN checks in backward.
+"""What anomaly mode does: forward tracebacks on nodes and NaN checks in backward.
 
-``detect_anomaly`` lives in a ContextVar like the grad modes.  While it is on,
-every node created records the forward stack (and, for nodes created during
+The mode itself (``detect_anomaly``) lives in _modes.py with the grad modes.
+While it is on, every node created records the forward stack (and, for nodes created during
 a create_graph backward, the node whose backward created it: its parent), and
 the engine checks each node's outputs for NaN.
 """
 
 from __future__ import annotations
 
-import contextvars
+import sys
 import traceback
 import warnings
 from typing import Any
 
 from ._errors import AutogradError
-from ._grad_mode import _Mode
+from ._graph import to_raw
+from ._modes import is_anomaly_check_nan_enabled
 
-__all__ = ["detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]
-
-_anomaly: contextvars.ContextVar[tuple[bool, bool]] = contextvars.ContextVar(
-    "aengine_anomaly", default=(False, False)
-)
-
-
-def is_anomaly_enabled() -> bool:
-    """Whether anomaly detection is on in the current task."""
-    return _anomaly.get()[0]
-
-
-def is_anomaly_check_nan_enabled() -> bool:
-    """Whether anomaly detection checks for NaN in the current task."""
-    return _anomaly.get()[1]
-
-
-class detect_anomaly(_Mode):
-    """Context manager and decorator turning anomaly detection on.
-
-    Nodes record the forward traceback that created them; a backward error
-    is reported with that traceback, and (with ``check_nan``) a node that
-    returns NaN raises an error naming it and the output index.
-
-    Example::
-
-        >>> import aengine as ae, warnings
-        >>> with warnings.catch_warnings():  # it warns that it is on
-        ...     warnings.simplefilter("ignore")
-        ...     with ae.detect_anomaly():
-        ...         ae.is_anomaly_enabled()
-        True
-    """
-
-    def __init__(self, check_nan: bool = True) -> None:
-        super().__init__()
-        self.check_nan = check_nan
-        warnings.warn(
-            "Anomaly Detection has been enabled. This mode will increase the runtime and "
-            "should only be enabled for debugging.",
-            UserWarning,
-            stacklevel=2,
-        )
-
-    def _clone(self) -> _Mode:
-        clone = object.__new__(detect_anomaly)
-        _Mode.__init__(clone)
-        clone.check_nan = self.check_nan
-        return clone
-
-    def _set(self) -> list[contextvars.Token[Any]]:
-        return [_anomaly.set((True, self.check_nan))]  # type: ignore[list-item]
+__all__ = ["record_forward", "check_nan", "report_error"]
 
 
 class _AnomalyInfo:
@@ -90,19 +40,16 @@ class _AnomalyInfo:
         self.parent = parent
 
 
-def record_forward(node: Any, skip: int = 2) -> None:
+def record_forward(node: Any, parent: Any, skip: int = 2) -> None:
     """Called for each new node while anomaly mode is on.
 
     Records the forward stack (without the innermost ``skip`` frames: this
     function and aengine's own) and, for a node created while a backward
-    runs a node (a create_graph or reentrant backward), that node's name and
-    info (see NOTE [Anomaly parents]).
+    runs a node (a create_graph or reentrant backward), that node
+    (``parent``, from ``running_node()``): its name and info (see NOTE
+    [Anomaly parents]).
     """
-    from ._graph_task import current_graph_task
-
     stack = "".join(traceback.format_stack()[:-skip])
-    gt = current_graph_task()
-    parent = gt.running_node if gt is not None else None
     if parent is not None:
         node._anomaly = _AnomalyInfo(stack, parent.name(), parent._anomaly)
     else:
@@ -142,34 +89,19 @@ def report_error(node: Any) -> None:
         try:
             warnings.warn(msg, UserWarning, stacklevel=2)
         except Exception:
-            import sys
-
             print(msg, file=sys.stderr)
 
 
 def check_nan(node: Any, outs: Any) -> None:
-    """Raise if one of ``outs`` holds NaN (anomaly mode with check_nan)."""
+    """Raise if one of ``outs`` (raw arrays or tensors) holds NaN (anomaly mode with check_nan)."""
     if not is_anomaly_check_nan_enabled():
         return
-    from ._node_exec import to_raw
-
     for i, g in enumerate(outs):
         if g is None:
             continue
         arr = to_raw(g)
-        xp = _xp(arr)
-        if arr.dtype.kind in "fc" and bool(xp.isnan(arr).any()):
+        # NaN is the one value unequal to itself: no array module needed
+        if arr.dtype.kind in "fc" and bool((arr != arr).any()):
             raise AutogradError(
                 f"Function '{node.name()}' returned nan values in its {i}th output."
             )
-
-
-def _xp(arr: Any) -> Any:
-    mod = type(arr).__module__.split(".")[0]
-    if mod == "cupy":
-        import cupy
-
-        return cupy
-    import numpy
-
-    return numpy

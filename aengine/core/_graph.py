@@ -30,11 +30,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._errors import ERR_BACKWARD_TWICE, AutogradError
-
-if TYPE_CHECKING:
-    from ..tensors._tensor import Tensor
+from ._modes import _grad_enabled, is_anomaly_enabled
 
 __all__ = [
+    "TensorBase",
+    "bind_tensor_type",
+    "new_tensor",
+    "to_tensor",
+    "to_raw",
+    "host_device",
+    "describe",
     "Node",
     "AccumulateGrad",
     "GraphRoot",
@@ -48,6 +53,101 @@ __all__ = [
 ]
 
 Edge = tuple["Node", int]
+
+
+class TensorBase:
+    """What the core knows of a tensor: the fields it reads and writes.
+
+    # NOTE [The core and the Tensor]
+    # The core imports no Tensor (it sits below the tensor layer).  The
+    # Tensor class (aengine.tensors) derives from this class, which declares
+    # the fields the engine touches, and hands itself in once at import
+    # (``bind_tensor_type``) with the host device, so that the core can wrap a
+    # gradient array as a Tensor (hooks, ``.grad``, saved outputs) without an
+    # import: a registry filled from above.  The methods declared for type
+    # checking only are attached to Tensor by the ops layer.
+    """
+
+    # the instance dict holds a Tensor's cold fields (NOTE [Hot and cold fields])
+    __slots__ = ("__dict__",)
+
+    data: Any
+    _device: Any
+    _rg: bool
+    _fn: Node | None
+    output_nr: int
+    _vc: list[int] | tuple[int]
+    _grad: Any
+    _hooks: dict[int, Any] | None
+    _post_acc_hooks: dict[int, Any] | None
+    _inference: bool
+
+    if TYPE_CHECKING:
+
+        @property
+        def grad_fn(self) -> Node | None: ...
+
+        def clone(self) -> Any: ...
+
+        def to(self, *args: Any, **kwargs: Any) -> Any: ...
+
+        def __add__(self, other: Any) -> Any: ...
+
+        @staticmethod
+        def _make(data: Any, requires_grad: bool = False, dev: Any = None) -> Any: ...
+
+
+class _Bound:
+    """The Tensor class and the host device, handed in by the tensor layer."""
+
+    __slots__ = ("host", "tensor")
+
+    def __init__(self) -> None:
+        self.tensor: type[TensorBase] = TensorBase
+        self.host: Any = None
+
+
+_bound = _Bound()
+
+
+def bind_tensor_type(tensor: type[TensorBase], host: Any) -> None:
+    """Hand the Tensor class and the host (cpu) device to the core (NOTE [The core and the Tensor])."""
+    _bound.tensor = tensor
+    _bound.host = host
+
+
+def new_tensor(data: Any, dev: Any) -> Any:
+    """A Tensor of backend array ``data`` on ``dev``, without graph."""
+    return _bound.tensor._make(data, False, dev)
+
+
+def to_tensor(g: Any, dev: Any) -> Any:
+    """A raw gradient array as a Tensor (no graph) on ``dev``; Tensors and None pass through."""
+    if g is None or isinstance(g, TensorBase):
+        return g
+    backend = dev.backend
+    if not isinstance(g, backend.array_types):
+        g = backend.asarray(g)
+    return _bound.tensor._make(g, False, dev)
+
+
+def to_raw(g: Any) -> Any:
+    """A Tensor's array; raw arrays and None pass through."""
+    if isinstance(g, TensorBase):
+        return g.data
+    return g
+
+
+def host_device() -> Any:
+    """The device whose nodes the caller's own loop runs (cpu)."""
+    return _bound.host
+
+
+def describe(array: Any) -> str:
+    """``float32 tensor [2, 3]``: a tensor's dtype and shape, for messages."""
+    shape = ", ".join(str(s) for s in array.shape)
+    return f"{array.dtype} tensor [{shape}]"
+
 
 #: AccumulateGrad nodes run first in a ready queue (PyTorch gives them UINT64_MAX).
 ACC_SEQ = 1 << 62
@@ -70,7 +170,7 @@ next_sequence_nr = _sequence.__next__
 ZERO_VC: tuple[int] = (0,)
 
 
-def own_vc(t: Tensor) -> list[int]:
+def own_vc(t: TensorBase) -> list[int]:
     """``t``'s version counter as a list of its own, to share, keep or bump."""
     vc = t._vc
     if vc.__class__ is not list:  # ZERO_VC (or a copy of it, e.g. unpickled)
@@ -182,10 +282,17 @@ class Node:
 
     #: number of forward outputs (gradients this node receives)
     num_outputs: int = 1
+    #: the device its gradients are computed on (None: the host); an op's node
+    #: records its result's device and size (``numel``), facts from which the
+    #: runtime decides where the node runs (NOTE [Where a node runs])
+    dev: Any = None
+    numel: int = 0
     #: True for nodes whose apply may return an awaitable (async backward)
     _is_async: bool = False
     #: True for nodes that always take the engine's general path
     _always_special: bool = False
+    # ``_special``: True when the node must take the general path (hooks,
+    # retained gradients, ``_always_special``); only this class sets it.
 
     next_nodes: tuple[Node | None, ...]
     next_nrs: tuple[int, ...]
@@ -200,7 +307,6 @@ class Node:
             if fn is not None and fn.topological_nr >= topo:
                 topo = fn.topological_nr + 1
         self.topological_nr = topo
-        #: set when hooks are registered: the engine then takes the general path
         self._special = self._always_special
 
     # -- identity ---------------------------------------------------------
@@ -235,8 +341,12 @@ class Node:
         return self._metadata
 
     # -- execution ----------------------------------------------------------
-    def apply(self, grads: list[Any], F: Any) -> Any:
-        """Return one gradient per input (``F``: the array or tensor ops)."""
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        """Return one gradient per forward input, given one per forward output.
+
+        Gradients are raw arrays, or Tensors recording a graph when
+        ``create_graph`` is true.
+        """
         raise NotImplementedError
 
     def release_variables(self) -> None:
@@ -253,9 +363,17 @@ class Node:
         return outs
 
     def __call__(self, *grads: Any) -> Any:
-        from ..ops._core import call_node
-
-        return call_node(self, grads)
+        """``grad_fn(*grads)``: run this node directly on gradient Tensors."""
+        if len(grads) != self.num_outputs:
+            raise TypeError(
+                f"{self.name()} expected {self.num_outputs} arguments, got {len(grads)} instead"
+            )
+        create_graph = _grad_enabled.get()
+        raw = [g if create_graph or g is None else g.data for g in grads]
+        outs = self.apply(raw, create_graph)
+        dev = self.dev if self.dev is not None else _bound.host
+        res = tuple(to_tensor(o, dev) for o in outs)
+        return res[0] if len(res) == 1 else res
 
     # -- hooks -------------------------------------------------------------------
     def register_hook(self, fn: Callable[..., Any]) -> RemovableHandle:
@@ -285,6 +403,18 @@ class Node:
         hook = _TensorPreHook(output_nr, fn)
         return _add_hook(self._tensor_pre_hooks, hook)
 
+    def _retain_output(self, output_nr: int, t: TensorBase) -> None:
+        """Stage the gradient of output ``output_nr`` as ``t.grad`` (``retain_grad``)."""
+        if self._retains_grad is None:
+            self._retains_grad = {}
+        self._retains_grad[output_nr] = weakref.ref(t)
+        self._special = True
+
+    def _forget_output(self, output_nr: int) -> None:
+        """Stop retaining the gradient of output ``output_nr`` (it moved to another node)."""
+        if self._retains_grad:
+            self._retains_grad.pop(output_nr, None)
+
     def _has_hooks(self) -> bool:
         return bool(
             self._pre_hooks or self._post_hooks or self._tensor_pre_hooks or self._retains_grad
@@ -313,13 +443,14 @@ class AccumulateGrad(Node):
     __slots__ = ("variable",)
     _always_special = True
 
-    def __init__(self, variable: Tensor) -> None:
+    def __init__(self, variable: TensorBase) -> None:
         super().__init__(())
         self.sequence_nr = ACC_SEQ
         self.variable = variable
+        self.dev = variable._device
 
-    def apply(self, grads: list[Any], F: Any) -> Any:
-        # The engine handles AccumulateGrad itself (staging, see _engine.py).
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        # The engine handles AccumulateGrad itself (staging, see _graph_task.py).
         raise AutogradError("AccumulateGrad is run by the engine, not called directly")
 
 
@@ -332,11 +463,11 @@ class GraphRoot(Node):
         super().__init__(edges)
         self.grads = grads
 
-    def apply(self, grads: list[Any], F: Any) -> Any:
+    def apply(self, grads: list[Any], create_graph: bool) -> Any:
         return self.grads
 
 
-def gradient_edge(t: Tensor) -> Edge:
+def gradient_edge(t: Any) -> Edge:
     """The edge that gradients for ``t`` flow along: its grad_fn or accumulator."""
     fn = t._fn if t._view_meta is None else t.grad_fn
     if fn is not None:
@@ -376,7 +507,7 @@ class SavedTensor:
         "version",
     )
 
-    def __init__(self, t: Tensor, is_output: bool = False) -> None:
+    def __init__(self, t: TensorBase, is_output: bool = False) -> None:
         if t._inference:
             raise inference_saved_error()
         self.data = t.data
@@ -387,7 +518,7 @@ class SavedTensor:
             self.output_nr = t.output_nr
             self.requires_grad = t._rg
             self.device = t._device
-            self.tensor: Tensor | None = None
+            self.tensor: TensorBase | None = None
         else:
             self.tensor = t
 
@@ -395,13 +526,11 @@ class SavedTensor:
         if self._vc[0] != self.version:
             raise AutogradError(version_error(self, self.version, node))
 
-    def unpack_tensor(self, node: Node) -> Tensor:
+    def unpack_tensor(self, node: Node) -> Any:
         """The saved value as a Tensor connected to the graph (create_graph)."""
         if self.tensor is not None:
             return self.tensor
-        from ..tensors._tensor import Tensor
-
-        t = Tensor._make(self.data, self.requires_grad, self.device)
+        t = _bound.tensor._make(self.data, self.requires_grad, self.device)
         t._vc = self._vc
         if self.requires_grad:
             t._fn = node
@@ -418,8 +547,6 @@ def inference_saved_error() -> AutogradError:
 
 def version_error(saved: Any, version: int, node: Node) -> str:
     """The in-place error for ``saved`` (a SavedTensor or a saved input Tensor)."""
-    from ..tensors._tensor import describe
-
     where = ""
     if getattr(saved, "is_output", False):
         where = f", which is output {saved.output_nr} of {node.name()},"
@@ -428,8 +555,6 @@ def version_error(saved: Any, version: int, node: Node) -> str:
         if t is not None and t.grad_fn is not None:
             fn = t.grad_fn
             where = f", which is output {t.output_nr} of {fn.name()},"
-    from ._anomaly import is_anomaly_enabled
-
     if is_anomaly_enabled():
         hint = (
             "Hint: the backtrace further above shows the operation that failed to compute "

@@ -1,50 +1,87 @@
-"""The scheduling core of the backward pass: GraphTask and its ready queue.
+"""The state of one backward call, and its transitions: GraphTask.
 
 # NOTE [Scheduler invariants]
-# This module never awaits and imports neither numpy nor anyio.  A driver
-# (``_drivers.py``: sync loop or anyio task) calls ``GraphTask.run(deadline)``
-# which executes ready nodes until the queue is empty, the time slice is over
-# (returns YIELD), or a node needs the general path that may await user code
-# (returns the coroutine to await; the driver awaits it and calls run again).
+# This module never awaits an event loop and imports no async library.  A
+# driver (aengine.runtime: a plain loop or an anyio task) calls
+# ``GraphTask.run(deadline)``, which executes ready nodes until the ready
+# queue is empty (returns None), the time slice is over (returns YIELD), or a
+# node needs to wait for something (returns an awaitable: the driver awaits
+# it and calls run again).  Every field of a GraphTask changes only through
+# the methods of this class.
 #
-# * dependencies[node] counts the edges into ``node`` from nodes that will
-#   still run; a node is ready when its count reaches zero.  Its gradients
-#   wait meanwhile in not_ready[node] (the InputBuffer, one slot per forward
-#   output, summed on arrival).
-# * The ready queue is a heap ordered by sequence_nr, larger first (nodes
-#   created later in forward run earlier in backward), FIFO among equals;
-#   AccumulateGrad nodes have the largest sequence_nr and run as soon as they
-#   are ready.  A graph task's CPU queue holds only its own nodes, so depth
-#   plays no role inside it: nested (reentrant) graph tasks get their own.
-# * exec_info (grad() and backward(inputs=...)) is None when everything runs;
-#   otherwise ``needed`` holds the nodes to run and ``captures`` maps a node
-#   to the (input slot, result index) pairs whose gradients grad() returns.
+# * ``dependencies[node]`` counts the edges into ``node`` from nodes that
+#   will still run; a node is ready when its count reaches zero.  Its
+#   gradients wait meanwhile in ``not_ready[node]``, its InputBuffer (one slot
+#   per forward output, summed on arrival by ``accumulate``).
+# * The ReadyQueue is a heap of NodeTasks ordered by sequence_nr, larger
+#   first (nodes created later in forward run earlier in backward), FIFO
+#   among equals; AccumulateGrad nodes have the largest sequence_nr and run
+#   as soon as they are ready.  A graph task's queue holds only its own
+#   nodes, so depth plays no role inside it: nested (reentrant) graph tasks
+#   get their own.
+# * exec_info (grad() and backward(inputs=...)) is None when everything
+#   runs; otherwise ``needed`` holds the nodes to run and ``captures`` maps a
+#   node to the (input slot, result index) pairs whose gradients grad()
+#   returns (aengine.core._exec_info).
 # * Gradients are raw backend arrays unless create_graph, then Tensors.
 # * Leaf gradients (AccumulateGrad) and retained non-leaf gradients are
-#   staged and committed only when the whole graph task succeeded, so an error
-#   or a cancellation leaves every ``.grad`` as it was.
-# * The task is complete when its heap is empty and no node of it runs
-#   elsewhere (a device worker, an awaited hook: the async driver asks the
-#   scheduler, ``sched.busy``).
+#   staged and committed only when the whole graph task succeeded
+#   (aengine.core._commit), so an error or a cancellation leaves every
+#   ``.grad`` as it was.
+# * The task is complete when its queue is empty and no node of it runs
+#   elsewhere (a device worker, an awaited hook): the async driver asks its
+#   scheduler (``Scheduler.busy``).
+#
+# NOTE [Where a node runs]
+# A node runs in the hot loop of ``run`` (apply, release, route: no
+# coroutine) unless it takes the general path: hooks, retained gradients,
+# grad() captures, anomaly mode, a node hook, or a node class that always
+# does (AccumulateGrad, async custom Functions).  Under an async driver the
+# scheduler (a runtime object, NOTE [The scheduler protocol]) also receives
+# every node that is not on its ``home`` device or whose result has at least
+# ``offload_min`` elements: the runtime alone decides where those run (a
+# device queue, a kernel thread, or here after all).  A sync backward has no
+# scheduler: every node runs in this thread.
 """
 
 from __future__ import annotations
 
 import contextvars
 import heapq
+import inspect
 import itertools
 import time
-from collections.abc import Callable, Iterator
-from itertools import islice
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any, Protocol
 
+from ._anomaly import check_nan, report_error
 from ._errors import AutogradError, BackwardError
-from ._graph import ACC_SEQ, GraphRoot, Node
+from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
+from ._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
+from ._node_hooks import Detach, post_hooks, pre_hooks, tensor_pre_hooks
 
-__all__ = ["GraphTask", "YIELD", "current_graph_task", "compute_dependencies", "ACC_SEQ"]
+__all__ = [
+    "ACC_SEQ",
+    "YIELD",
+    "GraphTask",
+    "Scheduler",
+    "InputBuffer",
+    "NodeTask",
+    "ReadyQueue",
+    "accumulate",
+    "current_graph_task",
+    "running_node",
+    "wrap_node_error",
+]
 
+#: returned by ``GraphTask.run`` when the time slice is over
 YIELD = object()
-_evaluate_general: Any = None
+
+#: the run loop reads the clock when ``count & CLOCK_EVERY`` is 0: every 4th
+#: node.  A kernel kept inline is small (NOTE [Kernel offload policy] in the
+#: runtime), so a slice overruns by 3 such nodes at most; on small nodes the
+#: clock read costs about 0.5%.
+CLOCK_EVERY = 3
 
 _current: contextvars.ContextVar[GraphTask | None] = contextvars.ContextVar(
     "aengine_graph_task", default=None
@@ -57,220 +94,111 @@ def current_graph_task() -> GraphTask | None:
     return _current.get()
 
 
-#: nodes visited between two checks of the time slice while preparing
-PREPARE_CHUNK = 512
-#: the run loop reads the clock when ``count & CLOCK_EVERY`` is 0: every 4th
-#: node.  A kernel kept inline takes up to about 1 ms (NOTE [Kernel offload
-#: policy]), so a slice overruns by 3 such nodes at most; on small nodes
-#: (2-3 us) the clock read costs about 0.5%.
-CLOCK_EVERY = 3
+def running_node() -> Node | None:
+    """The node whose backward runs in this task/thread (general path), if any."""
+    gt = _current.get()
+    return gt.running_node if gt is not None else None
 
 
-def compute_dependencies(root: Node, min_topo_nr: int) -> dict[Node, int]:
-    """Count, for every node reachable from ``root``, its incoming edges.
+# -- InputBuffer and ReadyQueue ---------------------------------------------------------------
 
-    Iterative (graphs of millions of nodes); nodes whose topological_nr is
-    below ``min_topo_nr`` cannot reach any requested input and are skipped.
-    """
-    deps: dict[Node, int] = {}
-    for _ in _dependency_steps(root, min_topo_nr, deps):
-        pass
-    return deps
+#: the gradients a node received so far, one slot per forward output
+InputBuffer = list[Any]
+#: an entry of a ReadyQueue: (-sequence_nr, FIFO tie, node, its InputBuffer)
+NodeTask = tuple[int, int, Node, InputBuffer]
 
 
-def _dependency_steps(
-    root: Node,
-    min_topo_nr: int,
-    deps: dict[Node, int],
-    sinks: list[Node] | None = None,
-    order: list[Node] | None = None,
-) -> Iterator[None]:
-    """compute_dependencies in steps: yields every PREPARE_CHUNK nodes.
-
-    With ``sinks`` (for exec_info) it also collects the nodes that end a path
-    without reaching an output for sure: those with no next edges
-    (topological_nr 0) and those pruned below ``min_topo_nr`` (NOTE
-    [exec_info without a walk]).  ``order`` (empty) receives the root and
-    every node visited.
-    """
-    if order is None:
-        order = []
-    order.append(root)  # the nodes to visit, appended to while iterated (breadth first)
-    get = deps.get
-    if not min_topo_nr:  # nothing to prune (backward(), or grad() of leaves): the common case
-        push = order.append
-    else:
-
-        def push(node: Node) -> None:
-            if node.topological_nr >= min_topo_nr:
-                order.append(node)
-            elif sinks is not None:  # pruned: counted, never visited
-                sinks.append(node)
-
-    # One iterator over the growing list (it sees the nodes appended while it
-    # runs), consumed in chunks: islice(order, start, stop) would skip
-    # ``start`` items again at every chunk.
-    visit = iter(order)
-    start = 0
-    while True:
-        for fn in islice(visit, PREPARE_CHUNK):
-            for nxt in fn.next_nodes:
-                if nxt is None:
-                    continue
-                c = get(nxt)
-                if c is None:
-                    deps[nxt] = 1
-                    push(nxt)
-                else:
-                    deps[nxt] = c + 1
-        stop = start + PREPARE_CHUNK
-        if sinks is not None and not min_topo_nr:
-            # the visited nodes without next edges (not the root; when pruning,
-            # every visited node is above min_topo_nr > 0)
-            sinks += [n for n in order[max(start, 1) : stop] if not n.topological_nr]
-        start = stop
-        if start >= len(order):
-            return
-        yield
+def accumulate(buf: InputBuffer, nr: int, g: Any) -> None:
+    """Add gradient ``g`` into slot ``nr`` of ``buf`` (None means no gradient)."""
+    old = buf[nr]
+    if old is None:
+        buf[nr] = g
+    elif g is not None:
+        buf[nr] = old + g
 
 
-def init_to_execute(
-    root: Node, outputs: list[tuple[Node, int]], accumulate: bool, min_topo_nr: int
-) -> tuple[set[Node], dict[Node, list[tuple[int, int]]]]:
-    """Mark the nodes on a path from ``root`` to the requested ``outputs``.
-
-    Returns (needed, captures).  For grad() (``accumulate`` False) each output
-    edge becomes a capture; for backward(inputs=...) the output nodes are
-    needed (they run and accumulate).
-    """
-    deps: dict[Node, int] = {}
-    sinks: list[Node] = []
-    for _ in _dependency_steps(root, min_topo_nr, deps, sinks):
-        pass
-    result: list[Any] = []
-    for _ in _exec_info_steps(root, outputs, accumulate, min_topo_nr, deps, sinks, result):
-        pass
-    needed = result[0]
-    if isinstance(needed, AllNodesBut):  # as a set: the reachable nodes (and outputs) in it
-        reach = [root, *deps, *(fn for fn, _ in outputs)] if accumulate else [root, *deps]
-        needed = {n for n in reach if n in needed}
-    return needed, result[1]
+def new_buffer(node: Node, nr: int, g: Any) -> InputBuffer:
+    """The InputBuffer of ``node`` holding only ``g`` in slot ``nr``."""
+    if node.num_outputs == 1:
+        return [g]
+    buf: InputBuffer = [None] * node.num_outputs
+    buf[nr] = g
+    return buf
 
 
-def _exec_info_steps(
-    root: Node,
-    outputs: list[tuple[Node, int]],
-    accumulate: bool,
-    min_topo_nr: int,
-    deps: dict[Node, int],
-    sinks: list[Node],
-    result: list[Any],
-) -> Iterator[None]:
-    """init_to_execute in steps (yields every PREPARE_CHUNK nodes).
+class ReadyQueue:
+    """The nodes of one graph task that are ready to run (see NOTE [Scheduler invariants]).
 
-    Appends ``needed``, ``captures`` and whether every reachable node runs
-    (is needed or captured) to ``result`` at the end.
-
-    # NOTE [exec_info without a walk]
-    # A node is needed when one of its children is needed or captured.  Every
-    # path from the root ends at a sink (a node without next edges,
-    # topological_nr 0) or at a node pruned below ``min_topo_nr``, which the
-    # dependency pass collected (``sinks``).  When every one of them is an
-    # output (grad(loss, params) with every parameter that requires grad
-    # among the inputs: the usual case), every node reaches an output, so
-    # every reachable node but the capture-only sinks is needed: ``needed``
-    # is then an ``AllNodesBut`` those sinks, with no pass over the graph
-    # (even building a set of 30,000 nodes takes 2 ms).  Only reachable nodes
-    # are asked about, except by count_executed (_multi_hook.py), which
-    # counts on ``reached`` when ``run_set`` is None.
-    # Otherwise one pass over the reachable nodes in ascending
-    # topological_nr decides every node after its children: they are filed
-    # by topological_nr (a child's is below its parent's), no sort, and the
-    # pass is done in steps, so a large graph never holds the event loop.
-    """
-    captures: dict[Node, list[tuple[int, int]]] = {}
-    marked: set[Node] = set()  # needed or captured
-    for idx, (fn, nr) in enumerate(outputs):
-        if not accumulate:
-            captures.setdefault(fn, []).append((nr, idx))
-        marked.add(fn)
-    if marked.issuperset(sinks):
-        # the root is not needed when it is a sink, only captured (or not asked for)
-        skip = set(sinks) if not accumulate else set()
-        if not root.topological_nr and not (accumulate and root in marked):
-            skip.add(root)
-        result += (AllNodesBut(skip), captures, True)
-        return
-    needed: set[Node] = marked.copy() if accumulate else set()
-    levels: dict[int, list[Node]] = {}
-    budget = PREPARE_CHUNK
-    for fn in deps:
-        budget -= 1
-        if not budget:
-            budget = PREPARE_CHUNK
-            yield
-        t = fn.topological_nr
-        if t >= min_topo_nr:
-            level = levels.get(t)
-            if level is None:
-                levels[t] = [fn]
-            else:
-                level.append(fn)
-    add_needed, add_marked = needed.add, marked.add
-    get_level = levels.get
-    for t in range(min_topo_nr, root.topological_nr):
-        level = get_level(t)
-        budget -= 1 if level is None else len(level)
-        if budget <= 0:
-            budget = PREPARE_CHUNK
-            yield
-        if level is None:
-            continue
-        for fn in level:
-            for nxt in fn.next_nodes:
-                if nxt in marked:  # (None never is)
-                    add_needed(fn)
-                    add_marked(fn)
-                    break
-    for nxt in root.next_nodes:  # the root has no in-edges: not filed
-        if nxt in marked:
-            needed.add(root)
-            break
-    result += (needed, captures, False)
-
-
-class _EveryNode:
-    """A container holding every node (see GraphTask.run)."""
-
-    __slots__ = ()
-
-    def __contains__(self, node: object) -> bool:
-        return True
-
-
-_EVERY_NODE = _EveryNode()
-
-
-class AllNodesBut:
-    """``needed`` when every reachable node runs: every node but ``skip``.
-
-    See NOTE [exec_info without a walk]; it supports ``in`` only.
+    ``heap`` holds NodeTasks; ``GraphTask.run`` uses it directly in its hot
+    loop, every other caller goes through ``push`` and ``pop``.
     """
 
-    __slots__ = ("skip",)
+    __slots__ = ("heap", "tie")
 
-    def __init__(self, skip: set[Node]) -> None:
-        self.skip = skip
+    def __init__(self) -> None:
+        self.heap: list[NodeTask] = []
+        self.tie = itertools.count().__next__
 
-    def __contains__(self, node: object) -> bool:
-        return node not in self.skip
+    def push(self, node: Node, buffer: InputBuffer) -> None:
+        heapq.heappush(self.heap, (-node.sequence_nr, self.tie(), node, buffer))
+
+    def pop(self) -> tuple[Node, InputBuffer]:
+        _, _, node, buffer = heapq.heappop(self.heap)
+        return node, buffer
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+    def clear(self) -> int:
+        """Drop every entry; return how many there were."""
+        n = len(self.heap)
+        self.heap.clear()
+        return n
+
+
+# -- the scheduler --------------------------------------------------------------------------
+
+# NOTE [The scheduler protocol]
+# The core reaches the async runtime only through this Protocol (the
+# runtime's Engine, or its lazy stand-in when no Engine is open).  A sync
+# backward has no scheduler.  The runtime alone decides where a node runs;
+# the core hands it every node that is off ``home`` or whose result has at
+# least ``offload_min`` elements (NOTE [Where a node runs]).
+
+
+class Scheduler(Protocol):
+    """The runtime side of an async backward (NOTE [The scheduler protocol])."""
+
+    #: the device whose nodes the awaiting task runs itself (cpu)
+    home: Any
+    #: a node whose result has at least this many elements is handed to the
+    #: scheduler: its kernel may run in a thread (a huge number: never)
+    offload_min: int
+
+    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
+        """A node of ``gt`` became ready on the general path: queue it where it runs."""
+
+    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
+        """A node left ``gt``'s hot loop: False to run it there (general path),
+        None when taken (a device queue), or an awaitable the driver awaits."""
+
+    def busy(self, gt: GraphTask) -> bool:
+        """True while nodes of ``gt`` are queued or running elsewhere."""
+
+    def release(self, gt: GraphTask) -> None:
+        """``gt`` ended: drop what is still queued for it."""
+
+    def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Awaitable[Any]:
+        """``node.apply(inputs)`` run where heavy kernels run (a thread)."""
+
+
+# -- GraphTask ------------------------------------------------------------------------------
 
 
 class GraphTask:
     """The state of one backward call (see NOTE [Scheduler invariants])."""
 
     __slots__ = (
-        "_tie",
         "anomaly",
         "callbacks",
         "captured",
@@ -280,16 +208,17 @@ class GraphTask:
         "create_graph",
         "dependencies",
         "depth",
+        "detach",
         "done",
         "error",
         "error_node",
-        "heap",
         "id",
         "keep_graph",
         "needed",
         "node_hook",
         "not_ready",
         "pending",
+        "ready",
         "reached",
         "roots",
         "run_set",
@@ -305,10 +234,11 @@ class GraphTask:
         create_graph: bool,
         depth: int = 0,
         anomaly: bool = False,
+        checkpoint_valid: bool = True,
     ) -> None:
         self.id = next(_ids)
         self.dependencies: dict[Node, int] = {}
-        self.not_ready: dict[Node, list[Any]] = {}
+        self.not_ready: dict[Node, InputBuffer] = {}
         self.needed: set[Node] | AllNodesBut | None = None
         self.captures: dict[Node, list[tuple[int, int]]] | None = None
         self.captured: list[Any] = []
@@ -316,17 +246,17 @@ class GraphTask:
         self.create_graph = create_graph
         self.depth = depth
         self.error: BaseException | None = None
-        self.heap: list[Any] = []
-        self._tie = itertools.count().__next__
+        self.ready = ReadyQueue()
         self.staged: dict[Any, list[Any]] = {}
         self.callbacks: list[Callable[[], Any]] = []
         self.anomaly = anomaly
-        self.roots: Any = None
+        self.roots: tuple[Any, ...] = ()
         #: optional callable(node) called before each node runs (tests, tracing)
         self.node_hook: Callable[[Node], None] | None = None
         self.done = False
-        self.checkpoint_valid = True
-        #: nested graph tasks running now (registered by _reentrant.py)
+        #: False under grad() / inputs= or inside such a backward (ae.checkpoint)
+        self.checkpoint_valid = checkpoint_valid
+        #: nested graph tasks running now (``adopt``)
         self.children: list[GraphTask] | None = None
         self.running_node: Node | None = None
         #: needed | captured nodes (grad(), inputs=): the only ones that run
@@ -337,9 +267,28 @@ class GraphTask:
         self.reached: list[Node] = []
         self.error_node: Node | None = None
         #: the async driver's scheduler (device queues, offload), None when sync
-        self.sched: Any = None
+        self.sched: Scheduler | None = None
+        #: runs async user code to completion where no event loop runs (sync driver)
+        self.detach: Detach | None = None
 
-    # -- setup -----------------------------------------------------------------------
+    # -- set-up (by the entry points and the drivers) ----------------------------------------
+    def plan(
+        self,
+        roots: tuple[Any, ...],
+        root_edges: list[tuple[Node, int]],
+        root_grads: list[Any],
+        outputs: list[tuple[Node, int]] | None,
+        accumulate: bool,
+    ) -> None:
+        """Plan the dependency pass (and exec_info) and queuing the graph root.
+
+        ``run`` does the work within its time slices: counting the
+        dependencies of a large graph takes long enough to stall an event loop.
+        ``roots`` are the output tensors (for the error of a freed graph).
+        """
+        self.roots = roots
+        self.pending = self._prepare_steps(root_edges, root_grads, outputs, accumulate)
+
     def prepare(
         self,
         root_edges: list[tuple[Node, int]],
@@ -347,23 +296,21 @@ class GraphTask:
         outputs: list[tuple[Node, int]] | None,
         accumulate: bool,
     ) -> None:
-        """Build dependencies (and exec_info) and queue the graph root, now."""
+        """Like :meth:`plan`, done now."""
         for _ in self._prepare_steps(root_edges, root_grads, outputs, accumulate):
             pass
 
-    def plan(
+    def attach(
         self,
-        root_edges: list[tuple[Node, int]],
-        root_grads: list[Any],
-        outputs: list[tuple[Node, int]] | None,
-        accumulate: bool,
+        sched: Scheduler | None,
+        detach: Detach | None = None,
+        node_hook: Callable[[Node], None] | None = None,
     ) -> None:
-        """Like :meth:`prepare`, but done by ``run`` within its time slices.
-
-        Counting the dependencies of a large graph takes long enough to stall
-        an event loop: planned, it is interrupted like node execution.
-        """
-        self.pending = self._prepare_steps(root_edges, root_grads, outputs, accumulate)
+        """Set by the driver before it runs the task: its scheduler, detached runner, node hook."""
+        self.sched = sched
+        self.detach = detach
+        if node_hook is not None and self.node_hook is None:
+            self.node_hook = node_hook
 
     def _prepare_steps(
         self,
@@ -374,25 +321,22 @@ class GraphTask:
     ) -> Iterator[None]:
         if len(root_edges) == 1:
             root: Node = root_edges[0][0]
-            buffer: list[Any] = [None] * root.num_outputs
+            buffer: InputBuffer = [None] * root.num_outputs
             buffer[root_edges[0][1]] = root_grads[0]
         else:
             root = GraphRoot(tuple(root_edges), root_grads)
             buffer = [None]
         min_topo = 0
         if outputs:
-            min_topo = outputs[0][0].topological_nr
-            for fn, _ in outputs:
-                if fn.topological_nr < min_topo:
-                    min_topo = fn.topological_nr
+            min_topo = min(fn.topological_nr for fn, _ in outputs)
         deps: dict[Node, int] = {}
         self.dependencies = deps
         sinks: list[Node] | None = [] if outputs is not None else None
-        yield from _dependency_steps(root, min_topo, deps, sinks, self.reached)
+        yield from dependency_steps(root, min_topo, deps, sinks, self.reached)
         if outputs is not None:
             assert sinks is not None
             result: list[Any] = []
-            yield from _exec_info_steps(root, outputs, accumulate, min_topo, deps, sinks, result)
+            yield from exec_info_steps(root, outputs, accumulate, min_topo, deps, sinks, result)
             needed, captures, every_node_runs = result
             self.needed, self.captures = needed, captures
             if not every_node_runs:  # else run_set None (NOTE [exec_info without a walk])
@@ -403,24 +347,121 @@ class GraphTask:
                 return  # nothing to run
         self.push(root, buffer)
 
-    def push(self, node: Node, buffer: list[Any]) -> None:
+    # -- transitions ---------------------------------------------------------------------------
+    def push(self, node: Node, buffer: InputBuffer) -> None:
+        """Queue a node that became ready (through the scheduler when there is one)."""
         sched = self.sched
-        if sched is not None:  # async: device nodes go to their queue (_scheduler.py)
+        if sched is not None:  # async: device nodes go to their queue
             sched.push(self, node, buffer)
             return
-        heapq.heappush(self.heap, (-node.sequence_nr, self._tie(), node, buffer))
+        self.ready.push(node, buffer)
 
-    # -- the hot loop ------------------------------------------------------------------
+    def route(self, node: Node, outs: Any) -> None:
+        """Send a finished node's gradients on to its next nodes (the general path's routing)."""
+        deps = self.dependencies
+        not_ready = self.not_ready
+        run_set = self.run_set
+        nodes = node.next_nodes
+        nrs = node.next_nrs
+        for i in range(len(nodes)):
+            nxt = nodes[i]
+            if nxt is None:
+                continue
+            g = outs[i] if i < len(outs) else None
+            d = deps[nxt] - 1
+            deps[nxt] = d
+            if run_set is not None and nxt not in run_set:
+                continue  # pruned: never runs (see exec_info)
+            buf = not_ready.get(nxt)
+            if buf is None:
+                buf = new_buffer(nxt, nrs[i], g)
+            else:
+                accumulate(buf, nrs[i], g)
+            if d:
+                not_ready[nxt] = buf
+            else:
+                not_ready.pop(nxt, None)
+                self.push(nxt, buf)
+
+    def fail(self, node: Node | None, exc: BaseException) -> None:
+        """Record the first error (``node``: where it was raised); stop nested graph tasks."""
+        if self.error is None:
+            self.error = exc
+            self.error_node = node
+            if self.children:  # nested graph tasks stop too, as in PyTorch
+                stop = AutogradError(
+                    f"stopped because the enclosing backward failed: {type(exc).__name__}: {exc}"
+                )
+                for child in list(self.children):
+                    child.fail(None, stop)
+
+    def finish(self) -> None:
+        """The driver is done with this task (success, error or cancellation)."""
+        self.done = True
+        self.ready.clear()
+
+    def adopt(self, child: GraphTask) -> None:
+        """Register a nested graph task: this one's failure stops it."""
+        if self.children is None:
+            self.children = []
+        self.children.append(child)
+        if self.error is not None:
+            child.fail(None, self.error)
+
+    def disown(self, child: GraphTask) -> None:
+        """The nested graph task ended."""
+        children = self.children
+        if children is not None and child in children:
+            children.remove(child)
+
+    def add_callback(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn()`` when this backward completes (``queue_callback``)."""
+        self.callbacks.append(fn)
+
+    def stage(self, key: Any, grad: Any, kind: str) -> None:
+        """Stage a gradient for a leaf (``kind`` 'leaf') or retained non-leaf ('retain')."""
+        entry = self.staged.get(key)
+        if entry is None:
+            self.staged[key] = [grad, kind]
+        elif grad is not None:
+            entry[0] = grad if entry[0] is None else entry[0] + grad
+
+    def take_staged(self) -> dict[Any, list[Any]]:
+        """The staged gradients, handed to the commit (and forgotten here)."""
+        staged, self.staged = self.staged, {}
+        return staged
+
+    def count_executed(self, nodes: list[Node]) -> int:
+        """How many of ``nodes`` this task runs (or runs the tensor hooks of).
+
+        Static: a node already queued on a device worker counts (NOTE
+        [Multi-grad hooks] in aengine/_hooks.py).
+        """
+        if self.run_set is not None:  # grad() / inputs= with pruning: exactly these run
+            return sum(node in self.run_set for node in nodes)
+        reached = set(self.reached)  # every node reached runs (captured ones: their hooks)
+        needed = self.needed
+        skip = needed.skip if isinstance(needed, AllNodesBut) else ()
+        captures = self.captures or ()
+        return sum(node in reached and (node not in skip or node in captures) for node in nodes)
+
+    def check_complete(self) -> None:
+        if self.error is not None:
+            raise self.error
+        if self.not_ready and self.needed is None:
+            raise AutogradError("could not compute gradients for some functions")
+
+    # -- the hot loop ------------------------------------------------------------------------
     def run(self, deadline: float = float("inf")) -> Any:
-        """Run ready nodes; return None (drained), YIELD or a coroutine to await."""
+        """Run ready nodes; return None (drained), YIELD or an awaitable to await."""
         if self.pending is not None:
             for _ in self.pending:
                 if time.perf_counter() > deadline:
                     return YIELD
             self.pending = None
-        heap = self.heap
+        heap: list[Any] = self.ready.heap
         heappop, heappush = heapq.heappop, heapq.heappush
-        tie = self._tie
+        tie = self.ready.tie
         deps = self.dependencies
         not_ready = self.not_ready
         # Nodes that take the general path though not _special: captured ones
@@ -428,9 +469,15 @@ class GraphTask:
         # node when anomaly mode or a node hook is on.
         slow: Any = self.captures or None
         if self.anomaly or self.node_hook is not None:
-            slow = _EVERY_NODE
+            slow = EVERY_NODE
         elif slow is not None and all(n._special for n in slow):
             slow = None
+        # NOTE [Where a node runs]: with a scheduler, nodes off its home
+        # device or with large results go to it (two loads and compares).
+        sched = self.sched
+        if sched is not None:
+            home = sched.home
+            offload_min = sched.offload_min
         # grad() / backward(inputs=...): only nodes on a path to an input run
         # (``run_set``); those without captures take the inlined path too.
         run_set = self.run_set
@@ -449,17 +496,27 @@ class GraphTask:
                 _, _, node, buffer = heappop(heap)
                 while node is not None:
                     # ---- one node ------------------------------------------------
-                    if node._special or (slow is not None and node in slow):
-                        res = self._slow(node, buffer)
+                    if (
+                        node._special
+                        or (slow is not None and node in slow)
+                        or (
+                            sched is not None
+                            and (
+                                node.numel >= offload_min
+                                or (node.dev is not home and node.dev is not None)
+                            )
+                        )
+                    ):
+                        res = self._general(node, buffer)
                         if res is not None:
                             return res
                         break
                     try:
                         outs = node.evaluate(buffer, create_graph, release)
                     except BaseException as exc:
-                        self._fail(node, exc)
+                        self.fail(node, exc)
                         raise
-                    # ---- route outputs -------------------------------------------
+                    # ---- route outputs (as ``route``, inlined) ---------------------
                     nxt_run = None
                     nxt_buf = None
                     for nxt, nr, g in zip(node.next_nodes, node.next_nrs, outs):
@@ -469,29 +526,18 @@ class GraphTask:
                         deps[nxt] = d
                         if run_set is not None and nxt not in run_set:
                             continue  # pruned: never runs (see exec_info)
-                        if d:
-                            # not ready yet: keep the gradient in its InputBuffer
+                        if d:  # not ready yet: keep the gradient in its InputBuffer
                             buf = not_ready.get(nxt)
                             if buf is None:
-                                buf = [None] * nxt.num_outputs
-                                buf[nr] = g
-                                not_ready[nxt] = buf
-                            elif buf[nr] is None:
-                                buf[nr] = g
-                            elif g is not None:
-                                buf[nr] = buf[nr] + g
+                                not_ready[nxt] = new_buffer(nxt, nr, g)
+                            else:
+                                accumulate(buf, nr, g)
                             continue
                         buf = not_ready.pop(nxt, None) if not_ready else None
                         if buf is None:
-                            if nxt.num_outputs == 1:
-                                buf = [g]
-                            else:
-                                buf = [None] * nxt.num_outputs
-                                buf[nr] = g
-                        elif buf[nr] is None:
-                            buf[nr] = g
-                        elif g is not None:
-                            buf[nr] = buf[nr] + g
+                            buf = [g] if nxt.num_outputs == 1 else new_buffer(nxt, nr, g)
+                        else:
+                            accumulate(buf, nr, g)
                         # Run it directly when it would be popped next anyway.
                         if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):
                             nxt_run, nxt_buf = nxt, buf
@@ -504,7 +550,7 @@ class GraphTask:
                     node, buffer = nxt_run, nxt_buf  # type: ignore[assignment]
                     if node is not None:
                         count += 1
-                        # error: set by another thread or a parent (L2)
+                        # the error may be set by another thread or a failing parent
                         if not count & CLOCK_EVERY and (
                             perf() > deadline or self.error is not None
                         ):
@@ -514,80 +560,151 @@ class GraphTask:
         finally:
             _current.reset(token)
 
-    # -- the general path (hooks, captures, accumulation, async user code) -----------------
-    def _slow(self, node: Node, buffer: list[Any]) -> Any:
-        global _evaluate_general
-        if _evaluate_general is None:  # import cycle: _node_exec needs this module's users
-            from ._node_exec import evaluate_general as _evaluate_general
+    def _general(self, node: Node, buffer: InputBuffer) -> Any:
+        """A node that leaves the hot loop: to the scheduler, else the general path."""
         sched = self.sched
-        if sched is not None and node._special:
-            # a non-cpu node goes to its device's queue (NOTE [Device queues])
+        if sched is not None:
             res = sched.dispatch(self, node, buffer)
             if res is not False:
                 return res
-        return _evaluate_general(self, node, buffer)
+        return self.evaluate_general(node, buffer)
 
-    def route(self, node: Node, outs: Any) -> None:
-        """Send a finished node's gradients on to its next nodes."""
-        deps = self.dependencies
-        not_ready = self.not_ready
-        needed = self.needed
-        nodes = node.next_nodes
-        nrs = node.next_nrs
-        for i in range(len(nodes)):
-            nxt = nodes[i]
-            if nxt is None:
-                continue
-            nr = nrs[i]
-            g = outs[i] if i < len(outs) else None
-            d = deps[nxt] - 1
-            buf = not_ready.get(nxt)
-            if buf is None:
-                if needed is not None and nxt not in needed and nxt not in self.captures:  # type: ignore[operator]
-                    if d:
-                        deps[nxt] = d
-                    else:
-                        del deps[nxt]
-                    continue
-                buf = [None] * nxt.num_outputs
-                buf[nr] = g
+    def run_node(self, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
+        """Run one node for a device worker: None when it finished, else an awaitable.
+
+        Errors are recorded on the task (``fail``), never raised.
+        """
+        try:
+            if (
+                node._special
+                or self.needed is not None
+                or self.anomaly
+                or self.node_hook is not None
+                or self._heavy(node)
+            ):
+                return self.evaluate_general(node, buffer)
+            self.running_node = node
+            outs = node.evaluate(buffer, self.create_graph, not self.keep_graph)
+            self.route(node, outs)
+        except Exception as exc:
+            self.fail(node, exc)
+        return None
+
+    def _heavy(self, node: Node) -> bool:
+        """Whether the scheduler runs ``node``'s kernel in a thread (NOTE [Where a node runs])."""
+        sched = self.sched
+        return sched is not None and node.numel >= sched.offload_min
+
+    # -- the general path --------------------------------------------------------------------
+    def evaluate_general(self, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
+        """Run ``node`` with hooks, captures, staging and user code that may await.
+
+        Written once as a coroutine: when no user code suspends it finishes
+        here (one ``send(None)``), so the sync driver uses it too; else the
+        rest is returned as an awaitable.
+        """
+        captures = self.captures
+        if captures and self.node_hook is None and not self.anomaly:
+            # a captured node that does not run and has no tensor hooks: its
+            # gradients are only recorded (a leaf's AccumulateGrad in grad())
+            caps = captures.get(node)
+            if caps is not None and node not in self.needed:  # type: ignore[operator]
+                if type(node) is AccumulateGrad:
+                    plain = not node.variable._hooks
+                else:
+                    plain = not node._tensor_pre_hooks and not node._retains_grad
+                if plain:
+                    self.running_node = node
+                    captured = self.captured
+                    for slot, idx in caps:
+                        captured[idx] = buffer[slot]
+                    return None
+        coro = self._evaluate(node, buffer)
+        try:
+            first = coro.send(None)
+        except StopIteration:
+            return None
+        return _Resume(coro, first).wait()
+
+    async def _tensor_pre_hooks(self, node: Node, inputs: InputBuffer) -> InputBuffer:
+        inputs, retained = await tensor_pre_hooks(node, inputs, self.create_graph, self.detach)
+        for t, g in retained:
+            self.stage(t, g, "retain")
+        return inputs
+
+    async def _evaluate(self, node: Node, buffer: InputBuffer) -> None:
+        create_graph, detach = self.create_graph, self.detach
+        try:
+            self.running_node = node
+            if self.node_hook is not None:
+                self.node_hook(node)
+            inputs = buffer
+            needed = self.needed
+            if needed is not None:
+                is_needed = node in needed
+                caps = self.captures.get(node)  # type: ignore[union-attr]
+                if not is_needed:
+                    inputs = await self._tensor_pre_hooks(node, inputs)
+                if caps:
+                    for slot, idx in caps:
+                        self.captured[idx] = inputs[slot]
+                if not is_needed:
+                    return
+            inputs = await self._tensor_pre_hooks(node, inputs)
+            inputs = await pre_hooks(node, inputs, create_graph, detach)
+            if type(node) is AccumulateGrad:
+                if inputs[0] is not None:
+                    self.stage(node.variable, inputs[0], "leaf")
+                await post_hooks(node, (), inputs, create_graph, detach)
+                return
+            sched = self.sched
+            if sched is not None and node.numel >= sched.offload_min:
+                outs = await sched.kernel(self, node, inputs)  # NOTE [Where a node runs]
             else:
-                old = buf[nr]
-                if old is None:
-                    buf[nr] = g
-                elif g is not None:
-                    buf[nr] = old + g
-            if d:
-                deps[nxt] = d
-                not_ready[nxt] = buf
+                outs = node.apply(inputs, create_graph)
+            if inspect.isawaitable(outs):
+                outs = await outs
+            if not self.keep_graph:
+                node.release_variables()
+            outs = await post_hooks(node, outs, inputs, create_graph, detach)
+            if self.anomaly:
+                check_nan(node, outs)
+            self.route(node, outs)
+        except BaseException as exc:
+            self.fail(node, exc)
+            if self.anomaly and isinstance(exc, Exception):
+                report_error(node)
+            raise
+
+
+class _Resume:
+    """Continue a coroutine that already suspended once, inside the caller's await."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    async def wait(self) -> Any:
+        return await self
+
+    def __await__(self) -> Any:
+        coro = self.coro
+        value = self.first
+        while True:
+            try:
+                sent = yield value
+            except BaseException as exc:
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
             else:
-                del deps[nxt]
-                not_ready.pop(nxt, None)
-                self.push(nxt, buf)
-
-    def _fail(self, node: Node | None, exc: BaseException) -> None:
-        if self.error is None:
-            self.error = exc
-            self.error_node = node
-            if self.children:  # nested graph tasks stop too (PyTorch's L2 behaviour)
-                stop = AutogradError(
-                    f"stopped because the enclosing backward failed: {type(exc).__name__}: {exc}"
-                )
-                for child in list(self.children):
-                    child._fail(None, stop)
-
-    # -- completion ------------------------------------------------------------------------
-    def stage(self, key: Any, grad: Any, kind: str) -> None:
-        """Stage a gradient for a leaf (``kind`` 'leaf') or retained non-leaf."""
-        entry = self.staged.get(key)
-        if entry is None:
-            self.staged[key] = [grad, kind]
-        elif grad is not None:
-            entry[0] = grad if entry[0] is None else entry[0] + grad
-
-    def check_complete(self) -> None:
-        if self.not_ready and self.needed is None:
-            raise AutogradError("could not compute gradients for some functions")
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
 
 
 def wrap_node_error(node: Node, exc: BaseException) -> BaseException:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..tensors._creation import ones_like, zeros_like
+from ..tensors._creation import ones_like, zeros, zeros_like
 from ._arith import add, clamp, div, maximum, minimum, mul, neg, pow, rdiv, rpow, rsub, sub, where
 from ._compare import eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne
 from ._core import TENSOR_OPS
@@ -96,8 +96,6 @@ def _fill_tensor_ops() -> None:
 
 
 def _zeros(shape: tuple[int, ...], like: object) -> object:
-    from ..tensors._creation import zeros
-
     return zeros(*shape, dtype=like.dtype, device=like.device)  # type: ignore[attr-defined]
 
 

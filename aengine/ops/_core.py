@@ -17,23 +17,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core._anomaly import _anomaly, record_forward
-from ..core._errors import AutogradError
-from ..core._grad_mode import _grad_enabled, _inference
-from ..core._graph import (
+from ..core import (
+    AutogradError,
     Node,
     SavedTensor,
-    freed_error,
     gradient_edge,
+    own_vc,
+    record_forward,
+    running_node,
+)
+from ..core._graph import (
+    ZERO_VC,
+    freed_error,
     inference_saved_error,
     next_sequence_nr,
     nrs,
     split_edges,
     version_error,
 )
-from ..runtime._settings import _offload_min
-from ..tensors._device import CPU, Device
-from ..tensors._tensor import ZERO_VC, Tensor, own_vc
+from ..core._modes import _anomaly, _grad_enabled, _inference
+from ..tensors import TENSOR_OPS, Device, Tensor
+from ..tensors._creation import tensor as _tensor
 from ..tensors._views import stale_view_requires_grad as _stale_view_rg
 
 __all__ = [
@@ -44,7 +48,6 @@ __all__ = [
     "record_multi",
     "as_tensor_arg",
     "same_device",
-    "call_node",
     "TENSOR_OPS",
 ]
 
@@ -52,7 +55,7 @@ __all__ = [
 class OpNode(Node):
     """Backward node of a built-in op (see NOTE [Operator rules])."""
 
-    __slots__ = ("attrs", "dev", "meta", "needs", "saved", "versions")
+    __slots__ = ("attrs", "dev", "meta", "needs", "numel", "saved", "versions")
 
     rule: Any = None
     #: saved inputs (Tensors) and outputs (SavedTensors): a tuple, the value
@@ -169,10 +172,8 @@ def as_tensor_arg(x: Any, like: Tensor | None = None) -> Tensor:
     """Turn an array or a nested sequence given to an op into a constant Tensor."""
     if isinstance(x, Tensor):
         return x
-    from ..tensors._creation import tensor
-
     dev = like._device if like is not None else None
-    return tensor(x, device=dev) if dev is not None else tensor(x)
+    return _tensor(x, device=dev) if dev is not None else _tensor(x)
 
 
 def same_device(a: Tensor, b: Tensor) -> Device:
@@ -285,9 +286,8 @@ def record(
     node.sequence_nr = next_sequence_nr()
     node.topological_nr = topo
     node._special = cls._always_special
-    if dev is not CPU or out.size >= _offload_min.get():
-        _mark_special(node, out, dev)
     node.dev = dev
+    node.numel = out.size
     node.attrs = attrs
     node.needs = needs
     node.meta = broadcast_meta(inputs, out) if bcast else None
@@ -322,7 +322,7 @@ def record(
         node.saved = ()
         node.versions = ()
     if _anomaly.get()[0]:
-        record_forward(node)
+        record_forward(node, running_node())
     return t
 
 
@@ -361,17 +361,6 @@ def _plain(out: Any, dev: Device) -> Tensor:
     return t
 
 
-def _mark_special(node: Node, out: Any, dev: Device) -> None:
-    """A non-cpu node goes to its device's queue, a heavy one to a thread.
-
-    Decided once, here: see NOTE [Kernel offload policy] in _offload.py and
-    NOTE [Device queues] in _scheduler.py.
-    """
-    node._special = True
-    if out.size >= _offload_min.get():
-        node._offload = True  # type: ignore[attr-defined]
-
-
 def record_multi(
     cls: type[OpNode],
     outs: Any,
@@ -408,9 +397,7 @@ def record_multi(
     node.attrs = attrs
     node.needs = tuple(e is not None for e in edges)
     node.meta = None
-    big = max(outs, key=lambda o: o.size) if outs else None
-    if big is not None and (big.size >= _offload_min.get() or dev.type != "cpu"):
-        _mark_special(node, big, dev)
+    node.numel = max((o.size for o in outs), default=0)
     for i, t in enumerate(ts):
         t._rg = True
         t._fn = node
@@ -418,7 +405,7 @@ def record_multi(
     node.saved = tuple(saved) if len(saved) != 1 else saved[0]
     node.versions = _versions(tuple(saved))
     if _anomaly.get()[0]:
-        record_forward(node)
+        record_forward(node, running_node())
     return ts
 
 
@@ -434,35 +421,6 @@ def broadcast_meta(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...] | None:
                     meta = [None] * len(inputs)
                 meta[i] = (d.shape, d.dtype)
     return tuple(meta) if meta is not None else None
-
-
-def call_node(node: Node, grads: tuple[Any, ...]) -> Any:
-    """``grad_fn(*grads)``: run a node directly on gradient Tensors."""
-    if len(grads) != node.num_outputs:
-        raise TypeError(
-            f"{node.name()} expected {node.num_outputs} arguments, got {len(grads)} instead"
-        )
-    create_graph = _grad_enabled.get()
-    raw = [g if create_graph or g is None else g.data for g in grads]
-    outs = node.apply(raw, create_graph)
-    from ..core._node_exec import to_tensor
-
-    dev = getattr(node, "dev", None)
-    res = tuple(
-        to_tensor(o, dev) if o is not None and not isinstance(o, Tensor) else o for o in outs
-    )
-    return res[0] if len(res) == 1 else res
-
-
-class _TensorOps:
-    """The ``F`` of rules under create_graph: differentiable aengine ops.
-
-    Filled by ``aengine.ops`` once every op is defined (same names as the
-    raw namespace in ``_raw.py``).
-    """
-
-
-TENSOR_OPS: Any = _TensorOps()
 
 
 def as_view(t: Tensor, base: Tensor, view_fn: Any, creation: str | None = None) -> Tensor:

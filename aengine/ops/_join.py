@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core._grad_mode import _grad_enabled
+from ..core._modes import _grad_enabled
 from ..tensors._tensor import Tensor
 from ._core import OpNode, as_view, node_class, record, record_multi, same_device
 from ._shape import _norm_dim

@@ -85,36 +85,3 @@ _T.expand_as = lambda self, other: _shape.expand(self, other.shape)
 _T.float = lambda self: _shape.to(self, dtype="float32")
 _T.double = lambda self: _shape.to(self, dtype="float64")
 _T.type_as = lambda self, other: _shape.to(self, dtype=other.dtype)
-
-
-async def _backward(
-    self: Tensor,
-    gradient: Any = None,
-    retain_graph: Any = None,
-    create_graph: bool = False,
-    inputs: Any = None,
-) -> None:
-    """Compute gradients of this tensor w.r.t. graph leaves (awaitable).
-
-    ``await loss.backward()``; for synchronous code use ``ae.sync.backward(loss)``.
-
-    Example::
-
-        >>> import aengine as ae, anyio
-        >>> x = ae.tensor(2.0, requires_grad=True)
-        >>> anyio.run((x * x).backward)
-        >>> x.grad.item()
-        4.0
-    """
-    from .._autograd import backward
-
-    await backward(
-        self,
-        None if gradient is None else gradient,
-        retain_graph=retain_graph,
-        create_graph=create_graph,
-        inputs=inputs,
-    )
-
-
-_T.backward = _backward

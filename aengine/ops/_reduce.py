@@ -13,6 +13,7 @@ import warnings
 from typing import Any, NamedTuple
 
 from ..core._errors import AutogradError
+from ..tensors._creation import ones
 from ..tensors._tensor import Tensor
 from ._arith import maximum, minimum, where
 from ._core import node_class, record, wrap
@@ -197,8 +198,6 @@ def _one_dim(dim: Any, ndim: int, name: str) -> int:
 # shifted slices, O(n log n), every step a differentiable op, so all orders
 # of derivative stay exact at zeros (PyTorch uses cumprod's own backward).
 def _ones(like: Tensor, shape: tuple[int, ...]) -> Tensor:
-    from ..tensors._creation import ones
-
     return ones(*shape, dtype=like.dtype, device=like.device)
 
 

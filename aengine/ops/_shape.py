@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..tensors._device import Device
+from ..tensors._dtype import as_dtype
 from ..tensors._tensor import Tensor
 from ._core import as_view, node_class, record, wrap
+from ._raw import sum_to_axes
 
 __all__ = [
     "reshape",
@@ -225,8 +227,6 @@ SumToBackward0 = node_class("SumToBackward0", lambda F, g, s, n: (F.broadcast_to
 
 def sum_to(x: Tensor, shape: Any) -> Tensor:
     """Sum ``x`` over broadcast dimensions so that it has ``shape``."""
-    from ._raw import sum_to_axes
-
     shp = tuple(int(s) for s in shape)
     if x.data.shape == shp:
         return x
@@ -265,8 +265,6 @@ def to(x: Tensor, device: Any = None, dtype: Any = None, *, copy: bool = False) 
 
     ``x.to("sim:0")``, ``x.to(dtype=ae.float32)``, ``x.to(ae.float32)``.
     """
-    from ..tensors._dtype import as_dtype
-
     if device is not None and not isinstance(device, (str, Device)):
         device, dtype = None, device
     dst = x._device if device is None else Device(device)

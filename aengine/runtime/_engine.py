@@ -2,15 +2,15 @@
 
 # NOTE [Device queues]
 # The CPU queue belongs to the graph task and is drained by the task that
-# awaits the backward (``_drivers.run_async``).  Every other device (``sim:N``,
+# awaits the backward (``run_async`` in _drivers.py).  Every other device (``sim:N``,
 # ``cuda:N``) has ONE queue per Engine, shared by all graph tasks, drained by
 # the device's worker tasks:
 #
-# * A node's device: an OpNode's ``dev``, an AccumulateGrad's variable's
-#   device, cpu for anything else (GraphRoot, custom Functions).  Non-cpu
-#   nodes are marked ``_special`` when recorded, so the hot loop of
-#   ``GraphTask.run`` hands them to ``GraphTask._slow`` which calls
-#   ``Scheduler.dispatch``; successors routed by ``GraphTask.route`` (the
+# * A node's device: ``node.dev`` (an op's result's device, an
+#   AccumulateGrad's variable's device), cpu when None (GraphRoot, custom
+#   Functions).  The hot loop of ``GraphTask.run`` hands every node off the
+#   Engine's ``home`` (cpu) to ``Engine.dispatch`` (NOTE [Where a node runs]
+#   in aengine/core/_graph_task.py); successors routed by ``GraphTask.route`` (the
 #   general path, and every node a device worker runs) go through
 #   ``GraphTask.push`` -> ``Scheduler.push``, which sends device nodes to their
 #   queue and cpu nodes to the owner's heap, waking the owner.  (A device node
@@ -22,8 +22,8 @@
 #   graph tasks with ready work take turns node by node (round robin), so a
 #   long backward never holds back short ones on the same device.
 # * A worker runs nodes until its time slice is over, then yields to the
-#   loop.  It runs a node with the owner's code: the fast path inline (apply,
-#   release, route) or ``_node_exec.evaluate_general`` for hooks, captures,
+#   loop.  It runs a node with the owner's code (``GraphTask.run_node``):
+#   inline (apply, release, route) or the general path for hooks, captures,
 #   accumulation, anomaly mode and offloaded kernels.  A worker that must
 #   wait inside a node (an offloaded kernel, an async hook, a nested
 #   backward) is replaced while it waits, so its queue keeps draining; the
@@ -40,23 +40,33 @@
 from __future__ import annotations
 
 import contextvars
-import heapq
-import itertools
 import os
+import sys
 import weakref
 from collections import deque
 from collections.abc import Callable
+from time import perf_counter
 from types import TracebackType
 from typing import Any
 
-from ..core._errors import ERR_BACKWARD_TWICE, AutogradError
-from ..core._graph import AccumulateGrad, Node
-from ..core._graph_task import GraphTask, _current
-from ..tensors._device import CPU, Device
+import anyio
+from anyio.lowlevel import RunVar, checkpoint
+
+from ..core import (
+    ERR_BACKWARD_TWICE,
+    AutogradError,
+    GraphTask,
+    Node,
+    ReadyQueue,
+)
+from ..core._graph_task import _current
+from ..core._modes import _grad_enabled
+from ..tensors import CPU, Device
+from ._loop import yield_slice
 from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, run_kernel
 from ._settings import (
     DEFAULT_REENTRANT_DEPTH_LIMIT,
-    _offload_min,
+    DEFAULT_TIME_SLICE,
     _reentrant_depth_limit,
     _reentrant_overflow,
     _time_slice,
@@ -66,7 +76,6 @@ __all__ = [
     "Engine",
     "NEED_ENGINE",
     "current_engine",
-    "current_worker",
     "node_device",
     "scheduler_for",
     "mark_released",
@@ -104,19 +113,10 @@ def current_engine() -> Engine | None:
     return _loop_engine()
 
 
-def current_worker() -> str | None:
-    """Name of the device worker running the current node (``'sim:0#0'``), None on the owner."""
-    return _worker_var.get()
-
-
 def node_device(node: Node) -> Device:
     """The device whose queue runs ``node`` (see NOTE [Device queues])."""
-    dev = getattr(node, "dev", None)
-    if dev is not None:
-        return dev  # type: ignore[no-any-return]
-    if type(node) is AccumulateGrad:
-        return node.variable._device  # type: ignore[no-any-return]
-    return CPU
+    dev = node.dev
+    return CPU if dev is None else dev  # type: ignore[no-any-return]
 
 
 # -- marking graphs freed by a failed backward -------------------------------------------------
@@ -156,7 +156,24 @@ def cancelled_graph_error(gt: GraphTask, exc: BaseException) -> BaseException | 
     return None
 
 
-# -- schedulers ---------------------------------------------------------------------------------
+# -- where a node runs ------------------------------------------------------------------------
+
+#: ``offload_min`` of a scheduler that never offloads
+NEVER = sys.maxsize
+
+
+def _loop_limiter() -> anyio.CapacityLimiter:
+    """The kernel-thread limiter of the running event loop (backwards without an Engine)."""
+    try:
+        return _LIMITER_VAR.get()
+    except LookupError:
+        lim = anyio.CapacityLimiter(_default_threads())
+        _LIMITER_VAR.set(lim)
+        return lim
+
+
+_LIMITER_VAR: RunVar[anyio.CapacityLimiter] = RunVar("aengine_cpu_limiter")
+_LOOP_ENGINE_VAR: RunVar[Engine | None] = RunVar("aengine_loop_engine", default=None)
 
 
 class _Lazy:
@@ -164,19 +181,24 @@ class _Lazy:
 
     The first non-cpu node makes ``dispatch`` return NEED_ENGINE: the driver
     then opens a short-lived Engine and continues inside it, so a cpu-only
-    graph never pays for task groups.
+    graph never pays for task groups.  Heavy kernels run in threads of the
+    loop's own limiter.
     """
 
     __slots__ = ()
-    offload = True
+    home = CPU
+    offload_min = DEFAULT_OFFLOAD_MIN_ELEMENTS
+
+    def node_hook(self) -> None:
+        return None
 
     def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        heapq.heappush(gt.heap, (-node.sequence_nr, gt._tie(), node, buffer))
+        gt.ready.push(node, buffer)
 
     def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
         if node_device(node) is CPU:
             return False
-        heapq.heappush(gt.heap, (-node.sequence_nr, gt._tie(), node, buffer))
+        gt.ready.push(node, buffer)
         return NEED_ENGINE
 
     def busy(self, gt: GraphTask) -> bool:
@@ -192,50 +214,24 @@ class _Lazy:
 LAZY = _Lazy()
 
 
-def _loop_limiter() -> Any:
-    from anyio import CapacityLimiter
-    from anyio.lowlevel import RunVar
-
-    global _LIMITER_VAR
-    if _LIMITER_VAR is None:
-        _LIMITER_VAR = RunVar("aengine_cpu_limiter")
-    try:
-        return _LIMITER_VAR.get()
-    except LookupError:
-        lim = CapacityLimiter(_default_threads())
-        _LIMITER_VAR.set(lim)
-        return lim
-
-
-_LIMITER_VAR: Any = None
-_LOOP_ENGINE_VAR: Any = None
-
-
 def _loop_engine() -> Engine | None:
-    if _LOOP_ENGINE_VAR is None:
-        return None
     try:
         eng = _LOOP_ENGINE_VAR.get()
-    except (LookupError, RuntimeError):
+    except RuntimeError:  # no event loop
         return None
     if eng is None or eng._closed:
         return None
-    return eng  # type: ignore[no-any-return]
+    return eng
 
 
 def _default_threads() -> int:
     return max(2, os.cpu_count() or 2)
 
 
-def scheduler_for(gt: GraphTask) -> Any:
+def scheduler_for(gt: GraphTask) -> Engine | _Lazy:
     """The scheduler an async backward uses: the current Engine, else the lazy one."""
     eng = current_engine()
-    if eng is None:
-        return LAZY
-    if eng.on_node is not None and gt.node_hook is None:
-        on_node = eng.on_node
-        gt.node_hook = lambda node: on_node(node, _worker_var.get() or "owner")
-    return eng
+    return LAZY if eng is None else eng
 
 
 class _DeviceQueue:
@@ -245,10 +241,10 @@ class _DeviceQueue:
         "blocked",
         "dev",
         "event",
-        "heaps",
         "latency",
         "limiter",
         "names",
+        "queues",
         "rr",
         "select",
         "target",
@@ -256,18 +252,17 @@ class _DeviceQueue:
     )
 
     def __init__(self, dev: Device, target: int, threads: int, latency: float) -> None:
-        from anyio import CapacityLimiter
-
         self.dev = dev
-        self.heaps: dict[GraphTask, list[Any]] = {}
+        #: one ReadyQueue per graph task with ready nodes here, served in turn
+        self.queues: dict[GraphTask, ReadyQueue] = {}
         self.rr: deque[GraphTask] = deque()
-        self.event: Any = None
+        self.event: anyio.Event | None = None
         self.workers = 0
         self.blocked = 0
         self.target = target
-        self.limiter = CapacityLimiter(threads)
+        self.limiter = anyio.CapacityLimiter(threads)
         self.latency = latency
-        self.names = itertools.count()
+        self.names = iter(range(sys.maxsize))
         self.select: Callable[[], Any] | None = None
         if dev.type == "cuda":
             select = getattr(dev.backend, "device_context", None)
@@ -276,11 +271,11 @@ class _DeviceQueue:
                 self.select = lambda: select(index)
 
     def put(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        h = self.heaps.get(gt)
-        if h is None:
-            h = self.heaps[gt] = []
+        q = self.queues.get(gt)
+        if q is None:
+            q = self.queues[gt] = ReadyQueue()
             self.rr.append(gt)
-        heapq.heappush(h, (-node.sequence_nr, gt._tie(), node, buffer))
+        q.push(node, buffer)
         ev = self.event
         if ev is not None:
             self.event = None
@@ -288,20 +283,20 @@ class _DeviceQueue:
 
     def take(self) -> tuple[GraphTask, Node, list[Any]]:
         gt = self.rr.popleft()
-        h = self.heaps[gt]
-        _, _, node, buffer = heapq.heappop(h)
-        if h:
+        q = self.queues[gt]
+        node, buffer = q.pop()
+        if len(q):
             self.rr.append(gt)
         else:
-            del self.heaps[gt]
+            del self.queues[gt]
         return gt, node, buffer
 
     def discard(self, gt: GraphTask) -> int:
-        h = self.heaps.pop(gt, None)
-        if h is None:
+        q = self.queues.pop(gt, None)
+        if q is None:
             return 0
         self.rr.remove(gt)
-        return len(h)
+        return len(q)
 
 
 class Engine:
@@ -320,7 +315,7 @@ class Engine:
     Settings:
 
     * ``time_slice``: seconds a backward or a worker runs before it yields to
-      the event loop (default ``ae._drivers.DEFAULT_TIME_SLICE``, 1 ms).
+      the event loop (default ``DEFAULT_TIME_SLICE``, 1 ms).
     * ``offload``: run heavy kernels in worker threads (default True);
       ``offload_threshold``: result size in elements from which a node
       recorded inside the block counts as heavy (NOTE [Kernel offload policy]);
@@ -375,8 +370,6 @@ class Engine:
         on_node: Callable[[Node, str], Any] | None = None,
         _ephemeral: bool = False,
     ) -> None:
-        from ._drivers import DEFAULT_TIME_SLICE
-
         if time_slice is None:
             time_slice = DEFAULT_TIME_SLICE
         if not time_slice > 0:
@@ -402,6 +395,9 @@ class Engine:
         self.time_slice = float(time_slice)
         self.offload = bool(offload)
         self.offload_threshold = int(offload_threshold)
+        #: the Scheduler protocol's facts (NOTE [The scheduler protocol])
+        self.home = CPU
+        self.offload_min = self.offload_threshold if self.offload else NEVER
         self.offload_threads = offload_threads or _default_threads()
         self.reentrant_depth_limit = int(reentrant_depth_limit)
         self.workers_per_device = int(workers_per_device)
@@ -410,8 +406,8 @@ class Engine:
         self._ephemeral = _ephemeral
         self._queues: dict[Device, _DeviceQueue] = {}
         self._inflight: dict[GraphTask, int] = {}
-        self._waiters: dict[GraphTask, Any] = {}
-        self._cpu_limiter: Any = None
+        self._waiters: dict[GraphTask, anyio.Event] = {}
+        self._cpu_limiter: anyio.CapacityLimiter | None = None
         self._tg: Any = None
         self._tokens: list[Any] = []
         self._ctx = contextvars.Context()
@@ -429,8 +425,6 @@ class Engine:
 
     # -- lifetime -----------------------------------------------------------------------------
     async def __aenter__(self) -> Engine:
-        import anyio
-
         if self._entered:
             raise RuntimeError("an Engine can be entered only once; create a new ae.Engine()")
         self._entered = True
@@ -441,7 +435,6 @@ class Engine:
         self._tokens = [
             (_engine_var, _engine_var.set(self)),
             (_time_slice, _time_slice.set(self.time_slice)),
-            (_offload_min, _offload_min.set(self.offload_threshold)),
             (_reentrant_depth_limit, _reentrant_depth_limit.set(self.reentrant_depth_limit)),
             (_reentrant_overflow, _reentrant_overflow.set(self.reentrant_overflow)),
         ]
@@ -449,11 +442,6 @@ class Engine:
         # whichever backward first used a device (its graph task, modes...)
         self._ctx = contextvars.copy_context()
         if not self._ephemeral:
-            global _LOOP_ENGINE_VAR
-            from anyio.lowlevel import RunVar
-
-            if _LOOP_ENGINE_VAR is None:
-                _LOOP_ENGINE_VAR = RunVar("aengine_loop_engine", default=None)
             if _loop_engine() is None:
                 _LOOP_ENGINE_VAR.set(self)
         return self
@@ -468,16 +456,18 @@ class Engine:
         for var, token in reversed(self._tokens):
             var.reset(token)
         self._tokens = []
-        if _LOOP_ENGINE_VAR is not None and _loop_engine() is self:
+        if _loop_engine() is self:
             _LOOP_ENGINE_VAR.set(None)
         # Backwards still waiting on our workers cannot finish: fail them.
         for gt in list(self._inflight):
-            if gt.error is None:
-                gt.error = AutogradError(
+            gt.fail(
+                None,
+                AutogradError(
                     "the ae.Engine serving this backward was closed while it ran; keep the "
                     "`async with ae.Engine()` block open until every backward started in it "
                     "has finished"
-                )
+                ),
+            )
             self._wake(gt)
         tg = self._tg
         self._tg = None
@@ -492,21 +482,27 @@ class Engine:
                 raise
         return False
 
-    # -- the scheduler interface used by GraphTask and the drivers -----------------------------
+    # -- the Scheduler protocol (aengine.core) and the drivers' calls ---------------------------
+    def node_hook(self) -> Callable[[Node], None] | None:
+        """The ``on_node`` debug callable as a graph task's node hook, or None."""
+        on_node = self.on_node
+        if on_node is None:
+            return None
+        return lambda node: on_node(node, _worker_var.get() or "owner")
+
     def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        """Queue a node that became ready (``GraphTask.push``)."""
+        """Queue a node that became ready on the general path."""
         if gt.error is not None or gt.done:
             return
-        if node._special:
-            dev = node_device(node)
-            if dev is not CPU:
-                self._put(gt, node, buffer, dev)
-                return
-        heapq.heappush(gt.heap, (-node.sequence_nr, gt._tie(), node, buffer))
+        dev = node.dev
+        if dev is not None and dev is not CPU:
+            self._put(gt, node, buffer, dev)
+            return
+        gt.ready.push(node, buffer)
         self._wake(gt)
 
     def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
-        """Send a node popped by the owner to its device queue; False if it is cpu's."""
+        """Send a node that left the owner's hot loop to its device queue; False if cpu's."""
         dev = node_device(node)
         if dev is CPU:
             return False
@@ -519,8 +515,6 @@ class Engine:
 
     async def wait(self, gt: GraphTask) -> None:
         """Wait (owner) until a device worker queued a cpu node or finished."""
-        import anyio
-
         ev = anyio.Event()
         self._waiters[gt] = ev
         try:
@@ -543,9 +537,7 @@ class Engine:
         if dev is CPU:
             lim = self._cpu_limiter
             if lim is None:
-                from anyio import CapacityLimiter
-
-                lim = self._cpu_limiter = CapacityLimiter(self.offload_threads)
+                lim = self._cpu_limiter = anyio.CapacityLimiter(self.offload_threads)
             return await run_kernel(node, inputs, gt.create_graph, lim)
         q = self._queue(dev)
         return await run_kernel(node, inputs, gt.create_graph, q.limiter, q.select)
@@ -592,15 +584,7 @@ class Engine:
         self._ctx.run(self._tg.start_soon, self._worker, q, name, name=f"aengine-worker-{name}")
 
     async def _worker(self, q: _DeviceQueue, name: str) -> None:
-        import anyio
-        from anyio.lowlevel import checkpoint
-
-        from ..core._grad_mode import _grad_enabled
-        from ..core._node_exec import evaluate_general
-        from ._drivers import yield_slice
-
         _worker_var.set(name)
-        perf = _perf()
         try:
             while True:
                 if not q.rr:
@@ -611,7 +595,7 @@ class Engine:
                         ev = q.event = anyio.Event()
                     await ev.wait()
                     continue
-                deadline = perf() + self.time_slice
+                deadline = perf_counter() + self.time_slice
                 while q.rr:
                     gt, node, buffer = q.take()
                     if gt.error is not None or gt.done:
@@ -622,29 +606,8 @@ class Engine:
                         if gt.error is not None or gt.done:
                             self._done(gt)
                             continue
-                    t1 = _current.set(gt)
-                    t2 = _grad_enabled.set(gt.create_graph)
-                    try:
-                        if q.select is None:
-                            step = self._run_node(gt, node, buffer, evaluate_general)
-                        else:
-                            with q.select():  # cuda: this device, in this thread
-                                step = self._run_node(gt, node, buffer, evaluate_general)
-                        if step is not None:
-                            q.blocked += 1
-                            if q.workers - q.blocked < q.target:
-                                self._spawn(q)
-                            try:
-                                await step
-                            except Exception:
-                                pass  # recorded on gt by evaluate_general
-                            finally:
-                                q.blocked -= 1
-                    finally:
-                        _grad_enabled.reset(t2)
-                        _current.reset(t1)
-                        self._done(gt)
-                    if perf() > deadline:
+                    await self._run(q, gt, node, buffer)
+                    if perf_counter() > deadline:
                         break
                 if q.rr:  # the slice is over: NOTE [Yielding a time slice]
                     await yield_slice()
@@ -653,28 +616,28 @@ class Engine:
         finally:
             q.workers -= 1
 
-    @staticmethod
-    def _run_node(gt: GraphTask, node: Node, buffer: list[Any], evaluate_general: Any) -> Any:
-        """Run one node as the owner would: None when finished, else a coroutine."""
+    async def _run(self, q: _DeviceQueue, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
+        """Run one node of ``gt`` on this worker, as the owner would."""
+        t1 = _current.set(gt)
+        t2 = _grad_enabled.set(gt.create_graph)
         try:
-            if (
-                gt.needed is not None
-                or gt.anomaly
-                or gt.node_hook is not None
-                or node._always_special
-                or node._is_async
-                or node._has_hooks()
-                or getattr(node, "_offload", False)
-            ):
-                return evaluate_general(gt, node, buffer)
-            outs = node.evaluate(buffer, gt.create_graph, not gt.keep_graph)
-            gt.route(node, outs)
-        except Exception as exc:
-            gt._fail(node, exc)
-        return None
-
-
-def _perf() -> Callable[[], float]:
-    from time import perf_counter
-
-    return perf_counter
+            if q.select is None:
+                step = gt.run_node(node, buffer)
+            else:
+                with q.select():  # cuda: this device, in this thread
+                    step = gt.run_node(node, buffer)
+            if step is not None:
+                # a worker that waits inside a node is replaced meanwhile
+                q.blocked += 1
+                if q.workers - q.blocked < q.target:
+                    self._spawn(q)
+                try:
+                    await step
+                except Exception:
+                    pass  # recorded on gt (GraphTask.fail)
+                finally:
+                    q.blocked -= 1
+        finally:
+            _grad_enabled.reset(t2)
+            _current.reset(t1)
+            self._done(gt)

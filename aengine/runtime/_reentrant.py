@@ -2,7 +2,7 @@
 
 A backward function or a hook may itself call ``ae.sync.backward/grad`` or
 ``await ae.backward/grad``.  The new graph task gets ``depth = parent depth +
-1`` (``_api._new_graph_task``) and its own CPU queue, and the caller runs it
+1`` (``new_graph_task`` in aengine/_autograd.py) and its own CPU queue, and the caller runs it
 to completion before its node returns, so every nested graph task finishes
 before any other pending node of the outer one runs (PyTorch's
 ``test_reentrant_priority``).
@@ -41,11 +41,7 @@ before any other pending node of the outer one runs (PyTorch's
 #   backward.  This makes one ``async def backward`` usable from both APIs.
 #
 # Every graph task that nests (parent = the running graph task) is registered
-# in ``parent.children``; ``GraphTask._fail`` stops them when the parent fails.
-#
-# A thread-with-its-own-event-loop hop is not used for async calls: a fresh
-# task already bounds the stack, and user code awaiting objects of the outer
-# loop (events, locks, streams) would break on another loop.
+# with ``parent.adopt``; ``GraphTask.fail`` stops them when the parent fails.
 """
 
 from __future__ import annotations
@@ -55,12 +51,15 @@ import sys
 import threading
 from typing import Any
 
-from ..core._errors import AutogradError
-from ..core._graph_task import GraphTask, current_graph_task
+import anyio
+import sniffio
+
+from ..core import AutogradError, GraphTask, current_graph_task
 from ._drivers import run_async, run_sync
+from ._engine import _engine_var
 from ._settings import reentrant_depth_limit, reentrant_overflow
 
-__all__ = ["drive_sync_entry", "drive_async_entry", "stack_depth"]
+__all__ = ["drive_sync_entry", "drive_async_entry"]
 
 #: graph tasks nested on the current stack (this thread, this task)
 _stack: contextvars.ContextVar[int] = contextvars.ContextVar("aengine_stack", default=0)
@@ -72,11 +71,6 @@ _sync_driven: contextvars.ContextVar[bool] = contextvars.ContextVar(
 #: a nested sync call hops to a thread when the stack is deeper than this
 #: share of the recursion limit, whatever the depth count says
 _STACK_SHARE = 0.5
-
-
-def stack_depth() -> int:
-    """How many graph tasks are nested on the current stack (0 outside backward)."""
-    return _stack.get()
 
 
 def _frames_deep(limit: int) -> bool:
@@ -96,7 +90,7 @@ def drive_sync_entry(gt: GraphTask) -> None:
     if parent is None:
         _run_sync_here(gt)
         return
-    _adopt(parent, gt)
+    parent.adopt(gt)
     try:
         limit = int(sys.getrecursionlimit() * _STACK_SHARE)
         if _stack.get() >= reentrant_depth_limit() or _frames_deep(limit):
@@ -104,7 +98,7 @@ def drive_sync_entry(gt: GraphTask) -> None:
         else:
             _run_sync_here(gt)
     finally:
-        _disown(parent, gt)
+        parent.disown(gt)
 
 
 def _run_sync_here(gt: GraphTask) -> None:
@@ -115,21 +109,6 @@ def _run_sync_here(gt: GraphTask) -> None:
     finally:
         _sync_driven.reset(t2)
         _stack.reset(t1)
-
-
-def _adopt(parent: GraphTask, gt: GraphTask) -> None:
-    """Register a nested graph task: the parent's failure stops it (GraphTask._fail)."""
-    if parent.children is None:
-        parent.children = []
-    parent.children.append(gt)
-    if parent.error is not None:
-        gt._fail(None, parent.error)
-
-
-def _disown(parent: GraphTask, gt: GraphTask) -> None:
-    children = parent.children
-    if children is not None and gt in children:
-        children.remove(gt)
 
 
 def _run_in_thread(gt: GraphTask) -> None:
@@ -150,7 +129,7 @@ def _run_in_thread(gt: GraphTask) -> None:
     try:
         thread.join()
     except BaseException as exc:  # KeyboardInterrupt: stop the nested task, leave no thread
-        gt._fail(None, exc)
+        gt.fail(None, exc)
         thread.join()
         raise
     _raise_first(failure)
@@ -182,7 +161,7 @@ async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
     if _sync_driven.get():
         drive_sync_entry(gt)  # see NOTE [Reentrant stacks]: must not suspend
         return
-    _adopt(parent, gt)
+    parent.adopt(gt)
     try:
         n = _stack.get()
         limit = int(sys.getrecursionlimit() * _STACK_SHARE)
@@ -198,7 +177,7 @@ async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
             finally:
                 _stack.reset(t1)
     finally:
-        _disown(parent, gt)
+        parent.disown(gt)
 
 
 async def _run_in_thread_loop(gt: GraphTask, time_slice: float) -> None:
@@ -211,16 +190,11 @@ async def _run_in_thread_loop(gt: GraphTask, time_slice: float) -> None:
     the caller stops the nested graph task (it sees the error within 4
     nodes) and waits for the thread, so no thread is left behind.
     """
-    import anyio
-    import sniffio
-
     backend = sniffio.current_async_library()
     failure: list[BaseException] = []
 
     def body() -> None:
         async def main() -> None:
-            from ._engine import _engine_var
-
             _engine_var.set(None)
             _stack.set(1)
             _sync_driven.set(False)
@@ -241,7 +215,7 @@ async def _run_in_thread_loop(gt: GraphTask, time_slice: float) -> None:
         except anyio.get_cancelled_exc_class():
             if not finished:  # the caller was cancelled: stop the nested loop
                 cancelled = True
-                gt._fail(None, AutogradError("the caller of this nested backward was cancelled"))
+                gt.fail(None, AutogradError("the caller of this nested backward was cancelled"))
             raise
 
     async with anyio.create_task_group() as tg:
@@ -260,8 +234,6 @@ async def _run_in_thread_loop(gt: GraphTask, time_slice: float) -> None:
 
 
 async def _run_in_new_task(gt: GraphTask, time_slice: float) -> None:
-    import anyio
-
     failure: list[BaseException] = []
 
     async def child() -> None:

@@ -1,22 +1,22 @@
-"""Engine settings visible to the current task (filled in by ``ae.Engine``)."""
+"""Engine settings visible to the current task (set by ``ae.Engine``), and their defaults."""
 
 from __future__ import annotations
 
 import contextvars
 
-from ._drivers import DEFAULT_TIME_SLICE
-from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
-
 __all__ = [
-    "time_slice",
+    "DEFAULT_REENTRANT_DEPTH_LIMIT",
+    "DEFAULT_TIME_SLICE",
     "reentrant_depth_limit",
     "reentrant_overflow",
-    "offload_threshold",
-    "DEFAULT_REENTRANT_DEPTH_LIMIT",
+    "time_slice",
 ]
 
-#: graph tasks nested on one stack before a nested sync backward moves to a new
-#: thread (PyTorch's MAX_DEPTH); see NOTE [Reentrant stacks] in _reentrant.py
+#: seconds a backward runs before it lets other tasks of the event loop run
+DEFAULT_TIME_SLICE = 0.001
+
+#: graph tasks nested on one stack before a nested backward moves off it
+#: (PyTorch's MAX_DEPTH); see NOTE [Reentrant stacks] in _reentrant.py
 DEFAULT_REENTRANT_DEPTH_LIMIT = 60
 
 _time_slice: contextvars.ContextVar[float] = contextvars.ContextVar(
@@ -35,7 +35,7 @@ _reentrant_depth_limit: contextvars.ContextVar[int] = contextvars.ContextVar(
 
 
 def reentrant_depth_limit() -> int:
-    """Graph tasks nested on one stack before a nested sync backward gets a new thread."""
+    """Graph tasks nested on one stack before a nested backward moves off it."""
     return _reentrant_depth_limit.get()
 
 
@@ -52,17 +52,3 @@ def reentrant_overflow() -> str:
     [Reentrant stacks] in _reentrant.py.
     """
     return _reentrant_overflow.get()
-
-
-_offload_min: contextvars.ContextVar[int] = contextvars.ContextVar(
-    "aengine_offload_min", default=DEFAULT_OFFLOAD_MIN_ELEMENTS
-)
-
-
-def offload_threshold() -> int:
-    """Result size (elements) from which an op recorded now runs its backward in a thread.
-
-    See NOTE [Kernel offload policy] in _offload.py; ``ae.Engine(offload_threshold=...)``
-    sets it for the code inside the Engine.
-    """
-    return _offload_min.get()

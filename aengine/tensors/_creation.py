@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core._grad_mode import _inference
+from ..core._modes import _inference
 from ._device import CPU, Device
 from ._dtype import as_dtype
-from ._tensor import Tensor
+from ._tensor import Tensor, _to_array
 
 __all__ = [
     "tensor",
@@ -31,41 +31,6 @@ __all__ = [
     "Generator",
     "default_generator",
 ]
-
-
-def _to_array(data: Any, dtype: Any, dev: Device, copy: bool = True) -> Any:
-    backend = dev.backend
-    if isinstance(data, Tensor):
-        src = data._device.backend
-        arr = data.data if src is backend else backend.from_numpy(src.to_numpy(data.data))
-    elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in _flat(data)):
-        arr = backend.asarray(_unwrap(data))
-    else:
-        arr = data
-    xp = backend.xp
-    if copy:
-        out = xp.array(arr, dtype=dtype, copy=True)
-    else:
-        out = backend.asarray(arr, dtype=dtype)
-    if out.dtype.kind == "O":
-        raise TypeError(f"could not make a tensor from {type(data).__name__}: not numeric data")
-    return out
-
-
-def _flat(data: Any) -> Any:
-    for d in data:
-        if isinstance(d, (list, tuple)):
-            yield from _flat(d)
-        else:
-            yield d
-
-
-def _unwrap(data: Any) -> Any:
-    if isinstance(data, Tensor):
-        return data.detach().tolist()
-    if isinstance(data, (list, tuple)):
-        return [_unwrap(d) for d in data]
-    return data
 
 
 def _finish(data: Any, dev: Device, requires_grad: bool) -> Tensor:

@@ -83,10 +83,6 @@ class Device:
             self._array_type = backend.array_types[0]
         return backend
 
-    @property
-    def is_cpu(self) -> bool:
-        return self.type == "cpu"
-
     def __str__(self) -> str:
         return self._str
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core import TensorBase
+
 __all__ = [
     "float16",
     "float32",
@@ -59,10 +61,8 @@ def result_dtype(a: Any, b: Any) -> Any:
     category, and a Python scalar only lifts the category (a float scalar
     times an int tensor gives the default float dtype).
     """
-    from ._tensor import Tensor
-
-    if isinstance(a, Tensor):
-        if isinstance(b, Tensor):
+    if isinstance(a, TensorBase):
+        if isinstance(b, TensorBase):
             da, db = a.data.dtype, b.data.dtype
             if da == db:
                 return da

@@ -22,10 +22,22 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core._errors import AutogradError
-from ..core._graph import ZERO_VC, AccumulateGrad, Node, RemovableHandle, _add_hook, own_vc
+from ..core import (
+    ZERO_VC,
+    AccumulateGrad,
+    AutogradError,
+    Node,
+    RemovableHandle,
+    TensorBase,
+    bind_tensor_type,
+    describe,
+    own_vc,
+)
+from ..core._graph import _add_hook
 from ._device import CPU, Device
 from ._dtype import is_floating
+from ._fields import TensorFields
+from ._views import refresh_view_grad_fn
 
 __all__ = ["Tensor", "describe", "own_vc", "ZERO_VC"]
 
@@ -40,20 +52,42 @@ _NONLEAF_GRAD_WARNING = (
 )
 
 
-def _refresh_view(t: Tensor) -> None:
-    """Rebuild a stale view's grad_fn; rebound to ``_inplace.refresh_view_grad_fn`` on import."""
-    from ._views import refresh_view_grad_fn
+def _to_array(data: Any, dtype: Any, dev: Device, copy: bool = True) -> Any:
+    backend = dev.backend
+    if isinstance(data, Tensor):
+        src = data._device.backend
+        arr = data.data if src is backend else backend.from_numpy(src.to_numpy(data.data))
+    elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in _flat(data)):
+        arr = backend.asarray(_unwrap(data))
+    else:
+        arr = data
+    xp = backend.xp
+    if copy:
+        out = xp.array(arr, dtype=dtype, copy=True)
+    else:
+        out = backend.asarray(arr, dtype=dtype)
+    if out.dtype.kind == "O":
+        raise TypeError(f"could not make a tensor from {type(data).__name__}: not numeric data")
+    return out
 
-    refresh_view_grad_fn(t)
+
+def _flat(data: Any) -> Any:
+    for d in data:
+        if isinstance(d, (list, tuple)):
+            yield from _flat(d)
+        else:
+            yield d
 
 
-def describe(array: Any) -> str:
-    """``float32 tensor [2, 3]``: a tensor's dtype and shape, for messages."""
-    shape = ", ".join(str(s) for s in array.shape)
-    return f"{array.dtype} tensor [{shape}]"
+def _unwrap(data: Any) -> Any:
+    if isinstance(data, Tensor):
+        return data.detach().tolist()
+    if isinstance(data, (list, tuple)):
+        return [_unwrap(d) for d in data]
+    return data
 
 
-class Tensor:
+class Tensor(TensorFields):
     """An n-dimensional array that records operations for autograd.
 
     Create tensors with :func:`aengine.tensor` and friends; operations on
@@ -70,36 +104,14 @@ class Tensor:
         [2.0, 4.0]
     """
 
-    # See NOTE [Hot and cold fields] in _graph.py: the fields every tensor
-    # needs are slots, the others default at class level and live in the
-    # instance __dict__ only once set.
-    __slots__ = (
-        "__dict__",
-        "__weakref__",
-        "_device",
-        "_fn",
-        "_rg",
-        "_vc",
-        "data",
-        "output_nr",
-    )
+    __slots__ = ()
 
-    _grad: Tensor | None = None
-    _base: Tensor | None = None
-    _view_fn: Any = None
-    _acc: Any = None
-    _hooks: dict[int, Any] | None = None
-    _post_acc_hooks: dict[int, Any] | None = None
-    _retains: bool = False
-    _inference: bool = False
-    _view_meta: Any = None
-    _creation: str | None = None
+    _grad: Tensor | None
+    _base: Tensor | None
 
     __array_priority__ = 1000  # numpy defers binary operators to Tensor
 
     def __init__(self, data: Any, *, requires_grad: bool = False, device: Any = None) -> None:
-        from ._creation import _to_array
-
         dev = CPU if device is None else Device(device)
         self.data = _to_array(data, None, dev)
         self._init_fields(dev)
@@ -222,7 +234,7 @@ class Tensor:
     def grad_fn(self) -> Node | None:
         """The node that created this tensor (None for leaves)."""
         if self._view_meta is not None:
-            _refresh_view(self)
+            refresh_view_grad_fn(self)
         return self._fn
 
     @property
@@ -284,10 +296,7 @@ class Tensor:
         if fn is None or self._retains:
             return
         self._retains = True
-        if fn._retains_grad is None:
-            fn._retains_grad = {}
-        fn._retains_grad[self.output_nr] = weakref.ref(self)
-        fn._special = True
+        fn._retain_output(self.output_nr, self)
 
     @property
     def _version(self) -> int:
@@ -568,3 +577,6 @@ class Tensor:
         def T(self) -> Tensor: ...
         @property
         def mT(self) -> Tensor: ...
+
+
+bind_tensor_type(Tensor, CPU)  # NOTE [The core and the Tensor]

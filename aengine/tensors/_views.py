@@ -30,13 +30,15 @@
 
 from __future__ import annotations
 
-import weakref
-from typing import Any
+from typing import Any, TypeVar
 
-from ..core._errors import AutogradError
-from ..core._grad_mode import _grad_enabled, _inference
-from ..core._graph import Node, gradient_edge
-from ._tensor import Tensor, own_vc
+from ..core import AutogradError, Node, gradient_edge, own_vc
+from ..core._graph import new_tensor
+from ..core._modes import _grad_enabled, _inference
+from ._fields import TensorFields
+from ._tensor_ops import TENSOR_OPS
+
+T = TypeVar("T", bound=TensorFields)
 
 __all__ = [
     "CopySlices",
@@ -68,7 +70,7 @@ _CLARIFY = (
 )
 
 
-def _view_error(t: Tensor, indirect: bool) -> str:
+def _view_error(t: TensorFields, indirect: bool) -> str:
     """PyTorch's message for modifying a view whose ``_creation`` forbids it."""
     creation = t._creation or ""
     modified = "its base or another view of its base has been" if indirect else "is being"
@@ -91,7 +93,7 @@ def _view_error(t: Tensor, indirect: bool) -> str:
     )
 
 
-def check_inplace(t: Tensor, *others: Any) -> bool:
+def check_inplace(t: TensorFields, *others: Any) -> bool:
     """Raise if ``t`` may not be modified in place; return whether to record history.
 
     History is recorded when grad mode is on and ``t`` (or the base of the
@@ -109,7 +111,7 @@ def check_inplace(t: Tensor, *others: Any) -> bool:
     rg = t._rg or (is_view and base._rg)  # type: ignore[union-attr]
     if not rg:
         for o in others:
-            if o.__class__ is Tensor and o._rg:
+            if isinstance(o, TensorFields) and o._rg:
                 rg = True
                 break
         if not rg:
@@ -125,14 +127,14 @@ def check_inplace(t: Tensor, *others: Any) -> bool:
     return True
 
 
-def snapshot(t: Tensor, copy: bool) -> Tensor:
+def snapshot(t: T, copy: bool) -> T:
     """A stand-in for the value of ``t`` before an in-place op, carrying its history.
 
     With ``copy`` the data is copied (the op's rule needs the old value);
     otherwise it is shared and must not be read by the rule.  The stand-in
     has a version counter of its own, so saving it never trips the check.
     """
-    s = Tensor._make(t.data.copy() if copy else t.data, False, t._device)
+    s = new_tensor(t.data.copy() if copy else t.data, t._device)
     fn = t.grad_fn
     if fn is not None:
         s._rg = True
@@ -141,7 +143,7 @@ def snapshot(t: Tensor, copy: bool) -> Tensor:
     return s
 
 
-def commit_inplace(t: Tensor, r: Tensor | None) -> Tensor:
+def commit_inplace(t: T, r: TensorFields | None) -> T:
     """Bump ``t``'s version; with a recorded result ``r``, make its node ``t``'s history.
 
     ``r`` is what ``record`` returned for the op on ``snapshot(t)``, with
@@ -164,7 +166,7 @@ def commit_inplace(t: Tensor, r: Tensor | None) -> Tensor:
     return t
 
 
-def _rebase_history(t: Tensor, node: Node) -> None:
+def _rebase_history(t: TensorFields, node: Node) -> None:
     base = t._base
     if base is not None and t._view_meta is not None:
         cs = CopySlices(base, t._view_fn, node)
@@ -184,17 +186,14 @@ def _rebase_history(t: Tensor, node: Node) -> None:
         _move_retains(t, old, old_nr, node)
 
 
-def _move_retains(t: Tensor, old: Node | None, old_nr: int, new: Node) -> None:
+def _move_retains(t: TensorFields, old: Node | None, old_nr: int, new: Node) -> None:
     """retain_grad follows the tensor to its new grad_fn (PyTorch's update_tensor_hooks)."""
-    if old is not None and old._retains_grad:
-        old._retains_grad.pop(old_nr, None)
-    if new._retains_grad is None:
-        new._retains_grad = {}
-    new._retains_grad[t.output_nr] = weakref.ref(t)
-    new._special = True
+    if old is not None:
+        old._forget_output(old_nr)
+    new._retain_output(t.output_nr, t)
 
 
-def refresh_view_grad_fn(t: Tensor) -> None:
+def refresh_view_grad_fn(t: TensorFields) -> None:
     """Rebuild the grad_fn of view ``t`` from its base if the version moved since.
 
     Called by ``Tensor.grad_fn`` for views (``_view_meta`` holds the version
@@ -208,8 +207,6 @@ def refresh_view_grad_fn(t: Tensor) -> None:
         return
     if t._creation is not None:
         raise AutogradError(_view_error(t, True))
-    from ..ops._core import TENSOR_OPS
-
     token = _grad_enabled.set(True)
     try:
         fresh = t._view_fn(TENSOR_OPS, base)
@@ -224,7 +221,7 @@ def refresh_view_grad_fn(t: Tensor) -> None:
         _move_retains(t, old, old_nr, t._fn)
 
 
-def stale_view_requires_grad(t: Tensor) -> bool:
+def stale_view_requires_grad(t: TensorFields) -> bool:
     """For ``record``: whether a view that does not require grad now does.
 
     A view made while its base did not require grad goes stale when an
@@ -251,7 +248,7 @@ class CopySlices(Node):
 
     __slots__ = ("base_shape", "dev", "fn", "out_devs", "pos", "view_fn")
 
-    def __init__(self, base: Tensor, view_fn: Any, fn: Node) -> None:
+    def __init__(self, base: TensorFields, view_fn: Any, fn: Node) -> None:
         first = gradient_edge(base) if base._rg else None
         super().__init__((first, *fn.next_edges[1:]))
         self.fn = fn
@@ -279,8 +276,7 @@ class CopySlices(Node):
             return (None,) * len(self.next_nodes)
         raw = self.dev._backend.raw
         if create_graph:
-            from ..ops._core import TENSOR_OPS as F
-
+            F = TENSOR_OPS
             res = self.fn.apply([self.view_fn(F, g)], True)
             out0 = None
             if self.next_nodes[0] is not None:
@@ -309,14 +305,3 @@ class CopySlices(Node):
 
     def release_variables(self) -> None:
         self.fn.release_variables()
-
-
-def _install() -> None:
-    # Tensor.grad_fn calls _tensor._refresh_view for views: bind it directly
-    # (a function-level import on every access of a view's grad_fn is slow).
-    from . import _tensor
-
-    _tensor._refresh_view = refresh_view_grad_fn
-
-
-_install()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -27,6 +28,9 @@ __all__ = [
     "inference_mode",
     "is_grad_enabled",
     "is_inference_mode_enabled",
+    "detect_anomaly",
+    "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -385,3 +389,57 @@ class inference_mode(_Mode):
 
     def __call__(self, func: F) -> F:
         return _decorate(self, func)
+
+
+# -- anomaly mode ------------------------------------------------------------------------
+
+_anomaly: contextvars.ContextVar[tuple[bool, bool]] = contextvars.ContextVar(
+    "aengine_anomaly", default=(False, False)
+)
+
+
+def is_anomaly_enabled() -> bool:
+    """Whether anomaly detection is on in the current task."""
+    return _anomaly.get()[0]
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    """Whether anomaly detection checks for NaN in the current task."""
+    return _anomaly.get()[1]
+
+
+class detect_anomaly(_Mode):
+    """Context manager and decorator turning anomaly detection on.
+
+    Nodes record the forward traceback that created them; a backward error
+    is reported with that traceback, and (with ``check_nan``) a node that
+    returns NaN raises an error naming it and the output index.
+
+    Example::
+
+        >>> import aengine as ae, warnings
+        >>> with warnings.catch_warnings():  # it warns that it is on
+        ...     warnings.simplefilter("ignore")
+        ...     with ae.detect_anomaly():
+        ...         ae.is_anomaly_enabled()
+        True
+    """
+
+    def __init__(self, check_nan: bool = True) -> None:
+        super().__init__()
+        self.check_nan = check_nan
+        warnings.warn(
+            "Anomaly Detection has been enabled. This mode will increase the runtime and "
+            "should only be enabled for debugging.",
+            UserWarning,
+            stacklevel=2,
+        )
+
+    def _clone(self) -> _Mode:
+        clone = object.__new__(detect_anomaly)
+        _Mode.__init__(clone)
+        clone.check_nan = self.check_nan
+        return clone
+
+    def _set(self) -> list[contextvars.Token[Any]]:
+        return [_anomaly.set((True, self.check_nan))]  # type: ignore[list-item]

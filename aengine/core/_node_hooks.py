@@ -1,0 +1,153 @@
+"""Calling the hooks of a node: tensor pre-hooks, node pre-hooks and post-hooks.
+
+# NOTE [Hook order]
+# As PyTorch's call_function: tensor pre-hooks (registered on the tensor the
+# gradient is for, in registration order), then retain_grad staging, then
+# node pre-hooks, then the node, then node post-hooks.  For grad() captures,
+# a node that does not run gets its tensor pre-hooks applied before the
+# capture; a node that runs is captured before them (PyTorch's behaviour).
+# AccumulateGrad runs the same sequence: the leaf's tensor hooks, the node's
+# pre-hooks (given ``(g,)``), staging, then its post-hooks, called as
+# ``hook((), (g,))`` (it produces nothing and received g).  Each group of
+# hooks of a node is snapshotted before it runs, as in PyTorch: a hook
+# removed by an earlier hook of the same group still runs this time.  Any
+# hook may be ``async def``: it is awaited, so the event loop keeps running;
+# under ``ae.sync`` with no event loop in the thread the sync driver hands
+# the graph task a runner (``GraphTask.run_detached``) that runs it to
+# completion in an event loop of its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ._errors import AutogradError
+from ._graph import AccumulateGrad, Node, TensorBase, host_device, to_raw, to_tensor
+
+__all__ = ["Detach", "await_user", "tensor_pre_hooks", "pre_hooks", "post_hooks"]
+
+#: runs an awaitable to completion where no event loop runs (see NOTE [Hook order])
+Detach = Callable[[Awaitable[Any]], Any]
+
+
+async def await_user(value: Any, detach: Detach | None) -> Any:
+    """The result of user code: awaited if awaitable (or run by ``detach`` when given)."""
+    if inspect.isawaitable(value):
+        if detach is not None:
+            return detach(value)
+        return await value
+    return value
+
+
+def node_device(node: Node, slot: int) -> Any:
+    """The device of gradient ``slot`` that ``node`` receives."""
+    dev = getattr(node, "out_devs", None)
+    if dev is not None:
+        return dev[slot] if isinstance(dev, tuple) else dev
+    if isinstance(node, AccumulateGrad):
+        return node.variable._device
+    return host_device()
+
+
+async def tensor_pre_hooks(
+    node: Node, inputs: list[Any], create_graph: bool, detach: Detach | None
+) -> tuple[list[Any], list[tuple[Any, Any]]]:
+    """Apply the tensor hooks of ``node``'s inputs; also the gradients to retain.
+
+    Returns the new inputs and ``(tensor, gradient)`` pairs for retain_grad.
+    """
+    hooks = node.variable._hooks if isinstance(node, AccumulateGrad) else node._tensor_pre_hooks
+    if hooks:
+        inputs = list(inputs)
+        for hook in list(hooks.values()):
+            if isinstance(node, AccumulateGrad):
+                slot, fn = 0, hook
+            else:
+                slot, fn = hook.output_nr, hook.fn
+            g = inputs[slot]
+            dev = node_device(node, slot)
+            # an undefined gradient (None) is passed to the hook too, as PyTorch does
+            old = to_tensor(g, dev)
+            res = await await_user(fn(old), detach)
+            if res is not None:
+                if not isinstance(res, TensorBase):
+                    raise TypeError(
+                        f"a tensor hook must return a Tensor or None, got {type(res).__name__}"
+                    )
+                if old is not None and res.data.shape != old.data.shape:
+                    raise AutogradError(
+                        f"hook '{getattr(fn, '__name__', fn)}' has changed the size of value: "
+                        f"expected shape {tuple(old.data.shape)}, got {tuple(res.data.shape)}"
+                    )
+                inputs[slot] = res if create_graph else res.data
+    retained: list[tuple[Any, Any]] = []
+    retains = node._retains_grad
+    if retains:
+        for slot, ref in list(retains.items()):
+            t = ref()
+            g = inputs[slot]
+            if t is not None and g is not None:
+                retained.append((t, g))
+    return inputs, retained
+
+
+def _as_tuple(grads: list[Any], node: Node, create_graph: bool) -> tuple[Any, ...]:
+    if create_graph:
+        return tuple(grads)
+    return tuple(to_tensor(g, node_device(node, i)) for i, g in enumerate(grads))
+
+
+async def pre_hooks(
+    node: Node, inputs: list[Any], create_graph: bool, detach: Detach | None
+) -> list[Any]:
+    """Apply ``node``'s pre-hooks to the gradients it received."""
+    hooks = node._pre_hooks
+    if not hooks:
+        return inputs
+    for fn in list(hooks.values()):
+        res = await await_user(fn(_as_tuple(inputs, node, create_graph)), detach)
+        if res is not None:
+            res = list(res) if isinstance(res, (tuple, list)) else [res]
+            if len(res) != len(inputs):
+                raise AutogradError(
+                    f"a pre-hook of {node.name()} returned {len(res)} gradients, expected {len(inputs)}"
+                )
+            inputs = [r if create_graph else to_raw(r) for r in res]
+    return inputs
+
+
+async def post_hooks(
+    node: Node, outs: Any, inputs: list[Any], create_graph: bool, detach: Detach | None
+) -> Any:
+    """Apply ``node``'s post-hooks to the gradients it computed."""
+    hooks = node._post_hooks
+    if not hooks:
+        return outs
+    grad_outputs = _as_tuple(inputs, node, create_graph)
+    for fn in list(hooks.values()):
+        grad_inputs = tuple(
+            g if create_graph else _out_tensor(node, i, g) for i, g in enumerate(outs)
+        )
+        res = await await_user(fn(grad_inputs, grad_outputs), detach)
+        if res is not None:
+            res = list(res) if isinstance(res, (tuple, list)) else [res]
+            if len(res) != len(outs):
+                raise AutogradError(
+                    f"a hook of {node.name()} returned {len(res)} gradients, expected {len(outs)}"
+                )
+            outs = [r if create_graph else to_raw(r) for r in res]
+    return outs
+
+
+def _out_tensor(node: Node, i: int, g: Any) -> Any:
+    if g is None or isinstance(g, TensorBase):
+        return g
+    nxt = node.next_nodes[i] if i < len(node.next_nodes) else None
+    dev = None
+    if isinstance(nxt, AccumulateGrad):
+        dev = nxt.variable._device
+    if dev is None:
+        dev = node_device(node, 0)
+    return to_tensor(g, dev)
