@@ -28,7 +28,6 @@ from ..core import (
     AutogradError,
     Node,
     RemovableHandle,
-    TensorBase,
     bind_tensor_type,
     describe,
     own_vc,
