@@ -8,7 +8,7 @@
 # of the inputs and runs a *reentrant* backward through the recomputed
 # segment; the gradients of the detached inputs are the node's results, and
 # parameters captured by ``fn`` get their ``.grad`` from that nested
-# backward (NOTE [Reentrant stacks] in _reentrant.py; NOTE [Checkpoint
+# backward (NOTE [Reentrant stacks] in runtime/_reentrant.py; NOTE [Checkpoint
 # flavour] below for the sync and async forms of the node).
 #
 # A nested backward can only accumulate into ``.grad``: it cannot deliver

@@ -499,7 +499,7 @@ def _rebase_dirty(ctx: BackwardCFunction, args: tuple[Any, ...], o: Tensor, i: i
     """Make the dirty input ``o`` output ``i`` of ``ctx`` (PyTorch's rebase_history).
 
     For a view the new history goes to its base through CopySlices (see
-    NOTE [Views and CopySlices] in _inplace.py), which supports a Function
+    NOTE [Views and CopySlices] in tensors/_views.py), which supports a Function
     whose first input is the view and which has one output.
     """
     base = o._base

@@ -13,7 +13,7 @@
 # create_graph=True)``, which needs the engine even to be *evaluated*: the
 # checked function is therefore a generator like the check itself, and every
 # engine call is a ``yield from _grad(...)`` (NOTE [One definition, two
-# drivers] in _api.py) so that both run under ``await`` and under ``ae.sync``.
+# drivers] in _autograd.py) so that both run under ``await`` and under ``ae.sync``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ coroutine function (``await ae.functional.jacobian(f, x)``);
 ``ae.sync.functional.<name>`` is its synchronous twin.  Both come from one
 generator definition per function that ``yield from``\\ s the engine's
 ``_grad`` for every backward it needs (NOTE [One definition, two drivers] in
-_api.py), so a Jacobian of an ``n``-element output is ``n`` engine calls
+_autograd.py), so a Jacobian of an ``n``-element output is ``n`` engine calls
 sharing one retained graph.
 
 ``func`` is a plain (sync) function of Tensors returning a Tensor or a tuple

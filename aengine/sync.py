@@ -2,7 +2,7 @@
 
 ``ae.sync.backward`` and ``ae.sync.grad`` take the same parameters and give
 the same results as ``await ae.backward`` / ``await ae.grad``; they come from
-the same definition (see NOTE [One definition, two drivers] in _api.py);
+the same definition (see NOTE [One definition, two drivers] in aengine/_autograd.py);
 so do ``ae.sync.gradcheck`` / ``ae.sync.gradgradcheck`` and ``ae.sync.functional``.
 Called from inside a running event loop they still work but block it, and
 warn; a reentrant call made from a backward function nests without warning.

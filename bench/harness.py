@@ -6,7 +6,7 @@
 # same neighbour), with a garbage collection and a pause before every trial.
 # The pause lets OpenBLAS/MKL worker threads stop spinning after the previous
 # system's last call (they spin for tens of ms, and a spinning pool slows the
-# next BLAS user; see research/measurements.md).  Garbage collection stays
+# next BLAS user, as measured on this machine).  Garbage collection stays
 # enabled while a trial runs: what a system costs the collector is part of
 # what it costs its users.  Medians are reported with min-max.
 """

@@ -114,8 +114,8 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-#: ``await anyio.lowlevel.checkpoint()`` in us when the targets were set
-#: (shared/design/research/measurements.md, "Async building blocks")
+#: ``await anyio.lowlevel.checkpoint()`` in us, measured on this machine when
+#: the targets were set (docs/performance.md, "Reading these numbers")
 RESEARCH_CHECKPOINT_US = {"asyncio": 3.1, "trio": 4.1}
 
 
@@ -255,7 +255,7 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             add(
                 f"fixed cost: await ae.grad in checkpoints of the same run ({backend}; "
                 f"derived: 30 us / {RESEARCH_CHECKPOINT_US[backend]} us per checkpoint "
-                "in research/measurements.md)",
+                "when the targets were set)",
                 ratio(
                     wl, f"await ae.grad ({backend})", f"await checkpoint() ({backend})", "per_call"
                 ),

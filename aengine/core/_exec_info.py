@@ -142,7 +142,7 @@ def exec_info_steps(
     # every reachable node but the capture-only sinks is needed: ``needed``
     # is then an ``AllNodesBut`` those sinks, with no pass over the graph
     # (even building a set of 30,000 nodes takes 2 ms).  Only reachable nodes
-    # are asked about, except by count_executed (_multi_hook.py), which
+    # are asked about, except by count_executed (aengine/_hooks.py), which
     # counts on ``reached`` when ``run_set`` is None.
     # Otherwise one pass over the reachable nodes in ascending
     # topological_nr decides every node after its children: they are filed

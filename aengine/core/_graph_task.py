@@ -328,7 +328,10 @@ class GraphTask:
             buffer = [None]
         min_topo = 0
         if outputs:
-            min_topo = min(fn.topological_nr for fn, _ in outputs)
+            min_topo = outputs[0][0].topological_nr
+            for fn, _ in outputs:
+                if fn.topological_nr < min_topo:
+                    min_topo = fn.topological_nr
         deps: dict[Node, int] = {}
         self.dependencies = deps
         sinks: list[Node] | None = [] if outputs is not None else None
@@ -345,7 +348,9 @@ class GraphTask:
             self.checkpoint_valid = False
             if root not in needed and root not in captures:
                 return  # nothing to run
-        self.push(root, buffer)
+        # the root goes to this task's own queue; the hot loop hands it to the
+        # scheduler if it runs elsewhere (NOTE [Where a node runs])
+        self.ready.push(root, buffer)
 
     # -- transitions ---------------------------------------------------------------------------
     def push(self, node: Node, buffer: InputBuffer) -> None:
@@ -398,7 +403,6 @@ class GraphTask:
     def finish(self) -> None:
         """The driver is done with this task (success, error or cancellation)."""
         self.done = True
-        self.ready.clear()
 
     def adopt(self, child: GraphTask) -> None:
         """Register a nested graph task: this one's failure stops it."""
@@ -478,6 +482,7 @@ class GraphTask:
         if sched is not None:
             home = sched.home
             offload_min = sched.offload_min
+        other = slow is not None or sched is not None  # one test per node when neither
         # grad() / backward(inputs=...): only nodes on a path to an input run
         # (``run_set``); those without captures take the inlined path too.
         run_set = self.run_set
@@ -496,14 +501,16 @@ class GraphTask:
                 _, _, node, buffer = heappop(heap)
                 while node is not None:
                     # ---- one node ------------------------------------------------
-                    if (
-                        node._special
-                        or (slow is not None and node in slow)
-                        or (
-                            sched is not None
-                            and (
-                                node.numel >= offload_min
-                                or (node.dev is not home and node.dev is not None)
+                    if node._special or (
+                        other
+                        and (
+                            (slow is not None and node in slow)
+                            or (
+                                sched is not None
+                                and (
+                                    node.numel >= offload_min
+                                    or (node.dev is not home and node.dev is not None)
+                                )
                             )
                         )
                     ):
@@ -516,7 +523,8 @@ class GraphTask:
                     except BaseException as exc:
                         self.fail(node, exc)
                         raise
-                    # ---- route outputs (as ``route``, inlined) ---------------------
+                    # ---- route outputs: ``route``, with ``new_buffer`` and
+                    # ``accumulate`` inlined (a call per edge costs 2-3% here)
                     nxt_run = None
                     nxt_buf = None
                     for nxt, nr, g in zip(node.next_nodes, node.next_nrs, outs):
@@ -526,18 +534,28 @@ class GraphTask:
                         deps[nxt] = d
                         if run_set is not None and nxt not in run_set:
                             continue  # pruned: never runs (see exec_info)
-                        if d:  # not ready yet: keep the gradient in its InputBuffer
+                        if d:  # not ready yet: the gradient waits in its InputBuffer
                             buf = not_ready.get(nxt)
                             if buf is None:
-                                not_ready[nxt] = new_buffer(nxt, nr, g)
-                            else:
-                                accumulate(buf, nr, g)
+                                buf = [None] * nxt.num_outputs
+                                buf[nr] = g
+                                not_ready[nxt] = buf
+                            elif buf[nr] is None:
+                                buf[nr] = g
+                            elif g is not None:
+                                buf[nr] = buf[nr] + g
                             continue
                         buf = not_ready.pop(nxt, None) if not_ready else None
                         if buf is None:
-                            buf = [g] if nxt.num_outputs == 1 else new_buffer(nxt, nr, g)
-                        else:
-                            accumulate(buf, nr, g)
+                            if nxt.num_outputs == 1:
+                                buf = [g]
+                            else:
+                                buf = [None] * nxt.num_outputs
+                                buf[nr] = g
+                        elif buf[nr] is None:
+                            buf[nr] = g
+                        elif g is not None:
+                            buf[nr] = buf[nr] + g
                         # Run it directly when it would be popped next anyway.
                         if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):
                             nxt_run, nxt_buf = nxt, buf

@@ -26,17 +26,22 @@ from typing import Any
 from ._errors import AutogradError
 from ._graph import AccumulateGrad, Node, TensorBase, host_device, to_raw, to_tensor
 
-__all__ = ["Detach", "await_user", "tensor_pre_hooks", "pre_hooks", "post_hooks"]
+__all__ = ["AWAIT", "Detach", "await_user", "tensor_pre_hooks", "pre_hooks", "post_hooks"]
 
-#: runs an awaitable to completion where no event loop runs (see NOTE [Hook order])
+#: runs an awaitable to completion where no event loop runs, or returns
+#: AWAIT when one does (see NOTE [Hook order])
 Detach = Callable[[Awaitable[Any]], Any]
+#: what a Detach runner returns for an awaitable it leaves to be awaited
+AWAIT = object()
 
 
 async def await_user(value: Any, detach: Detach | None) -> Any:
-    """The result of user code: awaited if awaitable (or run by ``detach`` when given)."""
+    """The result of user code: awaited if awaitable (or run by ``detach`` when it can)."""
     if inspect.isawaitable(value):
         if detach is not None:
-            return detach(value)
+            res = detach(value)
+            if res is not AWAIT:
+                return res
         return await value
     return value
 

@@ -19,6 +19,7 @@ from ..core import ERR_BACKWARD_TWICE, YIELD, AutogradError, GraphTask, await_us
 from ..core import wrap_node_error as _wrap
 from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
+from ..core._node_hooks import AWAIT
 from ._engine import NEED_ENGINE, Engine, cancelled_graph_error, mark_released, scheduler_for
 from ._loop import end_checkpoint, loop_running, yield_slice
 from ._settings import DEFAULT_TIME_SLICE
@@ -37,6 +38,17 @@ def drive_sync(coro: Coroutine[Any, Any, Any]) -> Any:
         "an async hook or backward suspended during a synchronous backward (ae.sync); "
         "use the awaitable API instead: await ae.backward(...) / await ae.grad(...)"
     )
+
+
+def detach_if_no_loop(awaitable: Awaitable[Any]) -> Any:
+    """The sync driver's Detach runner: ``run_detached`` where no event loop runs here.
+
+    Where one runs (an ``ae.sync`` call inside async code, which warned), the
+    awaitable is awaited: if it suspends, ``drive_sync`` says so.
+    """
+    if loop_running():
+        return AWAIT
+    return run_detached(awaitable)
 
 
 def run_detached(awaitable: Awaitable[Any]) -> Any:
@@ -74,7 +86,7 @@ def _raise_node_error(gt: GraphTask, exc: BaseException) -> None:
 def run_sync(gt: GraphTask) -> None:
     """Execute ``gt`` to completion on the calling thread."""
     # async user code runs in a loop of its own where none runs in this thread
-    gt.attach(None, detach=None if loop_running() else run_detached)
+    gt.attach(None, detach=detach_if_no_loop)
     token = _grad_enabled.set(gt.create_graph)
     try:
         while True:
@@ -118,7 +130,7 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                         # NOTE [The checkpoint of a short backward]
                         yielded = True
                         await end_checkpoint(time_slice)
-                        if len(gt.ready) or sched.busy(gt):
+                        if gt.ready.heap or sched.busy(gt):
                             continue
                     break
                 yielded = True

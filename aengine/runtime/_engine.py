@@ -173,7 +173,9 @@ def _loop_limiter() -> anyio.CapacityLimiter:
 
 
 _LIMITER_VAR: RunVar[anyio.CapacityLimiter] = RunVar("aengine_cpu_limiter")
-_LOOP_ENGINE_VAR: RunVar[Engine | None] = RunVar("aengine_loop_engine", default=None)
+#: the Engine serving a loop's backwards (created when the first Engine
+#: opens: until then no backward pays for looking it up, a few us per call)
+_LOOP_ENGINE_VAR: RunVar[Engine | None] | None = None
 
 
 class _Lazy:
@@ -215,6 +217,8 @@ LAZY = _Lazy()
 
 
 def _loop_engine() -> Engine | None:
+    if _LOOP_ENGINE_VAR is None:
+        return None
     try:
         eng = _LOOP_ENGINE_VAR.get()
     except RuntimeError:  # no event loop
@@ -317,8 +321,8 @@ class Engine:
     * ``time_slice``: seconds a backward or a worker runs before it yields to
       the event loop (default ``DEFAULT_TIME_SLICE``, 1 ms).
     * ``offload``: run heavy kernels in worker threads (default True);
-      ``offload_threshold``: result size in elements from which a node
-      recorded inside the block counts as heavy (NOTE [Kernel offload policy]);
+      ``offload_threshold``: result size in elements from which a node of a
+      backward this Engine runs counts as heavy (NOTE [Kernel offload policy]);
       ``offload_threads``: threads per device (a CapacityLimiter each).
     * ``reentrant_depth_limit``: nested graph tasks on one stack before a
       nested backward moves off it (default 60, PyTorch's MAX_DEPTH);
@@ -442,6 +446,9 @@ class Engine:
         # whichever backward first used a device (its graph task, modes...)
         self._ctx = contextvars.copy_context()
         if not self._ephemeral:
+            global _LOOP_ENGINE_VAR
+            if _LOOP_ENGINE_VAR is None:
+                _LOOP_ENGINE_VAR = RunVar("aengine_loop_engine", default=None)
             if _loop_engine() is None:
                 _LOOP_ENGINE_VAR.set(self)
         return self
@@ -456,7 +463,7 @@ class Engine:
         for var, token in reversed(self._tokens):
             var.reset(token)
         self._tokens = []
-        if _loop_engine() is self:
+        if _LOOP_ENGINE_VAR is not None and _loop_engine() is self:
             _LOOP_ENGINE_VAR.set(None)
         # Backwards still waiting on our workers cannot finish: fail them.
         for gt in list(self._inflight):

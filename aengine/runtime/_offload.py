@@ -34,6 +34,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from anyio import to_thread
+
 __all__ = ["DEFAULT_OFFLOAD_MIN_ELEMENTS", "run_kernel", "stats", "reset_stats"]
 
 #: result size (elements) from which a node's kernel runs in a worker thread
@@ -96,6 +98,4 @@ async def run_kernel(
     (the cuda backend selects the node's device there: device selection is
     per thread).
     """
-    from anyio import to_thread
-
     return await to_thread.run_sync(_in_thread, node, inputs, create_graph, select, limiter=limiter)

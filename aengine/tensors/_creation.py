@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..core._modes import _inference
 from ._device import CPU, Device
 from ._dtype import as_dtype
@@ -235,14 +237,10 @@ class Generator:
     """
 
     def __init__(self, seed: int | None = None) -> None:
-        import numpy as np
-
         self._rng = np.random.default_rng(seed)
 
     def manual_seed(self, seed: int) -> Generator:
         """Re-seed; returns the generator."""
-        import numpy as np
-
         self._rng = np.random.default_rng(seed)
         return self
 

@@ -77,6 +77,8 @@ class Device:
         """The array backend serving this device (imported on first use)."""
         backend = self._backend
         if backend is None:
+            # backends load on first use: a device whose optional backend
+            # (CuPy) is missing fails only when it is used, naming its extra
             from aengine.adapters import backend_for
 
             backend = self._backend = backend_for(self.type)

@@ -9,7 +9,7 @@
 # saved as an output has the shared tuple ``ZERO_VC`` instead (NOTE [The
 # shared zero version counter]).  ``_base`` is the tensor a view was taken from
 # (always a non-view) and ``_view_fn`` rebuilds the view from the base (used
-# when an in-place op on the view rewrites the base's history, see _inplace.py).
+# when an in-place op on the view rewrites the base's history, see _views.py).
 # ``_creation`` says how a view was made when that restricts in-place use
 # (e.g. "multi_output:SplitBackward0", "no_grad", "inference"), else None.
 # ``_acc`` weakly refers to the AccumulateGrad node of a leaf.
@@ -18,9 +18,12 @@
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..core import (
     ZERO_VC,
@@ -250,8 +253,6 @@ class Tensor(TensorFields):
         """
         g = self._grad
         if g is None and self._fn is not None and not self._retains:
-            import warnings
-
             warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return g
 
@@ -408,8 +409,6 @@ class Tensor(TensorFields):
         return bool(self.data.item())
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy as np
-
         arr = self._device.backend.to_numpy(self.data)
         return np.asarray(arr, dtype=dtype)
 
@@ -438,7 +437,7 @@ class Tensor(TensorFields):
         raise TypeError("pickling aengine tensors is not supported; pickle t.detach().numpy()")
 
     # The methods of the operators (sum, reshape, __add__...) are the functions
-    # of aengine.ops, assigned to the class by _ops/_methods.py; these
+    # of aengine.ops, assigned to the class by ops/_methods.py; these
     # declarations give type checkers their signatures.
     if TYPE_CHECKING:
 
