@@ -46,9 +46,6 @@ class Backend:
         """An array of this backend holding the values of a host numpy array."""
         return self.xp.asarray(array)
 
-    def synchronize(self) -> None:
-        """Wait for queued kernels to finish (no-op on synchronous backends)."""
-
     def __repr__(self) -> str:
         return f"<{self.name} backend>"
 

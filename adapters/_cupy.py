@@ -12,7 +12,7 @@ __all__ = ["CupyBackend"]
 
 
 class CupyBackend(Backend):
-    """Arrays are ``cupy.ndarray``; ``synchronize`` waits for the stream."""
+    """Arrays are ``cupy.ndarray``; ``device_context`` selects a GPU per thread."""
 
     name = "cupy"
     xp = cupy
@@ -26,9 +26,6 @@ class CupyBackend(Backend):
 
     def from_numpy(self, array: Any) -> Any:
         return cupy.asarray(array)
-
-    def synchronize(self) -> None:
-        cupy.cuda.get_current_stream().synchronize()
 
     def device_context(self, index: int) -> Any:
         """Make GPU ``index`` current in this thread for a ``with`` block.

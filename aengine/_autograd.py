@@ -66,7 +66,7 @@ def _make_grads(
                     raise AutogradError(
                         "grad can be implicitly created only for real scalar outputs"
                     )
-                if not create_graph:  # a raw 1 (np.ones costs 2 us, np.array 0.3 us)
+                if not create_graph:  # a raw 1 (np.array is much cheaper than np.ones)
                     dev = out._device
                     one = (dev._backend or dev.backend).xp.array(1, dtype=out.data.dtype)
                     result.append(one.reshape(out.data.shape) if out.data.ndim else one)

@@ -141,9 +141,10 @@ def exec_info_steps(
     # among the inputs: the usual case), every node reaches an output, so
     # every reachable node but the capture-only sinks is needed: ``needed``
     # is then an ``AllNodesBut`` those sinks, with no pass over the graph
-    # (even building a set of 30,000 nodes takes 2 ms).  Only reachable nodes
-    # are asked about, except by count_executed (aengine/_hooks.py), which
-    # counts on ``reached`` when ``run_set`` is None.
+    # (even building a set of a large graph's nodes costs measurably).  Only
+    # reachable nodes are asked about, except by count_executed
+    # (aengine/_hooks.py), which counts on ``reached`` when ``run_set`` is
+    # None.
     # Otherwise one pass over the reachable nodes in ascending
     # topological_nr decides every node after its children: they are filed
     # by topological_nr (a child's is below its parent's), no sort, and the

@@ -17,9 +17,9 @@ An edge is a plain tuple ``(node, input_nr)``; a missing edge is ``None``.
 # None for an input that takes no gradient) and ``next_nrs`` (the input_nr of
 # each edge), the latter shared between nodes (``nrs``: (0,), (0, 0), ...).
 # One tuple per edge would be an object the garbage collector tracks for as
-# long as the graph lives: with them, recording a chain allocated 30% more
-# tracked objects and the collections they trigger took a third of the
-# forward.  ``next_edges`` builds the tuples of edges on demand.
+# long as the graph lives: with them, recording a chain allocated markedly
+# more tracked objects and the collections they trigger took a large share
+# of the forward.  ``next_edges`` builds the tuples of edges on demand.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ YIELD = object()
 #: the run loop reads the clock when ``count & CLOCK_EVERY`` is 0: every 4th
 #: node.  A kernel kept inline is small (NOTE [Kernel offload policy] in the
 #: runtime), so a slice overruns by 3 such nodes at most; on small nodes the
-#: clock read costs about 0.5%.
+#: clock read costs little.
 CLOCK_EVERY = 3
 
 _current: contextvars.ContextVar[GraphTask | None] = contextvars.ContextVar(
@@ -468,14 +468,7 @@ class GraphTask:
         tie = self.ready.tie
         deps = self.dependencies
         not_ready = self.not_ready
-        # Nodes that take the general path though not _special: captured ones
-        # (unless all are special anyway: _special is never cleared), or every
-        # node when anomaly mode or a node hook is on.
-        slow: Any = self.captures or None
-        if self.anomaly or self.node_hook is not None:
-            slow = EVERY_NODE
-        elif slow is not None and all(n._special for n in slow):
-            slow = None
+        slow = self._slow_nodes()
         # NOTE [Where a node runs]: with a scheduler, nodes off its home
         # device or with large results go to it (two loads and compares).
         sched = self.sched
@@ -524,7 +517,7 @@ class GraphTask:
                         self.fail(node, exc)
                         raise
                     # ---- route outputs: ``route``, with ``new_buffer`` and
-                    # ``accumulate`` inlined (a call per edge costs 2-3% here)
+                    # ``accumulate`` inlined (a call per edge costs measurably here)
                     nxt_run = None
                     nxt_buf = None
                     for nxt, nr, g in zip(node.next_nodes, node.next_nrs, outs):
@@ -578,6 +571,19 @@ class GraphTask:
         finally:
             _current.reset(token)
 
+    def _slow_nodes(self) -> Any:
+        """The nodes that take the general path though not ``_special`` (None: none).
+
+        Captured ones (unless all are special anyway: ``_special`` is never
+        cleared), or every node when anomaly mode or a node hook is on.
+        """
+        if self.anomaly or self.node_hook is not None:
+            return EVERY_NODE
+        slow = self.captures or None
+        if slow is not None and all(n._special for n in slow):
+            return None
+        return slow
+
     def _general(self, node: Node, buffer: InputBuffer) -> Any:
         """A node that leaves the hot loop: to the scheduler, else the general path."""
         sched = self.sched
@@ -593,13 +599,8 @@ class GraphTask:
         Errors are recorded on the task (``fail``), never raised.
         """
         try:
-            if (
-                node._special
-                or self.needed is not None
-                or self.anomaly
-                or self.node_hook is not None
-                or self._heavy(node)
-            ):
+            slow = self._slow_nodes()  # the hot loop's rule, but for the device
+            if node._special or (slow is not None and node in slow) or self._heavy(node):
                 return self.evaluate_general(node, buffer)
             self.running_node = node
             outs = node.evaluate(buffer, self.create_graph, not self.keep_graph)

@@ -7,11 +7,12 @@ promotes it weakly, as PyTorch does.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..tensors._dtype import result_dtype
 from ..tensors._tensor import Tensor
-from ._core import as_tensor_arg, node_class, record, same_device
+from ._core import GradOps, as_tensor_arg, node_class, record, same_device
 
 __all__ = [
     "add",
@@ -131,7 +132,7 @@ def rsub(a: Tensor, b: Any) -> Tensor:
 
 
 # -- mul / div --------------------------------------------------------------------------
-def _mul_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _mul_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     a, b = s
     need = n.needs
     return (g * b if need[0] else None, g * a if need[1] else None)
@@ -161,7 +162,7 @@ def mul(a: Any, b: Any) -> Tensor:
     return record(MulScalarBackward, out, a._device, (a, b), attrs=b, bcast=bcast)
 
 
-def _div_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _div_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     a, b = s
     need = n.needs
     ga = g / b if need[0] else None
@@ -169,7 +170,7 @@ def _div_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
     return (ga, gb)
 
 
-def _rdiv_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _rdiv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (a,) = s  # out = c / a ; d/da = -c / a^2
     return (-g * n.attrs / (a * a),)
 
@@ -220,7 +221,7 @@ def neg(a: Tensor) -> Tensor:
 
 
 # -- pow ---------------------------------------------------------------------------------
-def _pow_scalar_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _pow_scalar_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (a,) = s
     p = n.attrs
     if p == 0:
@@ -232,7 +233,7 @@ def _pow_scalar_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
     return (g * p * a ** (p - 1),)
 
 
-def _pow_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _pow_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     a, b, out = s
     need = n.needs
     ga = gb = None
@@ -246,13 +247,11 @@ def _pow_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
     return (ga, gb)
 
 
-def _rpow_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _rpow_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (out,) = s  # out = c ** a ; d/da = out * log(c)
     c = n.attrs
     if c == 0:
         return (g * 0.0 * out,)
-    import math
-
     return (g * out * math.log(c),)
 
 
@@ -304,7 +303,7 @@ def rpow(a: Tensor, b: Any) -> Tensor:
 
 
 # -- maximum / minimum / where / clamp ---------------------------------------------------------
-def _minmax_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _minmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     a, b = s
     need = n.needs
     # PyTorch splits the gradient evenly between equal inputs.
@@ -343,7 +342,7 @@ def minimum(a: Any, b: Any) -> Tensor:
     return _minmax(MinimumBackward0, a, b, False)
 
 
-def _where_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _where_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     cond = n.attrs
     need = n.needs
     return (
@@ -385,7 +384,7 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     return record(WhereBackward0, out, like._device, inputs, attrs=cond, bcast=True)
 
 
-def _clamp_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _clamp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (a,) = s
     lo, hi = n.attrs
     mask = None

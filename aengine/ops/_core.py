@@ -11,11 +11,15 @@
 # gives ``attrs`` (non-tensor arguments) and ``needs`` (which inputs want a
 # gradient).  It returns one gradient (or None) per input.  Undoing
 # broadcasting and dtype promotion is done once, here, from ``node.meta``.
+# Both namespaces implement the Protocol ``GradOps``, the type of ``F`` in
+# ``Rule``, so mypy checks every call a rule makes on ``F`` (NOTE [Two
+# gradient namespaces] in aengine/tensors/_tensor_ops.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core import (
     AutogradError,
@@ -38,6 +42,7 @@ from ..core._graph import (
 from ..core._modes import _anomaly, _grad_enabled, _inference
 from ..tensors import TENSOR_OPS, Device, Tensor
 from ..tensors._creation import tensor as _tensor
+from ..tensors._tensor_ops import GradOps, ViewFn
 from ..tensors._views import stale_view_requires_grad as _stale_view_rg
 
 __all__ = [
@@ -49,7 +54,12 @@ __all__ = [
     "as_tensor_arg",
     "same_device",
     "TENSOR_OPS",
+    "GradOps",
+    "Rule",
 ]
+
+#: ``rule(F, g, saved, node) -> grads`` (NOTE [Operator rules])
+Rule: TypeAlias = Callable[[GradOps, Any, Any, "OpNode"], Any]
 
 
 class OpNode(Node):
@@ -57,7 +67,10 @@ class OpNode(Node):
 
     __slots__ = ("attrs", "dev", "meta", "needs", "numel", "saved", "versions")
 
-    rule: Any = None
+    if TYPE_CHECKING:
+        rule: Rule  # set by node_class, as a staticmethod
+    else:
+        rule = None
     #: saved inputs (Tensors) and outputs (SavedTensors): a tuple, the value
     #: itself when there is one, None once freed; ``versions`` their versions
     #: when saved (NOTE [Saved tensors of built-in ops])
@@ -145,7 +158,7 @@ class OpNode(Node):
         )
 
 
-def _fix_outputs(F: Any, outs: Any, meta: tuple[Any, ...]) -> Any:
+def _fix_outputs(F: GradOps, outs: Any, meta: tuple[Any, ...]) -> Any:
     """Sum broadcast gradients back to their input's shape; cast to its dtype."""
     outs = list(outs)
     for i, m in enumerate(meta):
@@ -161,7 +174,7 @@ def _fix_outputs(F: Any, outs: Any, meta: tuple[Any, ...]) -> Any:
     return outs
 
 
-def node_class(name: str, rule: Any, num_outputs: int = 1) -> type[OpNode]:
+def node_class(name: str, rule: Rule, num_outputs: int = 1) -> type[OpNode]:
     """A new OpNode subclass named ``name`` (e.g. 'MulBackward0') using ``rule``."""
     return type(
         name, (OpNode,), {"__slots__": (), "rule": staticmethod(rule), "num_outputs": num_outputs}
@@ -423,7 +436,7 @@ def broadcast_meta(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...] | None:
     return tuple(meta) if meta is not None else None
 
 
-def as_view(t: Tensor, base: Tensor, view_fn: Any, creation: str | None = None) -> Tensor:
+def as_view(t: Tensor, base: Tensor, view_fn: ViewFn, creation: str | None = None) -> Tensor:
     """Mark ``t`` as a view of ``base``: shared version counter and data.
 
     ``view_fn(F, x)`` rebuilds the view from its base's value ``x`` (array or
@@ -440,8 +453,9 @@ def as_view(t: Tensor, base: Tensor, view_fn: Any, creation: str | None = None) 
     else:
         t._base = root
         inner = base._view_fn
+        assert inner is not None  # every view has one
 
-        def composed(F: Any, x: Any, _inner: Any = inner, _outer: Any = view_fn) -> Any:
+        def composed(F: GradOps, x: Any, _inner: ViewFn = inner, _outer: ViewFn = view_fn) -> Any:
             return _outer(F, _inner(F, x))
 
         t._view_fn = composed

@@ -23,7 +23,7 @@ import operator
 from typing import Any
 
 from ..tensors._tensor import Tensor
-from ._core import as_view, node_class, record, same_device
+from ._core import GradOps, as_view, node_class, record, same_device
 from ._shape import _norm_dim
 
 __all__ = [
@@ -44,7 +44,7 @@ _ERR_INDEX_DTYPE = "tensors used as indices must be long, int, byte or bool tens
 
 
 # -- rules ---------------------------------------------------------------------------------
-def _basic_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _basic_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     shape, idx = n.attrs
     return (F.index_add(shape, idx, g, True),)
 
@@ -57,7 +57,7 @@ def _fill(template: tuple[Any, ...], pos: tuple[int, ...], vals: Any) -> tuple[A
     return tuple(idx)
 
 
-def _advanced_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _advanced_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     shape, template, pos = n.attrs
     return (F.index_add(shape, _fill(template, pos, s), g, False),)
 
@@ -305,7 +305,7 @@ def _basic(x: Tensor, idx: tuple[Any, ...], cls: Any) -> Tensor:
     except IndexError as exc:
         raise _index_error(exc, x) from None
     t = record(cls, out, x._device, (x,), attrs=(x.data.shape, idx))
-    return as_view(t, x, lambda F, v, _i=idx: F.getitem(v, _i))
+    return as_view(t, x, lambda F, v: F.getitem(v, idx))
 
 
 def _saved_index(a: Any, srcs: dict[int, Tensor] | None, dev: Any) -> Tensor:
@@ -437,7 +437,7 @@ def index_select(x: Tensor, dim: int, index: Any) -> Tensor:
 
 
 # -- gather / take_along_dim ---------------------------------------------------------------------
-def _gather_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _gather_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     shape, dim = n.attrs
     return (F.scatter_add(shape, dim, s[0], g),)
 
@@ -518,13 +518,13 @@ def take_along_dim(x: Tensor, indices: Any, dim: int | None = None) -> Tensor:
 
 
 # -- masked_fill ---------------------------------------------------------------------------------
-def _masked_fill_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _masked_fill_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     mask = s[0]
     gx = F.where(mask, 0.0, g) if n.needs[0] else None
     return (gx,)
 
 
-def _masked_fill_t_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _masked_fill_t_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     mask = s[0]
     need = n.needs
     gx = F.where(mask, 0.0, g) if need[0] else None
@@ -577,7 +577,7 @@ def _raw_index(idx: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(it.data if isinstance(it, Tensor) else it for it in idx)
 
 
-def _index_add_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _index_add_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.getitem(g, n.attrs),)
 
 
@@ -594,7 +594,7 @@ def index_add_grad(shape: tuple[int, ...], idx: Any, g: Tensor, basic: bool) -> 
     return record(IndexAddBackward0, out, g._device, (g,), attrs=idx)
 
 
-def _scatter_add_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _scatter_add_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     dim, idx = n.attrs
     return (F.gather(g, dim, idx),)
 

@@ -31,7 +31,7 @@ from ._arith import (
     SubScalarBackward,
     clamp,
 )
-from ._core import as_tensor_arg, node_class, record, same_device
+from ._core import GradOps, as_tensor_arg, node_class, record, same_device
 from ._index import SelectBackward0, _basic, _index_error, _parse, ints_first
 
 __all__ = [
@@ -53,7 +53,7 @@ _SCALARS = (int, float, bool)
 
 
 # -- put_flat / take_flat: writing and reading a region by flat positions --------------------
-def _put_flat_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _put_flat_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     pos, accumulate = n.attrs
     need = n.needs
     gx = None
@@ -228,7 +228,7 @@ FillBackward3 = node_class(
 )
 
 
-def _copy_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _copy_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     need = n.needs
     gsrc = None
     if need[1]:
@@ -346,7 +346,7 @@ def relu_(self: Tensor) -> Tensor:
 
 
 # -- x[idx] = v -------------------------------------------------------------------------------
-def _index_put_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _index_put_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     attrs = n.attrs
     pos = attrs[2]
     if pos is None:  # flat positions of the indexed elements, computed once

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..core._modes import _grad_enabled
 from ..tensors._tensor import Tensor
-from ._core import OpNode, as_view, node_class, record, record_multi, same_device
+from ..tensors._tensor_ops import ViewFn
+from ._core import GradOps, OpNode, Rule, as_view, node_class, record, record_multi, same_device
 from ._shape import _norm_dim
 
 __all__ = ["cat", "stack", "split", "chunk", "unbind"]
@@ -71,7 +72,7 @@ def _cast(ts: list[Tensor], dtype: Any) -> tuple[list[Any], bool]:
 
 
 # -- cat -----------------------------------------------------------------------------------
-def _cat_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _cat_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     d, bounds = n.attrs
     pre = (slice(None),) * d
     grads: list[Any] = []
@@ -149,7 +150,7 @@ def cat(tensors: Any, dim: int = 0) -> Tensor:
 
 
 # -- stack ---------------------------------------------------------------------------------
-def _stack_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _stack_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     pre = (slice(None),) * n.attrs
     return [F.getitem(g, (*pre, i, Ellipsis)) if need else None for i, need in enumerate(n.needs)]
 
@@ -192,14 +193,14 @@ def stack(tensors: Any, dim: int = 0) -> Tensor:
 _MULTI: dict[tuple[str, int], type[OpNode]] = {}
 
 
-def _multi_class(name: str, rule: Any, k: int) -> type[OpNode]:
+def _multi_class(name: str, rule: Rule, k: int) -> type[OpNode]:
     cls = _MULTI.get((name, k))
     if cls is None:
         cls = _MULTI[name, k] = node_class(name, rule, num_outputs=k)
     return cls
 
 
-def _grads_or_zeros(F: Any, g: Any, n: Any, shapes: Any) -> list[Any] | None:
+def _grads_or_zeros(F: GradOps, g: Any, n: Any, shapes: Any) -> list[Any] | None:
     """The output gradients as a list, None entries as zeros (None if all are None)."""
     gs = [g] if n.num_outputs == 1 else g
     like = next((x for x in gs if x is not None), None)
@@ -208,7 +209,7 @@ def _grads_or_zeros(F: Any, g: Any, n: Any, shapes: Any) -> list[Any] | None:
     return [x if x is not None else F.zeros(shp, like) for x, shp in zip(gs, shapes)]
 
 
-def _split_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _split_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     d, sizes, shape = n.attrs
     shapes = [(*shape[:d], sz, *shape[d + 1 :]) for sz in sizes]
     parts = _grads_or_zeros(F, g, n, shapes)
@@ -217,7 +218,7 @@ def _split_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
     return (parts[0] if len(parts) == 1 else F.cat(parts, d),)
 
 
-def _unbind_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _unbind_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     d, shape = n.attrs
     parts = _grads_or_zeros(F, g, n, [(*shape[:d], *shape[d + 1 :])] * n.num_outputs)
     if parts is None:
@@ -225,14 +226,19 @@ def _unbind_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
     return (F.cat([F.expand_dims(p, d) for p in parts], d),)
 
 
-def _views(x: Tensor, name: str, rule: Any, idxs: list[Any], attrs: Any) -> tuple[Tensor, ...]:
+def _views(x: Tensor, name: str, rule: Rule, idxs: list[Any], attrs: Any) -> tuple[Tensor, ...]:
     data = x.data
     cls = _multi_class(name, rule, len(idxs))
     outs = record_multi(cls, [data[i] for i in idxs], x._device, (x,), attrs=attrs)
     creation = "multi_output:" + name if _grad_enabled.get() else None
     for t, i in zip(outs, idxs):
-        as_view(t, x, lambda F, v, _i=i: F.getitem(v, _i), creation)
+        as_view(t, x, _getitem_view(i), creation)
     return tuple(outs)
+
+
+def _getitem_view(idx: Any) -> ViewFn:
+    """The view function of ``x[idx]``."""
+    return lambda F, v: F.getitem(v, idx)
 
 
 def _split_sizes(x: Tensor, d: int, sizes: list[int], name: str) -> tuple[Tensor, ...]:

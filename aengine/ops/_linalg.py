@@ -6,12 +6,12 @@ from typing import Any
 
 from ..tensors._dtype import result_dtype
 from ..tensors._tensor import Tensor
-from ._core import as_tensor_arg, node_class, record, same_device
+from ._core import GradOps, as_tensor_arg, node_class, record, same_device
 
 __all__ = ["matmul"]
 
 
-def _matmul_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _matmul_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     a, b = s
     need = n.needs
     ga = gb = None

@@ -1,29 +1,23 @@
 """The raw ops namespace: what backward rules call when no graph is recorded.
 
 # NOTE [The F namespace]
-# Rules are written against ``F`` (see NOTE [Operator rules] in _core.py).
-# This class implements it on a backend's arrays; ``TENSOR_OPS`` implements
-# the same names with differentiable aengine ops.  Arithmetic and comparisons
-# use Python operators, which both kinds of values support.  Names:
-#   sum_to(x, shape)         sum a broadcast gradient back to ``shape``
-#   broadcast_to(x, shape)   reshape(x, shape)   astype(x, dtype)
-#   sum(x, axis, keepdims)   permute(x, axes)    swapaxes(x, a, b)
-#   prod(x, axis, keepdims)
-#   matmul(a, b)             where(c, a, b)      expand_dims(x, axis)
-#   exp log sqrt sin cos tanh sign abs log1p expm1 sigmoid
-#   scale_(x, c)             x * c, in place on an array the rule just made
-#   tanh_grad(g, y)          g * (1 - y * y)     sigmoid_grad(g, y)  g * y * (1 - y)
-#   zeros_like(x)            ones_like(x)        zeros(shape, like)
-#   getitem(x, idx)          index_add(shape, idx, g, like)
-#   take_flat(x, pos)        put_flat(x, pos, v, accumulate)  (flat positions; _inplace_ops)
-#   gather(x, dim, idx)      scatter_add(shape, dim, idx, g)
-#   cat(xs, axis)            to_device(x, device) maximum(a, b) minimum(a, b)
+# Rules are written against ``F`` (see NOTE [Operator rules] in _core.py), typed
+# by the Protocol ``GradOps`` (aengine/tensors/_tensor_ops.py), which lists its
+# functions.  This class implements it on a backend's arrays (mypy checks that,
+# below); ``TensorOps`` (_tensor_ops.py) implements it with differentiable
+# aengine ops.  Arithmetic and comparisons use Python operators, which both
+# kinds of values support.  Elementwise functions are the backend's own ufuncs,
+# bound once per backend: the plain backward calls them with no wrapper.
 """
 
 from __future__ import annotations
 
 from math import prod
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..tensors._device import Device
+    from ..tensors._tensor_ops import GradOps
 
 __all__ = ["RawOps", "sum_to_axes"]
 
@@ -98,7 +92,7 @@ class RawOps:
         """``x * c``, computed in place: only for an array the rule itself just made.
 
         Saves a full-size allocation (fresh memory is what a large
-        elementwise gradient mostly costs); ``TENSOR_OPS.scale_`` is ``x * c``.
+        elementwise gradient mostly costs); ``TensorOps.scale_`` is ``x * c``.
         """
         if self._writable(x):
             x *= c
@@ -139,10 +133,10 @@ class RawOps:
     def astype(self, x: Any, dtype: Any) -> Any:
         return self.xp.asarray(x).astype(dtype)
 
-    def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    def sum(self, x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
         return self.xp.sum(x, axis=axis, keepdims=keepdims)
 
-    def prod(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    def prod(self, x: Any, axis: int | None = None, keepdims: bool = False) -> Any:
         return self.xp.prod(x, axis=axis, keepdims=keepdims)
 
     def permute(self, x: Any, axes: tuple[int, ...]) -> Any:
@@ -151,7 +145,7 @@ class RawOps:
     def swapaxes(self, x: Any, a: int, b: int) -> Any:
         return self.xp.swapaxes(x, a, b)
 
-    def expand_dims(self, x: Any, axis: Any) -> Any:
+    def expand_dims(self, x: Any, axis: int) -> Any:
         return self.xp.expand_dims(x, axis)
 
     def where(self, cond: Any, a: Any, b: Any) -> Any:
@@ -189,7 +183,7 @@ class RawOps:
     def cat(self, xs: list[Any], axis: int) -> Any:
         return self.xp.concatenate(xs, axis=axis)
 
-    def to_device(self, x: Any, device: Any) -> Any:
+    def to_device(self, x: Any, device: Device) -> Any:
         src = self.backend
         dst = device.backend
         if dst is src:
@@ -207,3 +201,9 @@ class RawOps:
         else:
             flat[pos] = v
         return out
+
+
+if TYPE_CHECKING:
+
+    def _implements_grad_ops(raw: RawOps) -> GradOps:
+        return raw  # mypy checks here that RawOps implements the Protocol

@@ -10,13 +10,14 @@ from __future__ import annotations
 import builtins
 import math
 import warnings
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from ..core._errors import AutogradError
 from ..tensors._creation import ones
 from ..tensors._tensor import Tensor
 from ._arith import maximum, minimum, where
-from ._core import node_class, record, wrap
+from ._core import GradOps, node_class, record, wrap
+from ._raw import RawOps
 from ._unary import abs, sqrt
 
 __all__ = [
@@ -60,7 +61,7 @@ def norm_dims(dim: Any, ndim: int) -> tuple[int, ...] | None:
     return tuple(sorted(out))
 
 
-def expand_reduced(F: Any, g: Any, shape: tuple[int, ...], dims: Any, keepdim: bool) -> Any:
+def expand_reduced(F: GradOps, g: Any, shape: tuple[int, ...], dims: Any, keepdim: bool) -> Any:
     """Broadcast a reduced gradient back to ``shape`` (the input's shape)."""
     if dims is not None and not keepdim:
         kshape = tuple(1 if i in dims else s for i, s in enumerate(shape))
@@ -69,7 +70,7 @@ def expand_reduced(F: Any, g: Any, shape: tuple[int, ...], dims: Any, keepdim: b
     return F.broadcast_to(g, shape)
 
 
-def _sum_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _sum_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     shape, dims, keepdim = n.attrs
     return (expand_reduced(F, g, shape, dims, keepdim),)
 
@@ -102,7 +103,7 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None)
     return record(SumBackward1, out, x._device, (x,), attrs=(x.data.shape, dims, keepdim))
 
 
-def _mean_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _mean_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     shape, dims, keepdim, count = n.attrs
     if not count:  # an empty input: an empty gradient (and no division by zero)
         return (expand_reduced(F, g, shape, dims, keepdim),)
@@ -153,7 +154,7 @@ def _kept_shape(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
     return tuple(1 if dims is None or i in dims else s for i, s in enumerate(shape))
 
 
-def _keep(F: Any, v: Any, shape: tuple[int, ...], dims: Any, keepdim: bool) -> Any:
+def _keep(F: GradOps, v: Any, shape: tuple[int, ...], dims: Any, keepdim: bool) -> Any:
     """A reduced value (array or Tensor) reshaped so that it broadcasts against ``shape``."""
     return v if keepdim else F.reshape(v, _kept_shape(shape, dims))
 
@@ -201,7 +202,7 @@ def _ones(like: Tensor, shape: tuple[int, ...]) -> Tensor:
     return ones(*shape, dtype=like.dtype, device=like.device)
 
 
-def _moved(F: Any, c: Tensor, s: int, right: bool) -> Tensor:
+def _moved(F: GradOps, c: Tensor, s: int, right: bool) -> Tensor:
     """``c`` moved ``s`` places along the last axis, padded with ones."""
     n = c.shape[-1]
     pad = _ones(c, (*c.shape[:-1], s))
@@ -210,7 +211,7 @@ def _moved(F: Any, c: Tensor, s: int, right: bool) -> Tensor:
     return F.cat([F.getitem(c, (..., slice(s, n))), pad], -1)  # takes c[..., i + s]
 
 
-def _scan(F: Any, x: Tensor, right: bool) -> Tensor:
+def _scan(F: GradOps, x: Tensor, right: bool) -> Tensor:
     """Products of the elements before (``right``) or after each one, along the last axis."""
     c = _moved(F, x, 1, right)
     s = 1
@@ -220,12 +221,12 @@ def _scan(F: Any, x: Tensor, right: bool) -> Tensor:
     return c
 
 
-def _prod_others(F: Any, x: Any, axis: int) -> Any:
+def _prod_others(F: GradOps, x: Any, axis: int) -> Any:
     """``P[..., i, ...] = prod_{j != i} x[..., j, ...]`` along ``axis``."""
     if x.__class__ is Tensor:
         xm = F.swapaxes(x, axis, -1)
         return F.swapaxes(_scan(F, xm, True) * _scan(F, xm, False), axis, -1)
-    xp = F.xp
+    xp = cast(RawOps, F).xp  # on arrays, F is the backend's RawOps
     xm = xp.moveaxis(x, axis, -1)
     ones = xp.ones((*xm.shape[:-1], 1), dtype=xm.dtype)
     left = xp.cumprod(xp.concatenate([ones, xm[..., :-1]], -1), -1)
@@ -234,7 +235,7 @@ def _prod_others(F: Any, x: Any, axis: int) -> Any:
     return xp.moveaxis(left * right, -1, axis)
 
 
-def _prod_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _prod_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     x, out = s
     shape, dims, keepdim = n.attrs
     if not shape:
@@ -278,7 +279,7 @@ def prod(x: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: Any
 
 
 # -- amax / amin, max() / min() ---------------------------------------------------------------
-def _extreme_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _extreme_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     # PyTorch shares the gradient evenly between the elements equal to the result.
     x, out = s
     shape, dims, keepdim = n.attrs
@@ -347,7 +348,7 @@ class MinResult(NamedTuple):
     indices: Tensor
 
 
-def _select_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _select_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     # The gradient goes to the selected element only (PyTorch's
     # value_selecting_reduction_backward); a one-hot mask keeps it differentiable.
     shape, dim, keepdim, idx = n.attrs
@@ -512,7 +513,7 @@ def _shift(xp: Any, a: Any, dims: Any) -> Any:
     return xp.where(xp.isfinite(m), m, 0).astype(a.dtype, copy=False)
 
 
-def _logsumexp_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _logsumexp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     x, out = s
     shape, dims, keepdim = n.attrs
     return (_keep(F, g, shape, dims, keepdim) * F.exp(x - _keep(F, out, shape, dims, keepdim)),)
@@ -553,12 +554,12 @@ def _reduced(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
     return () if dims is None else tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
-def _softmax_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _softmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (out,) = s
     return (out * (g - F.sum(g * out, n.attrs, True)),)
 
 
-def _log_softmax_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _log_softmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (out,) = s
     return (g - F.exp(out) * F.sum(g, n.attrs, True),)
 
@@ -608,7 +609,7 @@ def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
 
 
 # -- norm ------------------------------------------------------------------------------------------
-def _norm_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _norm_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     # PyTorch's linalg_vector_norm_backward for finite p > 0: gradient 0 where the norm is 0.
     x, out = s
     shape, dims, keepdim, p = n.attrs

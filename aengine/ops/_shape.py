@@ -11,7 +11,7 @@ from typing import Any
 from ..tensors._device import Device
 from ..tensors._dtype import as_dtype
 from ..tensors._tensor import Tensor
-from ._core import as_view, node_class, record, wrap
+from ._core import GradOps, as_view, node_class, record, wrap
 from ._raw import sum_to_axes
 
 __all__ = [
@@ -48,7 +48,7 @@ def _norm_dim(dim: int, ndim: int) -> int:
 
 
 # -- reshape / view -----------------------------------------------------------------------
-def _reshape_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _reshape_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.reshape(g, n.attrs),)
 
 
@@ -89,7 +89,7 @@ def reshape(x: Tensor, *shape: Any) -> Tensor:
     t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
     # numpy's reshape of a non-contiguous array copies (and the copy has a .base)
     if out.base is not None and x._device.backend.xp.may_share_memory(out, x.data):
-        as_view(t, x, lambda F, v, _s=shp: F.reshape(v, _s))
+        as_view(t, x, lambda F, v: F.reshape(v, shp))
     return t
 
 
@@ -107,7 +107,7 @@ def view(x: Tensor, *shape: Any) -> Tensor:
     except Exception:
         out = x.data.reshape(shp)
     t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
-    return as_view(t, x, lambda F, v, _s=shp: F.reshape(v, _s))
+    return as_view(t, x, lambda F, v: F.reshape(v, shp))
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -152,11 +152,11 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
 def _view_reshape(x: Tensor, shp: tuple[int, ...]) -> Tensor:
     out = x.data.reshape(shp)
     t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
-    return as_view(t, x, lambda F, v, _s=shp: F.reshape(v, _s))
+    return as_view(t, x, lambda F, v: F.reshape(v, shp))
 
 
 # -- permute / transpose ----------------------------------------------------------------------
-def _permute_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _permute_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.permute(g, n.attrs),)
 
 
@@ -176,7 +176,7 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
     inv = tuple(sorted(range(nd), key=axes.__getitem__))
     out = x.data.transpose(axes)
     t = record(PermuteBackward0, out, x._device, (x,), attrs=inv)
-    return as_view(t, x, lambda F, v, _a=axes: F.permute(v, _a))
+    return as_view(t, x, lambda F, v: F.permute(v, axes))
 
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -187,13 +187,14 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     d0, d1 = _norm_dim(dim0, nd), _norm_dim(dim1, nd)
     axes = list(range(nd))
     axes[d0], axes[d1] = axes[d1], axes[d0]
+    perm = tuple(axes)
     out = x.data.transpose(axes)
-    t = record(TransposeBackward0, out, x._device, (x,), attrs=tuple(axes))
-    return as_view(t, x, lambda F, v, _a=tuple(axes): F.permute(v, _a))
+    t = record(TransposeBackward0, out, x._device, (x,), attrs=perm)
+    return as_view(t, x, lambda F, v: F.permute(v, perm))
 
 
 # -- expand / broadcast_to / sum_to -------------------------------------------------------------
-def _expand_rule(F: Any, g: Any, s: Any, n: Any) -> Any:
+def _expand_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.sum_to(g, n.attrs),)
 
 
@@ -219,7 +220,7 @@ def broadcast_to(x: Tensor, shape: Any) -> Tensor:
     shp = tuple(int(s) for s in shape)
     out = x._device.backend.xp.broadcast_to(x.data, shp)
     t = record(ExpandBackward0, out, x._device, (x,), attrs=x.data.shape)
-    return as_view(t, x, lambda F, v, _s=shp: F.broadcast_to(v, _s))
+    return as_view(t, x, lambda F, v: F.broadcast_to(v, shp))
 
 
 SumToBackward0 = node_class("SumToBackward0", lambda F, g, s, n: (F.broadcast_to(g, n.attrs),))

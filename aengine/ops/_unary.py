@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tensors._tensor import Tensor
-from ._core import as_tensor_arg, node_class, record
+from ._core import Rule, as_tensor_arg, node_class, record
 
 __all__ = [
     "exp",
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 
-def _unary(name: str, fwd: Any, rule: Any, save: str) -> Any:
+def _unary(name: str, fwd: Any, rule: Rule, save: str) -> Any:
     """Define an elementwise op: ``fwd(xp, array)`` and its node rule.
 
     ``rule(F, g, (v,), node)`` returns ``(grad,)`` where ``v`` is the one

@@ -40,6 +40,7 @@
 from __future__ import annotations
 
 import contextvars
+import itertools
 import os
 import sys
 import weakref
@@ -174,7 +175,7 @@ def _loop_limiter() -> anyio.CapacityLimiter:
 
 _LIMITER_VAR: RunVar[anyio.CapacityLimiter] = RunVar("aengine_cpu_limiter")
 #: the Engine serving a loop's backwards (created when the first Engine
-#: opens: until then no backward pays for looking it up, a few us per call)
+#: opens: until then no backward pays for looking it up on every call)
 _LOOP_ENGINE_VAR: RunVar[Engine | None] | None = None
 
 
@@ -266,7 +267,7 @@ class _DeviceQueue:
         self.target = target
         self.limiter = anyio.CapacityLimiter(threads)
         self.latency = latency
-        self.names = iter(range(sys.maxsize))
+        self.names = itertools.count()
         self.select: Callable[[], Any] | None = None
         if dev.type == "cuda":
             select = getattr(dev.backend, "device_context", None)

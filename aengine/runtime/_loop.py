@@ -4,7 +4,7 @@
 # sniffio answers (a dependency of ours: anyio no longer requires it, and
 # without it every answer was None, even inside asyncio).  Asked where no
 # loop runs, ``sniffio.current_async_library`` raises, and the exception
-# cost 3.3 us, a tenth of a small ``ae.sync.grad``, which asks every call:
+# costs a noticeable share of a small ``ae.sync.grad``, which asks every call:
 # so the cases where no loop can run are answered first, from what sniffio
 # itself reads (the name trio and others set, and asyncio's running loop).
 """
@@ -77,8 +77,8 @@ async def end_checkpoint(time_slice: float) -> None:
     # (NOTE [Yielding a time slice]): after one checkpoint a task woken by
     # its timer meanwhile would run only one or two slices later.  A loop of
     # small backwards thus yields once per time slice, as one long backward
-    # does, instead of paying an event-loop iteration (8-11 us here, more
-    # than a 1-node backward) per call.  The time since the engine's last
+    # does, instead of paying an event-loop iteration (more than a 1-node
+    # backward costs) per call.  The time since the engine's last
     # yield in this task bounds the time the task ran without yielding from
     # above, so no task holds the loop longer than a slice (plus one
     # backward) this way.
@@ -100,12 +100,13 @@ async def yield_slice() -> None:
     # task), an I/O waiter likewise (reader callback, then the task), while a
     # task that yields with ``sleep(0)`` runs in the next iteration: after one
     # checkpoint the backward would run one more slice, often two, before a
-    # sleeper woken during the first one (p99 wake-up 3.5 ms for 1 ms slices).
+    # sleeper woken during the first one (seen in the sleeper's p99 wake-up
+    # delay).
     # trio runs each batch in a random order, so half of the time the
     # backward's next slice came first.  Resuming three asyncio iterations
     # (two trio batches) later lets them all go first: a task woken during a
     # slice waits for the rest of that slice only.  The extra iterations cost
-    # about 2-4% of a long backward.
+    # a small share of a long backward.
     """
     await _checkpoint()
     await _checkpoint()

@@ -13,7 +13,7 @@
 #
 # Why 2**16 elements: a thread hop costs about as much as the cheapest
 # elementwise kernel of that size, and an expensive one (a transcendental
-# and its product) ten times more; below it offloading only adds latency,
+# and its product) far more; below it offloading only adds latency,
 # above it the loop would stall for a time slice or more (figures in
 # docs/performance.md).  The size of the result is the measure: a
 # reduction's backward, which expands a small gradient, is a cheap

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import TensorBase
+from ._tensor_ops import ViewFn
 
 __all__ = ["TensorFields"]
 
@@ -31,7 +32,7 @@ class TensorFields(TensorBase):
     # a Tensor or None (the Tensor class declares them as such)
     _grad: Any = None
     _base: Any = None
-    _view_fn: Any = None
+    _view_fn: ViewFn | None = None
     _acc: Any = None
     _hooks: dict[int, Any] | None = None
     _post_acc_hooks: dict[int, Any] | None = None

@@ -36,7 +36,7 @@ from ..core import AutogradError, Node, gradient_edge, own_vc
 from ..core._graph import new_tensor
 from ..core._modes import _grad_enabled, _inference
 from ._fields import TensorFields
-from ._tensor_ops import TENSOR_OPS
+from ._tensor_ops import TENSOR_OPS, ViewFn
 
 T = TypeVar("T", bound=TensorFields)
 
@@ -169,6 +169,7 @@ def commit_inplace(t: T, r: TensorFields | None) -> T:
 def _rebase_history(t: TensorFields, node: Node) -> None:
     base = t._base
     if base is not None and t._view_meta is not None:
+        assert t._view_fn is not None  # every view has one (``as_view``)
         cs = CopySlices(base, t._view_fn, node)
         old, old_nr = base._fn, base.output_nr
         base._fn = cs
@@ -207,6 +208,7 @@ def refresh_view_grad_fn(t: TensorFields) -> None:
         return
     if t._creation is not None:
         raise AutogradError(_view_error(t, True))
+    assert t._view_fn is not None  # every view has one (``as_view``)
     token = _grad_enabled.set(True)
     try:
         fresh = t._view_fn(TENSOR_OPS, base)
@@ -248,7 +250,7 @@ class CopySlices(Node):
 
     __slots__ = ("base_shape", "dev", "fn", "out_devs", "pos", "view_fn")
 
-    def __init__(self, base: TensorFields, view_fn: Any, fn: Node) -> None:
+    def __init__(self, base: TensorFields, view_fn: ViewFn, fn: Node) -> None:
         first = gradient_edge(base) if base._rg else None
         super().__init__((first, *fn.next_edges[1:]))
         self.fn = fn
