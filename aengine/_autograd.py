@@ -3,23 +3,29 @@
 # NOTE [One definition, two drivers]
 # ``_backward`` and ``_grad`` are generator functions: they validate the
 # arguments, build a GraphTask, ``yield`` it for a driver to execute, and
-# compute the result afterwards.  ``_twins`` turns each into the coroutine
-# function exported as ``ae.backward`` / ``ae.grad`` and the plain function
-# exported as ``ae.sync.backward`` / ``ae.sync.grad``, with the same
-# parameters and results.
+# compute the result afterwards.  ``_twins`` turns each into the function
+# exported as ``ae.backward`` / ``ae.grad``, which returns an awaitable
+# (NOTE [The awaitable of an entry point]), and the plain function exported
+# as ``ae.sync.backward`` / ``ae.sync.grad``, with the same parameters and
+# results.  The generator is made when the entry point is called (argument
+# binding errors come at once) and does nothing until a driver runs it.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
+import sys
 import warnings
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any
+
+import sniffio
 
 from .core import AutogradError, GraphTask, current_graph_task, gradient_edge, to_tensor
 from .core._modes import is_anomaly_enabled
 from .ops import ones_like, zeros_like
-from .runtime import async_library, drive_async_entry, drive_sync_entry, time_slice
+from .runtime import drive_async_entry, drive_sync_entry, time_slice
 from .tensors import Tensor
 
 __all__ = ["backward", "grad", "sync_backward", "sync_grad", "queue_callback"]
@@ -240,7 +246,7 @@ def _grad(
 def _warn_if_in_loop(name: str) -> None:
     if current_graph_task() is not None:
         return  # reentrant call from a backward function: nests, no warning
-    lib = async_library()
+    lib = _loop_here()
     if lib is None:
         return
     warnings.warn(
@@ -251,28 +257,185 @@ def _warn_if_in_loop(name: str) -> None:
     )
 
 
+class _Call(Coroutine[Any, Any, Any]):
+    """What an async entry point returns (``ae.grad(...)`` before ``await``).
+
+    # NOTE [The awaitable of an entry point]
+    # ``ae.grad(...)`` and its siblings are plain functions returning this
+    # thin wrapper of the call's coroutine, for two PyTorch habits that would
+    # otherwise fail silently: it refuses to be a truth value (``if
+    # ae.grad(...)``, ``assert ae.gradcheck(...)`` without ``await`` would
+    # always pass, a coroutine being truthy), and the function can check, when
+    # called, that an event loop runs here (else it raises at once, naming the
+    # ``ae.sync`` twin).  It is a ``collections.abc.Coroutine`` (``send``,
+    # ``throw``, ``close`` delegate), so ``asyncio.create_task``, anyio's and
+    # trio's ``start_soon`` and ``trio.run`` take it as they took the
+    # coroutine; one left un-awaited still warns "coroutine ... was never
+    # awaited".
+    # Its cost is kept to about 1% of ``await ae.grad`` on a 1-node graph
+    # (``python -m bench.profile --fixedcost --bytecodes --async``: 19 of
+    # 1782 bytecodes under asyncio, 15 of 1745 under trio): the loop test is
+    # two reads (NOTE [Is a loop running here]), the generator is made by the
+    # entry point and handed to the coroutine, and ``__await__`` runs no
+    # Python code: it is a property whose getter (C) returns the coroutine's
+    # ``__await__``.
+    """
+
+    __slots__ = ("_coro",)
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self._coro = coro
+
+    #: ``self._coro.__await__()``, without a Python frame (see the NOTE)
+    __await__ = property(operator.attrgetter("_coro.__await__"))  # type: ignore[assignment]
+
+    def send(self, value: Any) -> Any:
+        """Delegated to the call's coroutine (for event loops that drive it as a task)."""
+        return self._coro.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        """Delegated to the call's coroutine."""
+        if val is None and tb is None:
+            return self._coro.throw(typ)
+        return self._coro.throw(typ, val, tb)
+
+    def close(self) -> None:
+        """Delegated to the call's coroutine."""
+        self._coro.close()
+
+    def __bool__(self) -> bool:
+        self._coro.close()  # it will never run: no "never awaited" warning besides the error
+        name = self._name()
+        raise TypeError(
+            f"ae.{name}(...) returns an awaitable, not its result, and an awaitable has no truth "
+            f"value: write `await ae.{name}(...)` in async code, or call ae.sync.{name}(...) in "
+            "plain code"
+        )
+
+    def __repr__(self) -> str:
+        return f"<awaitable ae.{self._name()}(...): await it>"
+
+    def _name(self) -> str:
+        """The entry point's public name: its coroutine's qualname (``_async_runner``)."""
+        return str(getattr(self._coro, "__qualname__", "backward"))
+
+
+class _Done(Coroutine[Any, Any, None]):
+    """What ``tensor.backward()`` returns where no event loop runs: the backward has run.
+
+    Awaiting it does nothing more and gives None, so ``await loss.backward()``
+    also works in code that may run with or without a loop; it is falsy, like
+    PyTorch's None.
+    """
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value]
+
+    def send(self, value: Any) -> Any:
+        """Finishes at once (the backward already ran)."""
+        raise StopIteration
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        """Raises the exception thrown in, as a finished coroutine does."""
+        exc = typ if val is None else val
+        if isinstance(exc, type):
+            exc = exc()
+        raise exc.with_traceback(tb) if tb is not None else exc
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return (
+            "<tensor.backward() done: it ran at once (no event loop); awaiting this does nothing>"
+        )
+
+
+_DONE = _Done()
+
+
+#: the name trio sets while its loop runs in this thread (NOTE [Detecting the event
+#: loop] in runtime/_loop.py)
+_sniffio_thread = sniffio.thread_local
+
+
+def _find_asyncio_loop() -> Any:
+    """asyncio's running loop in this thread, or None.
+
+    Until asyncio is imported no asyncio loop can run (aengine does not
+    import it); once it is, ``_running_loop`` becomes asyncio's own
+    ``_get_running_loop`` (a C function).
+    """
+    global _running_loop
+    get = getattr(sys.modules.get("asyncio"), "_get_running_loop", None)
+    if get is None:
+        return None
+    _running_loop = get
+    return get()
+
+
+_running_loop: Callable[[], Any] = _find_asyncio_loop
+
+
+def _loop_here() -> str | None:
+    """``"trio"`` or ``"asyncio"`` when that event loop runs in this thread, else None.
+
+    # NOTE [Is a loop running here]
+    # The entry points ask on every call, so the test is two reads: the
+    # name trio sets in its thread for the whole run (``sniffio.thread_local``)
+    # and asyncio's running loop of this thread (an asyncio callback, outside
+    # any task, counts).  Unlike sniffio's context variable, which anyio sets
+    # and ``asyncio.to_thread`` copies into a worker thread, neither leaks
+    # into threads: a worker thread of a running loop has no loop.
+    """
+    name = _sniffio_thread.name
+    if name:
+        return str(name)
+    return "asyncio" if _running_loop() is not None else None
+
+
+def _no_loop_here(public: str) -> None:
+    """Raise for an async entry point called where no event loop runs.
+
+    Not from inside a backward the engine runs (a custom Function's
+    backward, a hook, a callback): there the awaitable is returned as always
+    (NOTE [Reentrant stacks]).
+    """
+    if current_graph_task() is not None:
+        return
+    raise AutogradError(
+        f"ae.{public}() was called where no event loop runs; call ae.sync.{public}(...) in "
+        f"plain code, or await ae.{public}(...) inside async code (asyncio.run(ae.{public}(...)) "
+        "calls it before the loop starts: use anyio.run(ae."
+        f"{public}, ...) or await it in an async def)"
+    )
+
+
 def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any, Any]:
     """Make the async and the sync function from one generator definition.
 
     The generator yields each GraphTask it needs executed (any number of
     them: composite functions such as gradcheck or jacobian use
-    ``yield from _grad(...)`` several times) and returns the result.
+    ``yield from _grad(...)`` several times) and returns the result.  The
+    async function checks that an event loop runs and returns the call's
+    coroutine in a ``_Call`` (NOTE [The awaitable of an entry point]).
     """
     name = gen_fn.__name__.lstrip("_")
     module = gen_fn.__module__.rpartition(".")[2]
     # the name users call: 'functional.jacobian' for a public module's functions
     public = name if module.startswith("_") else f"{module}.{name}"
+    run = _async_runner(name, public)
 
     @functools.wraps(gen_fn)
-    async def async_fn(*args: Any, **kwargs: Any) -> Any:
-        gen = gen_fn(*args, **kwargs)
-        try:
-            gt = next(gen)
-            while True:
-                await drive_async_entry(gt, time_slice())
-                gt = gen.send(None)
-        except StopIteration as stop:
-            return stop.value
+    def async_fn(*args: Any, **kwargs: Any) -> Any:
+        if not _sniffio_thread.name and _running_loop() is None:  # NOTE [Is a loop running here]
+            _no_loop_here(public)
+        return _Call(run(gen_fn(*args, **kwargs)))  # the generator does nothing until run
 
     @functools.wraps(gen_fn)
     def sync_fn(*args: Any, **kwargs: Any) -> Any:
@@ -292,8 +455,28 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     return async_fn, sync_fn
 
 
+def _async_runner(
+    name: str, public: str
+) -> Callable[[Generator[GraphTask, None, Any]], Coroutine[Any, Any, Any]]:
+    """The coroutine function that drives an entry point's generator with the async driver."""
+
+    async def run(gen: Generator[GraphTask, None, Any]) -> Any:
+        try:
+            gt = next(gen)
+            while True:
+                await drive_async_entry(gt, time_slice())
+                gt = gen.send(None)
+        except StopIteration as stop:
+            return stop.value
+
+    run.__name__ = name
+    run.__qualname__ = public  # a coroutine left un-awaited is named so in the warning
+    return run
+
+
 backward, sync_backward = _twins(_backward)
 grad, sync_grad = _twins(_grad)
+_run_backward = _async_runner("backward", "backward")  # Tensor.backward's (checks its own way)
 
 backward.__doc__ = """Compute the gradients of ``tensors`` and accumulate them into leaves' ``.grad``.
 
@@ -301,7 +484,9 @@ backward.__doc__ = """Compute the gradients of ``tensors`` and accumulate them i
     non-scalar tensor; ``inputs`` restricts accumulation to those tensors;
     ``retain_graph`` (default: ``create_graph``) keeps saved tensors for
     another backward; ``create_graph`` records the backward for higher-order
-    gradients.  ``ae.sync.backward`` is the same without an event loop.
+    gradients.  ``ae.sync.backward`` is the same without an event loop;
+    ``ae.backward`` called where none runs raises AutogradError naming it
+    (``tensor.backward()`` runs there at once, as PyTorch's).
 
     Example::
 
@@ -316,7 +501,8 @@ grad.__doc__ = """Return the gradients of ``outputs`` with respect to ``inputs``
     A tuple with one entry per input; leaves' ``.grad`` are not touched.
     ``allow_unused=True`` gives None for inputs the outputs do not depend on
     (``materialize_grads=True`` gives zeros).  ``ae.sync.grad`` is the same
-    without an event loop.
+    without an event loop; ``ae.grad`` called where none runs raises
+    AutogradError naming it.
 
     Example::
 
@@ -343,32 +529,38 @@ def queue_callback(fn: Callable[..., Any], *args: Any) -> None:
     gt.add_callback(functools.partial(fn, *args) if args else fn)
 
 
-async def _tensor_backward(
+def _tensor_backward(
     self: Tensor,
     gradient: Any = None,
     retain_graph: Any = None,
     create_graph: bool = False,
     inputs: Any = None,
-) -> None:
-    """Compute gradients of this tensor w.r.t. graph leaves (awaitable).
+) -> Awaitable[None]:
+    """Compute gradients of this tensor w.r.t. graph leaves, as PyTorch's ``Tensor.backward``.
 
-    ``await loss.backward()``; for synchronous code use ``ae.sync.backward(loss)``.
+    Where no event loop runs (a plain script) it runs the backward at once,
+    as ``ae.sync.backward(self, ...)``, and returns an object that may still
+    be awaited (awaiting it does nothing more).  Inside async code it returns
+    an awaitable that runs the backward when awaited: ``await loss.backward()``.
+    From inside a backward the engine runs (a custom Function's backward, a
+    hook) it returns the awaitable too, as ``ae.backward`` does.
 
     Example::
 
         >>> import aengine as ae, anyio
         >>> x = ae.tensor(2.0, requires_grad=True)
-        >>> anyio.run((x * x).backward)
+        >>> _ = (x * x).backward()            # plain code: runs now
         >>> x.grad.item()
         4.0
+        >>> anyio.run((x * x).backward)       # awaited in an event loop
+        >>> x.grad.item()
+        8.0
     """
-    await backward(
-        self,
-        None if gradient is None else gradient,
-        retain_graph=retain_graph,
-        create_graph=create_graph,
-        inputs=inputs,
-    )
+    if _loop_here() is None and current_graph_task() is None:
+        for gt in _backward(self, gradient, retain_graph, create_graph, inputs):
+            drive_sync_entry(gt)
+        return _DONE
+    return _Call(_run_backward(_backward(self, gradient, retain_graph, create_graph, inputs)))
 
 
 _T: Any = Tensor  # the method is declared in the Tensor class for type checkers

@@ -9,6 +9,12 @@
 # grad, connects the tensor outputs to the node (inputs returned unchanged
 # become aliases, inputs marked dirty are rebased onto the node) and packs
 # the tensors given to ``save_for_backward`` as version-checked SavedTensors.
+# Outputs that are views get ``ctx`` as grad_fn as of their current version
+# and may not be modified in place afterwards (PyTorch's IN_CUSTOM_FUNCTION,
+# or multi-output views when several outputs are differentiable).  ``ctx``
+# keeps no reference to its outputs once connected: the dirty / non-
+# differentiable lists are dropped and a saved output is kept as its data
+# (NOTE [Graph ownership] in core/_graph.py).
 #
 # The engine calls ``node.apply(grads, create_graph)``.  In a plain backward
 # the gradients are raw arrays: they are materialized (zeros for None unless
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -370,18 +377,40 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        """Run ``forward`` and record the backward node (when grad is needed)."""
-        if kwargs:
-            sig = inspect.signature(cls.forward)
-            if cls.setup_context is Function.setup_context:
-                bound = sig.bind(None, *args, **kwargs)  # forward(ctx, *args)
-                bound.apply_defaults()
-                args = tuple(bound.args[1:])
-            else:
-                bound = sig.bind(*args, **kwargs)
-                bound.apply_defaults()
-                args = tuple(bound.args)
+        """Run ``forward`` and record the backward node (when grad is needed).
+
+        With ``setup_context``, the arguments are bound to ``forward``'s
+        signature with its defaults applied, so ``setup_context`` receives
+        every input (as PyTorch); without it, keyword arguments are bound so.
+        """
+        if cls.setup_context is not Function.setup_context:
+            if kwargs or _has_defaults(cls):
+                args = _bind(cls, inspect.signature(cls.forward).bind(*args, **kwargs))
+        elif kwargs:
+            bound = inspect.signature(cls.forward).bind(None, *args, **kwargs)  # forward(ctx, ...)
+            args = _bind(cls, bound)[1:]
         return _apply(cls, args)
+
+
+def _has_defaults(cls: Any) -> bool:
+    """Whether ``cls.forward`` has parameters with defaults (cached on the class)."""
+    has = cls.__dict__.get("_ae_forward_defaults")
+    if has is None:
+        params = inspect.signature(cls.forward).parameters.values()
+        has = any(p.default is not inspect.Parameter.empty for p in params)
+        cls._ae_forward_defaults = has
+    return bool(has)
+
+
+def _bind(cls: Any, bound: inspect.BoundArguments) -> tuple[Any, ...]:
+    """The positional arguments of ``forward`` with its defaults applied."""
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TypeError(
+            f"{cls.__name__}.forward takes keyword-only arguments ({', '.join(bound.kwargs)}), "
+            "which apply cannot pass on: make them positional parameters"
+        )
+    return tuple(bound.args)
 
 
 def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
@@ -420,9 +449,6 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
 
 def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any]) -> None:
     for t in ctx._dirty:
-        if not any(a is t for a in args):
-            raise AutogradError("mark_dirty only accepts input tensors, but received a tensor "
-                                "that was not an input.")  # fmt: skip
         if not any(o is t for o in outs):
             raise AutogradError(
                 "Some elements marked as dirty during the forward method were not returned "
@@ -436,10 +462,13 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
     """Make the tensor outputs outputs of ``ctx`` (see NOTE [Custom Function nodes])."""
     dirty = ctx._dirty
     non_diff = ctx._non_diff
+    # dropped now: ctx holding its outputs would make a cycle (NOTE [Graph ownership])
+    ctx._dirty = ctx._non_diff = ()
     ctx.num_outputs = len(outs)  # type: ignore[misc]
     out_meta: list[Any] = []
     devs: list[Any] = []
     seen: dict[int, Tensor] = {}
+    diff_outputs = 0
     for i, o in enumerate(outs):
         if not isinstance(o, Tensor):
             out_meta.append(None)
@@ -453,12 +482,14 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
             if o._fn is ctx:
                 o.output_nr = i
         elif any(d is o for d in dirty):
-            _rebase_dirty(ctx, args, o, i, len(outs))
+            _rebase_dirty(ctx, args, o, i, len(outs), is_input)
+            diff_outputs += 1
         elif any(n is o for n in non_diff):
             if is_input:
                 o = as_view(Tensor._make(o.data, False, o._device), o, _identity)
                 outs[i] = o
             o._rg = False
+            _mark_custom_view(o)
             if not ctx._materialize_non_diff_grads:
                 seen[id(o)] = o
                 out_meta.append(None)  # backward gets None for it, not zeros
@@ -472,9 +503,16 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
             o._rg = True
             o._fn = ctx
             o.output_nr = i
+            _mark_custom_view(o)
+            if o.data.dtype.kind in "fc":
+                diff_outputs += 1
         seen[id(outs[i])] = outs[i]
         out_meta.append((o.data.shape, o.data.dtype, o._device))
         devs.append(o._device)
+    if diff_outputs > 1:  # views among several outputs may not be modified in place
+        for o in outs:
+            if isinstance(o, Tensor) and o._base is not None and o._view_meta is not None:
+                o._creation = "multi_output:" + ctx.name()
     ctx._out_meta = tuple(out_meta)
     ctx.out_devs = tuple(devs)
     to_save = ctx._to_save
@@ -484,9 +522,15 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
             if t is None:
                 packed.append(None)
                 continue
-            out = next((o for o in outs if o is t), None)
-            if out is not None and out._fn is ctx:
-                packed.append(SavedTensor(out, True))
+            j = next((j for j, o in enumerate(outs) if o is t), None)
+            if j is not None and t._fn is ctx:
+                packed.append(SavedTensor(t, True))
+            elif j is not None and any(d is t for d in dirty):
+                # a dirty view: its history went to its base (CopySlices of ctx); saved as
+                # output j of ctx, without the tensor, so that no cycle keeps it alive
+                saved = SavedTensor(t, True)
+                saved.output_nr = j
+                packed.append(saved)
             else:
                 packed.append(SavedTensor(t))
         ctx._saved = tuple(packed)
@@ -495,15 +539,45 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
     ctx._to_save = None
 
 
-def _rebase_dirty(ctx: BackwardCFunction, args: tuple[Any, ...], o: Tensor, i: int, n: int) -> None:
-    """Make the dirty input ``o`` output ``i`` of ``ctx`` (PyTorch's rebase_history).
+def _mark_custom_view(o: Tensor) -> None:
+    """An output of a custom Function that is a view: restricted, with ``ctx`` as grad_fn now.
+
+    As PyTorch (IN_CUSTOM_FUNCTION): modifying it in place raises, since the
+    view's history would bypass the Function's backward; and its grad_fn is
+    the Function's node as of its current version, even if the view's base was
+    modified in place inside forward (NOTE [Restricted views]).
+    """
+    if o._base is not None and o._view_meta is not None:
+        o._creation = "custom_function"
+        o._view_meta = o._vc[0]
+
+
+_WARN_DIRTY_NOT_INPUT = (
+    "ctx.mark_dirty() received a tensor that was not an input. Only input Tensors that have "
+    "been mutated should be passed to ctx.mark_dirty()."
+)
+
+
+def _rebase_dirty(
+    ctx: BackwardCFunction, args: tuple[Any, ...], o: Tensor, i: int, n: int, is_input: bool
+) -> None:
+    """Make the dirty tensor ``o`` output ``i`` of ``ctx`` (PyTorch's rebase_history).
 
     For a view the new history goes to its base through CopySlices (see
     NOTE [Views and CopySlices] in tensors/_views.py), which supports a Function
-    whose first input is the view and which has one output.
+    whose first input is the view and which has one output.  A dirty tensor
+    that is not an input warns, as PyTorch, and is rebased all the same.
     """
     base = o._base
-    if base is not None and o._view_meta is not None:
+    is_view = base is not None and o._view_meta is not None
+    if not is_input:
+        if not is_view and o._fn is None and o._rg:
+            raise AutogradError(
+                "a leaf Variable that requires grad has been used in an in-place operation."
+            )
+        # stacklevel: the user's F.apply (_rebase_dirty < _connect < _apply < apply)
+        warnings.warn(_WARN_DIRTY_NOT_INPUT, UserWarning, stacklevel=5)
+    if base is not None and is_view:
         if o._creation is not None:
             raise AutogradError(_view_error(o, False))
         if base._rg and base._fn is None:

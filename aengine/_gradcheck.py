@@ -8,9 +8,15 @@
 # the numerical one by central differences, perturbing each input element by
 # +-eps in a private copy of its data.  Jacobians are (input numel, output
 # numel) float64 matrices compared with ``allclose(analytical, numerical,
-# rtol, atol)``.  gradgradcheck runs gradcheck on the function
-# ``(inputs, grad_outputs) -> grad(fn(inputs), inputs, grad_outputs,
-# create_graph=True)``, which needs the engine even to be *evaluated*: the
+# rtol, atol)``.  Every evaluation of ``fn`` runs with grad mode on, as
+# PyTorch's (a ``fn`` that registers a hook is checked, not refused), and
+# also inside ``no_grad()`` (where PyTorch would see no differentiable
+# output).  As PyTorch, an input with a dimension of stride 0 (``expand``,
+# a broadcast array) is refused with RuntimeError, and an output whose shape
+# or dtype changes under a perturbation raises, with PyTorch's texts (a
+# ValueError: PyTorch raises AssertionError).
+# gradgradcheck runs gradcheck on the function ``(inputs, grad_outputs) ->
+# grad(fn(inputs), inputs, grad_outputs, create_graph=True)``, which needs the engine even to be *evaluated*: the
 # checked function is therefore a generator like the check itself, and every
 # engine call is a ``yield from _grad(...)`` (NOTE [One definition, two
 # drivers] in _autograd.py) so that both run under ``await`` and under ``ae.sync``.
@@ -26,7 +32,7 @@ import numpy as np
 
 from ._autograd import _grad, _twins
 from .core import GradcheckError
-from .core._modes import enable_grad, no_grad
+from .core._modes import enable_grad
 from .tensors import Tensor, tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "sync_gradcheck", "sync_gradgradcheck"]
@@ -53,29 +59,34 @@ def _to_numpy(t: Tensor) -> np.ndarray:
     return np.asarray(t._device.backend.to_numpy(t.data), dtype=np.float64)
 
 
-def _call(fn: Any, args: tuple[Any, ...], grad: bool) -> Gen:
-    """The outputs of ``fn(*args)`` as a tuple (with grad mode on only if ``grad``)."""
+def _call(fn: Any, args: tuple[Any, ...]) -> Gen:
+    """The outputs of ``fn(*args)`` as a tuple, computed with grad mode on.
+
+    As PyTorch, every evaluation (the finite differences' too) runs with
+    grad mode on, so a ``fn`` that needs it (registers a hook, calls
+    ``requires_grad_``, differentiates inside) is checked rather than
+    failing; unlike PyTorch, also inside ``no_grad()`` (NOTE [gradcheck]).
+    """
     if isinstance(fn, _EngineFn):
         res = yield from fn.fn(*args)
-    elif grad:
-        with enable_grad():  # also when called inside no_grad()
-            res = fn(*args)
     else:
-        with no_grad():
+        with enable_grad():
             res = fn(*args)
     return _as_tuple(res, "the checked function's result")
 
 
 def _check_inputs(inputs: tuple[Any, ...]) -> list[int]:
-    """Positions of the inputs to check; warns about non-double ones, as PyTorch."""
-    idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t._rg]
-    if not idx:
-        raise ValueError(
-            "gradcheck expects at least one input tensor to require gradient, but none of "
-            "them have requires_grad=True; create them with requires_grad=True"
-        )
-    for i in idx:
-        if inputs[i].data.dtype != np.float64 and inputs[i].data.dtype.kind != "c":
+    """Positions of the inputs to check, validated as PyTorch's gradcheck does.
+
+    Warns about inputs that are not double precision; raises for an input
+    with a dimension of stride 0 (an ``expand``-ed or broadcast array: its
+    elements share memory, so one cannot be perturbed alone).
+    """
+    idx = []
+    for i, t in enumerate(inputs):
+        if not (isinstance(t, Tensor) and t._rg):
+            continue
+        if t.data.dtype != np.float64 and t.data.dtype.kind != "c":
             warnings.warn(
                 f"Input #{i} requires gradient and is not a double precision floating point "
                 "or complex. This check will likely fail if all the inputs are not of double "
@@ -83,13 +94,50 @@ def _check_inputs(inputs: tuple[Any, ...]) -> list[int]:
                 UserWarning,
                 stacklevel=4,
             )
+        shape, strides = t.data.shape, t.data.strides  # numpy gives an empty array 0 strides
+        if t.data.size and any(st == 0 and n > 1 for st, n in zip(strides, shape, strict=True)):
+            raise RuntimeError(
+                f"The {i}th input has a dimension with stride 0. gradcheck only supports inputs "
+                "that are non-overlapping to be able to compute the numerical gradients "
+                "correctly. You should call .contiguous on the input before passing it to "
+                "gradcheck."
+            )
+        idx.append(i)
+    if not idx:
+        raise ValueError(
+            "gradcheck expects at least one input tensor to require gradient, but none of "
+            "them have requires_grad=True; create them with requires_grad=True"
+        )
     return idx
 
 
 def _values(fn: Any, inputs: tuple[Any, ...], out_idx: list[int]) -> Gen:
-    """Flat float64 copies of the outputs ``out_idx`` (outputs may be views of an input)."""
-    outs = yield from _call(fn, inputs, False)
-    return [np.array(_to_numpy(outs[j]), dtype=np.float64).reshape(-1) for j in out_idx]
+    """Float64 copies of the outputs ``out_idx`` (outputs may be views of an input).
+
+    Each with the output's dtype, for the check of ``_same_shape_and_dtype``.
+    """
+    outs = yield from _call(fn, inputs)
+    return [(np.array(_to_numpy(outs[j]), dtype=np.float64), outs[j].dtype) for j in out_idx]
+
+
+def _same_shape_and_dtype(a: Any, b: Any, index: tuple[int, ...], eps: float) -> None:
+    """Raise unless two evaluations of the checked function agree in shape and dtype.
+
+    ``a`` and ``b`` are ``(array, dtype)`` pairs of ``_values``.  PyTorch's
+    message (PyTorch raises AssertionError; a ValueError here, raised also
+    with ``raise_exception=False``, as PyTorch's).
+    """
+    (arr_a, dt_a), (arr_b, dt_b) = a, b
+    if arr_a.shape != arr_b.shape:
+        raise ValueError(
+            "Expected `func` to return outputs with the same shape when inputs are perturbed "
+            f"on index {index} by {eps}, but got: shapes {arr_a.shape} and {arr_b.shape}."
+        )
+    if dt_a != dt_b:
+        raise ValueError(
+            "Expected `func` to return outputs with the same dtype when inputs are perturbed "
+            f"on index {index} by {eps}, but got: dtypes {dt_a} and {dt_b}."
+        )
 
 
 def _numerical(
@@ -112,12 +160,19 @@ def _numerical(
         try:
             for k in range(flat.size):
                 v = flat[k].item()
+                flat[k] = v - eps  # minus first, as PyTorch (the order of its message)
+                minus = yield from _values(fn, inputs, out_idx)
                 flat[k] = v + eps
                 plus = yield from _values(fn, inputs, out_idx)
-                flat[k] = v - eps
-                minus = yield from _values(fn, inputs, out_idx)
                 flat[k] = v
-                cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus, strict=True)])
+                index = tuple(int(n) for n in np.unravel_index(k, work.shape))
+                col = []
+                for n, (m, p) in enumerate(zip(minus, plus, strict=True)):
+                    _same_shape_and_dtype(m, p, index, eps)
+                    out = outputs[out_idx[n]]
+                    _same_shape_and_dtype((out.data, out.dtype), p, index, eps)
+                    col.append(((p[0] - m[0]) / (2 * eps)).reshape(-1))
+                cols.append(col)
         finally:
             x.data = orig
         jac[i] = {
@@ -166,7 +221,7 @@ def _analytical(
 def _run_check(fn: Any, inputs: tuple[Any, ...], eps: float, atol: float, rtol: float) -> Gen:
     """The check itself; raises GradcheckError on the first mismatch."""
     in_idx = _check_inputs(inputs)
-    outputs = yield from _call(fn, inputs, True)
+    outputs = yield from _call(fn, inputs)
     out_idx = [j for j, o in enumerate(outputs) if isinstance(o, Tensor) and o._rg]
     if not out_idx:
         every = [j for j, o in enumerate(outputs) if isinstance(o, Tensor)]

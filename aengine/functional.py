@@ -1,9 +1,11 @@
 """Higher-level differentiation: vjp, jvp, jacobian, hessian, vhp, hvp.
 
 The same functions as ``torch.autograd.functional``, with the same
-parameters, results and strict-mode errors.  ``ae.functional.<name>`` is a
-coroutine function (``await ae.functional.jacobian(f, x)``);
-``ae.sync.functional.<name>`` is its synchronous twin.  Both come from one
+parameters, results and errors (RuntimeError for misuse, as PyTorch's).
+``ae.functional.<name>`` returns an awaitable (``await
+ae.functional.jacobian(f, x)``; called where no event loop runs it raises
+AutogradError naming its twin); ``ae.sync.functional.<name>`` is its
+synchronous twin.  Both come from one
 generator definition per function that ``yield from``\\ s the engine's
 ``_grad`` for every backward it needs (NOTE [One definition, two drivers] in
 _autograd.py), so a Jacobian of an ``n``-element output is ``n`` engine calls
@@ -100,14 +102,14 @@ def _grad_postprocess(inputs: Any, create_graph: bool) -> Any:
 def _validate_v(v: tuple[Tensor, ...], other: tuple[Tensor, ...], is_other_tuple: bool) -> None:
     if len(other) != len(v):
         if is_other_tuple:
-            raise ValueError(
+            raise RuntimeError(
                 f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}."
             )
-        raise ValueError("The given v should contain a single Tensor.")
+        raise RuntimeError("The given v should contain a single Tensor.")
     for idx, (el_v, el_other) in enumerate(zip(v, other, strict=True)):
         if el_v.shape != el_other.shape:
             prepend = f"Entry {idx} in " if is_other_tuple else ""
-            raise ValueError(
+            raise RuntimeError(
                 f"{prepend}v has invalid size: should be {tuple(el_other.shape)} but got "
                 f"{tuple(el_v.shape)}."
             )
@@ -236,7 +238,7 @@ def _prep_v(
         _validate_v(vt, others, is_tuple)
         return vt
     if len(others) != 1 or others[0].data.size != 1:
-        raise ValueError(f"The vector v can only be None if {what} with a single element.")
+        raise RuntimeError(f"The vector v can only be None if {what} with a single element.")
     return None
 
 
@@ -322,13 +324,18 @@ def _jacobian(
     vectorize: bool = False,
     strategy: str = "reverse-mode",
 ) -> Gen:
+    if strategy == "forward-mode":  # NotImplementedError, a RuntimeError, as PyTorch's cases
+        raise NotImplementedError(
+            "jacobian supports only strategy='reverse-mode': aengine has no forward-mode AD; "
+            "use ae.functional.jvp for Jacobian-vector products"
+        )
     if strategy != "reverse-mode":
         raise ValueError(
-            f"jacobian supports only strategy='reverse-mode' (got {strategy!r}): aengine has no "
-            "forward-mode AD; use ae.functional.jvp for Jacobian-vector products"
+            'Expected strategy to be either "forward-mode" or "reverse-mode" (aengine supports '
+            f'"reverse-mode" only), got {strategy!r}'
         )
     if vectorize and strict:
-        raise ValueError(
+        raise RuntimeError(
             "ae.functional.jacobian: `strict=True` and `vectorize=True` are not supported "
             "together. Please either set `strict=False` or `vectorize=False`."
         )
@@ -385,9 +392,9 @@ def _hessian(
         is_out_tuple, t_out = _as_tuple(out, "outputs of the user-provided function", "hessian")
         _check_requires_grad(t_out, "outputs", strict=strict)
         if is_out_tuple or not isinstance(out, Tensor):
-            raise ValueError("The function given to hessian should return a single Tensor")
+            raise RuntimeError("The function given to hessian should return a single Tensor")
         if out.data.size != 1:
-            raise ValueError(
+            raise RuntimeError(
                 "The Tensor returned by the function given to hessian should contain a single "
                 "element"
             )
@@ -423,9 +430,9 @@ def _scalar_fn_setup(
     is_outputs_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", name)
     _check_requires_grad(outs, "outputs", strict=strict)
     if is_outputs_tuple or not isinstance(outs[0], Tensor):
-        raise ValueError(f"The function given to {name} should return a single Tensor")
+        raise RuntimeError(f"The function given to {name} should return a single Tensor")
     if outs[0].data.size != 1:
-        raise ValueError(
+        raise RuntimeError(
             f"The Tensor returned by the function given to {name} should contain a single element"
         )
     jac = yield from _autograd_grad(outs, ins, create_graph=True)

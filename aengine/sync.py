@@ -6,6 +6,10 @@ the same definition (see NOTE [One definition, two drivers] in aengine/_autograd
 so do ``ae.sync.gradcheck`` / ``ae.sync.gradgradcheck`` and ``ae.sync.functional``.
 Called from inside a running event loop they still work but block it, and
 warn; a reentrant call made from a backward function nests without warning.
+The awaitable entry points are the other way round: called where no event
+loop runs (outside a backward) they raise ``ae.AutogradError`` naming their
+``ae.sync`` twin, except ``tensor.backward()``, which then runs at once as
+PyTorch's does.
 
 Example::
 

@@ -395,3 +395,160 @@ def test_async_hook_that_does_not_suspend_runs_under_sync() -> None:
     y.register_hook(quick_hook)
     ae.sync.backward(y.sum())
     np.testing.assert_array_equal(x.grad.numpy(), [6.0, 6.0])
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("device", ["cpu", "sim:0"])
+@pytest.mark.parametrize("suspends", [False, True])
+@pytest.mark.parametrize("exc_type", [KeyboardInterrupt, SystemExit])
+def test_keyboard_interrupt_from_a_hook_arrives_as_itself(
+    backend: str, device: str, suspends: bool, exc_type: type[BaseException]
+) -> None:
+    """On cpu and on a device node (run by an Engine's worker), under both loops.
+
+    Run in a loop of its own, so that one escaping the loop fails this test
+    instead of stopping the test session.
+    """
+    seen: list[type[BaseException]] = []
+    x = leaf(3)
+
+    async def main() -> None:
+        y = x.to(device) * 2
+
+        async def hook(g: ae.Tensor) -> None:
+            if suspends:
+                await anyio.sleep(0)
+            raise exc_type("stop")
+
+        y.register_hook(hook)
+        async with ae.Engine():
+            try:
+                await ae.backward(y.sum())
+            except BaseException as exc:  # what the awaiting code sees
+                seen.append(type(exc))
+                raise
+
+    with pytest.raises(exc_type, match="stop"):
+        anyio.run(main, backend=backend)
+    assert seen == [exc_type]
+    assert x.grad is None
+
+
+# -- Tensor attributes: numpy(), .grad assignment, hooks registered ---------------------------
+
+
+def test_numpy_of_a_tensor_requiring_grad_works_where_grad_mode_is_off() -> None:
+    torch = torch_or_skip()
+    for lib in (torch, ae):
+        x = lib.ones(3, requires_grad=True)
+        y = x * 2
+        with pytest.raises(
+            RuntimeError, match=r"Can't call numpy\(\) on Tensor that requires grad"
+        ):
+            y.numpy()
+        with lib.no_grad():
+            assert y.numpy().tolist() == [2.0] * 3 and x.numpy().tolist() == [1.0] * 3
+        with lib.inference_mode():
+            assert y.numpy().tolist() == [2.0] * 3
+        with lib.no_grad():
+            v = x[:2]  # requires grad through its base: refused with grad mode on
+        with pytest.raises(
+            RuntimeError, match=r"Can't call numpy\(\) on Tensor that requires grad"
+        ):
+            v.numpy()
+
+
+#: (the value assigned to x.grad for x = ones(3) float64 on cpu, error type, PyTorch's text)
+GRAD_ASSIGNMENTS: dict[str, tuple[Callable[[Any, Any], Any], type, str]] = {
+    "itself": (lambda lib, x: x, RuntimeError, r"^can't assign Variable as its own grad$"),
+    "shape": (
+        lambda lib, x: lib.ones(2, dtype=lib.float64),
+        RuntimeError,
+        r"^attempting to assign a gradient of size '\[2\]' to a tensor of size '\[3\]'\. "
+        r"Please ensure that the gradient and the tensor are the same size$",
+    ),
+    "0-d": (
+        lambda lib, x: lib.tensor(1.0, dtype=lib.float64),
+        RuntimeError,
+        r"^attempting to assign a gradient of size '\[\]' to a tensor of size '\[3\]'",
+    ),
+    "int": (
+        lambda lib, x: 5,
+        TypeError,
+        r"^assigned grad expected to be a Tensor or None but got grad of type int$",
+    ),
+    "list": (
+        lambda lib, x: [1.0, 2.0, 3.0],
+        TypeError,
+        r"^assigned grad expected to be a Tensor or None but got grad of type list$",
+    ),
+    "dtype": (
+        lambda lib, x: lib.ones(3, dtype=lib.float32),
+        RuntimeError,
+        r"^attempting to assign a gradient with dtype '(float|Float)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(GRAD_ASSIGNMENTS))
+def test_grad_assignment_errors_are_pytorchs(case: str) -> None:
+    torch = torch_or_skip()
+    value, exc, text = GRAD_ASSIGNMENTS[case]
+    t = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(exc, match=text):
+        t.grad = value(torch, t)
+    x = ae.ones(3, requires_grad=True)
+    with pytest.raises(exc, match=text):
+        x.grad = value(ae, x)
+    assert x.grad is None
+    if exc is RuntimeError:
+        with pytest.raises(ae.AutogradError):
+            x.grad = value(ae, x)
+
+
+def test_grad_assignment_to_another_device_names_both() -> None:
+    x = ae.ones(3, requires_grad=True)
+    with pytest.raises(
+        ae.AutogradError,
+        match=r"attempting to assign a gradient with device type 'sim' to a tensor with device "
+        r"type 'cpu'\. Please ensure that the gradient and the tensor are on the same device",
+    ):
+        x.grad = ae.ones(3, device="sim:0")
+    s = ae.ones(3, device="sim:0", requires_grad=True)
+    with pytest.raises(
+        ae.AutogradError,
+        match=r"attempting to assign a gradient located on device with index '1' to a tensor "
+        r"located on device with index '0'",
+    ):
+        s.grad = ae.ones(3, device="sim:1")
+    s.grad = ae.ones(3, device="sim:0")
+    x.grad = None
+    assert s.grad is not None and x.grad is None
+
+
+@pytest.mark.parametrize("kind", ["grad_fn post", "grad_fn pre", "tensor", "leaf"])
+def test_a_non_callable_hook_registers_and_fails_when_the_backward_calls_it(kind: str) -> None:
+    """As PyTorch: registration accepts it; the backward raises "'int' object is not callable"."""
+    torch = torch_or_skip()
+    for lib in (torch, ae):
+        x = lib.ones(3, requires_grad=True)
+        y = x * 2
+        target = {
+            "grad_fn post": y.grad_fn.register_hook,
+            "grad_fn pre": y.grad_fn.register_prehook,
+            "tensor": y.register_hook,
+            "leaf": x.register_hook,
+        }[kind]
+        handle = target(5)
+        assert hasattr(handle, "remove")
+        # PyTorch raises the TypeError itself; aengine wraps it (BackwardError, a
+        # RuntimeError) with the TypeError as its cause, as any error in a backward
+        with pytest.raises((TypeError, ae.BackwardError), match="'int' object is not callable"):
+            if lib is torch:
+                y.sum().backward()
+            else:
+                ae.sync.backward(y.sum())
+        assert x.grad is None
+    handle.remove()
+    ae.sync.backward(y.sum())  # removed: the backward runs
+    assert x.grad is not None

@@ -200,19 +200,105 @@ def test_strict_mode_errors() -> None:
 
 
 def test_argument_errors() -> None:
+    # misuse raises RuntimeError, as torch.autograd.functional (ValueError before)
     x = ae.tensor([1.0, 2.0])
     with pytest.raises(TypeError, match="must be either a Tensor or a tuple of Tensors"):
         ae.sync.functional.vjp(lambda a: a, [1.0, 2.0])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="v has invalid size"):
+    with pytest.raises(RuntimeError, match="v has invalid size"):
         ae.sync.functional.vjp(lambda a: a * 2, x, ae.ones(3))
-    with pytest.raises(ValueError, match="can only be None"):
+    with pytest.raises(RuntimeError, match="can only be None"):
         ae.sync.functional.vjp(lambda a: a * 2, x)
-    with pytest.raises(ValueError, match="should return a single Tensor"):
+    with pytest.raises(RuntimeError, match="should return a single Tensor"):
         ae.sync.functional.hvp(lambda a: (a.sum(), a.sum()), x, ae.ones(2))
-    with pytest.raises(ValueError, match="`strict=True` and `vectorize=True`"):
+    with pytest.raises(RuntimeError, match="`strict=True` and `vectorize=True`"):
         ae.sync.functional.jacobian(lambda a: a, x, strict=True, vectorize=True)
-    with pytest.raises(ValueError, match="reverse-mode"):
+    with pytest.raises(NotImplementedError, match="reverse-mode"):
         ae.sync.functional.jacobian(lambda a: a, x, strategy="forward-mode")
+    with pytest.raises(ValueError, match='Expected strategy to be either "forward-mode" or'):
+        ae.sync.functional.jacobian(lambda a: a, x, strategy="sideways")
+
+
+def _t(lib: Any, values: list[float]) -> Any:
+    return lib.tensor(np.asarray(values, dtype=np.float64))
+
+
+# misuse of torch.autograd.functional that torch answers with RuntimeError:
+# (case, call with (lib, functional namespace), aengine's message as a regex)
+MISUSE: list[tuple[str, Callable[[Any, Any], Any], str]] = [
+    ("vjp v shape", lambda L, F: F.vjp(lambda a: a * 2, _t(L, [1, 2]), _t(L, [1, 1, 1])),
+     r"^v has invalid size: should be \(2,\) but got \(3,\)\.$"),
+    ("vjp v entry shape",
+     lambda L, F: F.vjp(lambda a: (a * 2, a.sum()), _t(L, [1, 2]), (_t(L, [1, 1]), _t(L, [1, 1]))),
+     r"^Entry 1 in v has invalid size: should be \(\) but got \(2,\)\.$"),
+    ("vjp v tuple length",
+     lambda L, F: F.vjp(lambda a: (a * 2, a * 3), _t(L, [1, 2]), (_t(L, [1, 1]),)),
+     r"^v is a tuple of invalid length: should be 2 but got 1\.$"),
+    ("vjp v tuple for one output",
+     lambda L, F: F.vjp(lambda a: a * 2, _t(L, [1, 2]), (_t(L, [1, 1]), _t(L, [1, 1]))),
+     r"^The given v should contain a single Tensor\.$"),
+    ("vjp v None", lambda L, F: F.vjp(lambda a: a * 2, _t(L, [1, 2])),
+     r"^The vector v can only be None if the user-provided function returns a single Tensor "
+     r"with a single element\.$"),
+    ("jvp v shape", lambda L, F: F.jvp(lambda a: a * 2, _t(L, [1, 2]), _t(L, [1, 1, 1])),
+     r"^v has invalid size: should be \(2,\) but got \(3,\)\.$"),
+    ("jvp v None", lambda L, F: F.jvp(lambda a: a * 2, _t(L, [1, 2])),
+     r"^The vector v can only be None if the input to the user-provided function is a single "
+     r"Tensor with a single element\.$"),
+    ("jacobian strict and vectorize",
+     lambda L, F: F.jacobian(lambda a: a * 2, _t(L, [1, 2]), strict=True, vectorize=True),
+     r"`strict=True` and `vectorize=True` are not supported together\. Please either set "
+     r"`strict=False` or `vectorize=False`\.$"),
+    ("hessian tuple output", lambda L, F: F.hessian(lambda a: (a.sum(), a.sum()), _t(L, [1, 2])),
+     r"^The function given to hessian should return a single Tensor$"),
+    ("hessian non-scalar output", lambda L, F: F.hessian(lambda a: a * 2, _t(L, [1, 2])),
+     r"^The Tensor returned by the function given to hessian should contain a single element$"),
+    ("vhp tuple output",
+     lambda L, F: F.vhp(lambda a: (a.sum(), a.sum()), _t(L, [1, 2]), _t(L, [1, 1])),
+     r"^The function given to vhp should return a single Tensor$"),
+    ("vhp non-scalar output", lambda L, F: F.vhp(lambda a: a * 2, _t(L, [1, 2]), _t(L, [1, 1])),
+     r"^The Tensor returned by the function given to vhp should contain a single element$"),
+    ("vhp v shape", lambda L, F: F.vhp(lambda a: (a * a).sum(), _t(L, [1, 2]), _t(L, [1])),
+     r"^v has invalid size: should be \(2,\) but got \(1,\)\.$"),
+    ("vhp v None", lambda L, F: F.vhp(lambda a: (a * a).sum(), _t(L, [1, 2])),
+     r"^The vector v can only be None if the input to the user-provided function is a single "
+     r"Tensor with a single element\.$"),
+    ("hvp tuple output",
+     lambda L, F: F.hvp(lambda a: (a.sum(), a.sum()), _t(L, [1, 2]), _t(L, [1, 1])),
+     r"^The function given to hvp should return a single Tensor$"),
+    ("hvp non-scalar output", lambda L, F: F.hvp(lambda a: a * 2, _t(L, [1, 2]), _t(L, [1, 1])),
+     r"^The Tensor returned by the function given to hvp should contain a single element$"),
+    ("hvp v shape", lambda L, F: F.hvp(lambda a: (a * a).sum(), _t(L, [1, 2]), _t(L, [1])),
+     r"^v has invalid size: should be \(2,\) but got \(1,\)\.$"),
+    ("strict: output does not require grad",
+     lambda L, F: F.vjp(lambda a: a.detach(), _t(L, [1, 2]), _t(L, [1, 1]), strict=True),
+     r"^Output 0 of the user-provided function does not require gradients\."),
+    ("strict: linear under create_graph",
+     lambda L, F: F.jacobian(lambda a: a * 2, _t(L, [1, 2]), strict=True, create_graph=True),
+     r"^The jacobian of the user-provided function is independent of input 0\. This is not "
+     r"allowed in strict mode when create_graph=True\.$"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fn", "msg"), [m[1:] for m in MISUSE], ids=[m[0] for m in MISUSE])
+def test_misuse_raises_runtime_error_like_torch(fn: Callable[..., Any], msg: str) -> None:
+    torch = torch_or_skip()
+    with pytest.raises(RuntimeError) as expected:
+        fn(torch, torch.autograd.functional)
+    assert type(expected.value) is RuntimeError
+    # torch's text, with shapes written as tuples and aengine's name
+    want = str(expected.value).replace("torch.Size([", "(").replace("])", ",)")
+    want = want.replace("(,)", "()").replace("torch.autograd.functional", "ae.functional")
+    want = want.replace("`vectorized=True`", "`vectorize=True`")  # a typo in torch's text
+    with pytest.raises(RuntimeError, match=msg) as got:
+        fn(ae, ae.sync.functional)
+    assert str(got.value) == want
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("fn", "msg"), [m[1:] for m in MISUSE], ids=[m[0] for m in MISUSE])
+async def test_misuse_raises_runtime_error_awaited(fn: Callable[..., Any], msg: str) -> None:
+    with pytest.raises(RuntimeError, match=msg):
+        await fn(ae, ae.functional)
 
 
 def test_sync_functional_module() -> None:

@@ -401,6 +401,47 @@ def test_inference_mode_inplace_rules(lib_name: str) -> None:
         c.add_(1)
 
 
+@pytest.mark.parametrize("lib_name", ["ae", "torch"])
+def test_an_inference_tensor_may_require_grad_inside_inference_mode(lib_name: str) -> None:
+    """As PyTorch: made with requires_grad=True inside, it is a leaf that takes gradients."""
+    lib: Any = ae if lib_name == "ae" else torch_or_skip()
+    with lib.inference_mode():
+        o = lib.ones(2, dtype=lib.float64, requires_grad=True)
+        r = lib.zeros(2, dtype=lib.float64).requires_grad_()
+        assert o.requires_grad and o.is_inference() and o.is_leaf and o.grad_fn is None
+        assert r.requires_grad and r.is_inference()
+        z = o * 2  # inside: no graph
+        assert not z.requires_grad and z.grad_fn is None
+    z = o * 2  # outside: o takes part in a graph (mul by a number saves nothing)
+    assert z.requires_grad
+    if lib is ae:
+        ae.sync.backward(z.sum())
+    else:
+        z.sum().backward()
+    assert o.grad.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_a_view_made_without_grad_mode_of_a_base_requiring_grad(mode: str) -> None:
+    """PyTorch: requires_grad True, grad_fn None, a leaf; the same base's result is not."""
+    torch = torch_or_skip()
+    seen = []
+    for lib in (torch, ae):
+        x = lib.ones(3, dtype=lib.float64, requires_grad=True)
+        y = x * 2
+        with getattr(lib, mode)():
+            views = (x[:2], x.view(3), y[1:])
+            computed = x * 2
+        for v in views:
+            assert not v.is_inference()  # a view of a normal tensor, even in inference mode
+            assert repr(v).endswith("requires_grad=True)")
+        seen.append(
+            [(v.requires_grad, v.grad_fn is None, v.is_leaf) for v in views]
+            + [(computed.requires_grad, computed.grad_fn is None, computed.is_leaf)]
+        )
+    assert seen[0] == seen[1] == [(True, True, True)] * 3 + [(False, True, True)]
+
+
 def test_inference_tensor_requires_grad_outside_mode() -> None:
     with ae.inference_mode():
         c = ae.ones(2)
@@ -457,3 +498,129 @@ def test_detach_inplace_on_views(lib_name: str) -> None:
     a.detach_()  # detaching the base does not detach an existing view
     assert v.requires_grad and v.grad_fn is not None
     assert not a.requires_grad and a.grad_fn is None
+
+
+# ---- detach_ of a tensor saved for backward (NOTE [Saved tensors detached in place]) ----------
+
+_ERR_DETACHED = (
+    r"^Trying to use a saved tensor that has been detached in-place, i\.e\. with \.detach_\(\)\."
+    r"This is not supported, please use out-of-place `\.detach\(\)` instead$"
+)
+
+
+def _detach_case(lib: Any, case: str) -> tuple[Any, Any, Any]:
+    """Returns (leaf, loss, the graph's other leaf or None) for one detach_ scenario."""
+    x = lib.ones(3, dtype=lib.float64, requires_grad=True)
+    w = None
+    if case == "saved non-leaf input":
+        y = x * 2
+        z = y * y
+        y.detach_()
+    elif case == "then modified in place":
+        y = x * 2
+        z = y * y
+        y.detach_()
+        y.add_(1)
+    elif case == "saved leaf input":
+        w = lib.ones(3, dtype=lib.float64, requires_grad=True)
+        z = x * w
+        x.detach_()
+        x = w
+    elif case == "saved output":
+        y = x.exp()
+        z = y * 1.0
+        y.detach_()
+    elif case == "not saved":
+        y = x * 2
+        z = y + 1
+        y.detach_()
+    elif case == "saved after detach_":
+        y = x * 2
+        y.detach_()
+        z = y * x
+    elif case == "saved after detach_, modified":
+        y = x * 2
+        y.detach_()
+        z = y * x
+        y.add_(1)
+    elif case == "alias saved before":
+        y = x * 2
+        d = y.detach()
+        z = d * x
+        y.detach_()
+    elif case == "alias saved before, modified":
+        y = x * 2
+        d = y.detach()
+        z = d * x
+        y.detach_()
+        y.add_(1)
+    else:  # a custom Function's saved input: PyTorch unpacks it fine
+        y = x * 2
+
+        class Keep(lib.autograd.Function if lib is not ae else ae.Function):  # type: ignore[misc]
+            @staticmethod
+            def forward(ctx: Any, a: Any) -> Any:
+                ctx.save_for_backward(a)
+                return a * 1
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                (a,) = ctx.saved_tensors
+                return g * a
+
+        z = Keep.apply(y)
+        y.detach_()
+    return x, z.sum(), w
+
+
+_DETACH_CASES = {
+    "saved non-leaf input": _ERR_DETACHED,
+    "then modified in place": _ERR_DETACHED,  # the detach_ error comes first, as in PyTorch
+    "saved leaf input": None,
+    "saved output": None,
+    "not saved": None,
+    "saved after detach_": None,
+    "saved after detach_, modified": r"has been modified by an inplace operation: .* is at "
+    r"version 1; expected version 0 instead",
+    "alias saved before": None,
+    "alias saved before, modified": r"has been modified by an inplace operation: .* is at "
+    r"version 1; expected version 0 instead",
+    "custom Function input": None,
+}
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("case", list(_DETACH_CASES))
+def test_a_saved_tensor_detached_in_place(case: str, create_graph: bool) -> None:
+    torch = torch_or_skip()
+    error = _DETACH_CASES[case]
+    tx, tloss, _ = _detach_case(torch, case)
+    x, loss, _ = _detach_case(ae, case)
+    if error is None:
+        (tg,) = torch.autograd.grad(tloss, [tx], create_graph=create_graph)
+        (g,) = ae.sync.grad(loss, [x], create_graph=create_graph)
+        np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy())
+        return
+    with pytest.raises(RuntimeError, match=error):
+        torch.autograd.grad(tloss, [tx], create_graph=create_graph)
+    with pytest.raises(ae.AutogradError, match=error):
+        ae.sync.grad(loss, [x], create_graph=create_graph)
+
+
+def test_a_failed_backward_through_a_detached_saved_tensor_writes_no_grad() -> None:
+    x, loss, _ = _detach_case(ae, "saved non-leaf input")
+    with pytest.raises(ae.AutogradError, match=_ERR_DETACHED):
+        ae.sync.backward(loss)
+    assert x.grad is None
+
+
+def test_detach_inplace_keeps_the_version_and_the_shared_counter() -> None:
+    x = ae.ones(3, requires_grad=True)
+    y = x * 2
+    d = y.detach()
+    y.detach_()
+    assert y._version == 0 and d._version == 0
+    y.add_(1)  # the counter is still the one d shares
+    assert y._version == 1 and d._version == 1
+    v = y[:2]
+    assert v._version == 1

@@ -16,6 +16,7 @@ import pytest
 
 import aengine as ae
 from aengine.ops._core import node_class, record
+from tests.conftest import torch_or_skip
 
 # -- the table of ops ------------------------------------------------------------------------
 
@@ -410,3 +411,117 @@ def test_names_and_docs():
     )
     assert "finite differences" in ae.gradcheck.__doc__
     assert ae.sync.gradcheck.__doc__ == ae.gradcheck.__doc__
+
+
+# -- like torch.autograd.gradcheck: grad mode, perturbed shapes, stride-0 inputs -----------------
+def _hooked(t: Any) -> Any:
+    """2 t whose gradient a hook triples: needs grad mode in every evaluation."""
+    y = t * 2
+    y.register_hook(lambda g: g * 3)
+    return y
+
+
+def _shape_changes(t: Any) -> Any:
+    """Two elements at t[0] <= 1, one above: changes at the point checked (t[0] = 1)."""
+    n = 1 if float(t.detach()[0]) > 1.0 else 2
+    return t[:n] * 2
+
+
+def _dtype_changes(t: Any) -> Any:
+    return t * 2 if float(t.detach()[0]) > 1.0 else (t * 2).float()
+
+
+def _torch_gradcheck_error(torch: Any, fn: Any, x: Any) -> BaseException:
+    with pytest.raises(BaseException) as info:
+        torch.autograd.gradcheck(fn, (x,))
+    return info.value
+
+
+def test_fn_that_needs_grad_mode_is_checked_like_torch():
+    torch = torch_or_skip()
+    tx = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    err = _torch_gradcheck_error(torch, _hooked, tx)
+    assert type(err).__name__ == "GradcheckError" and "Jacobian mismatch" in str(err)
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    wrong = (
+        "Jacobian mismatch for output 0 with respect to input 0,\n"
+        "numerical:array([[2., 0.],\n       [0., 2.]])\n"
+        "analytical:array([[6., 0.],\n       [0., 6.]])\n"
+    )
+    with pytest.raises(ae.GradcheckError, match=re.escape(wrong)):
+        ae.sync.gradcheck(_hooked, (x,))
+    assert ae.sync.gradcheck(_hooked, (x,), raise_exception=False) is False
+    with ae.no_grad():  # also inside no_grad (torch: no differentiable output there)
+        assert ae.sync.gradcheck(_hooked, (x,), raise_exception=False) is False
+
+
+def test_output_shape_that_changes_under_perturbation_raises_like_torch():
+    torch = torch_or_skip()
+    tx = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    err = _torch_gradcheck_error(torch, _shape_changes, tx)
+    assert "same shape when inputs are perturbed on index (0,) by 1e-06" in str(err)
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    msg = (
+        r"Expected `func` to return outputs with the same shape when inputs are perturbed on "
+        r"index \(0,\) by 1e-06, but got: shapes \(2,\) and \(1,\)\."
+    )
+    with pytest.raises(ValueError, match=msg):
+        ae.sync.gradcheck(_shape_changes, (x,))
+    with pytest.raises(ValueError, match=msg):  # not a failed check: raised as torch does
+        ae.sync.gradcheck(_shape_changes, (x,), raise_exception=False)
+
+
+def test_output_dtype_that_changes_under_perturbation_raises_like_torch():
+    torch = torch_or_skip()
+    tx = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    err = _torch_gradcheck_error(torch, _dtype_changes, tx)
+    assert "same dtype when inputs are perturbed on index (0,) by 1e-06" in str(err)
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    msg = (
+        r"Expected `func` to return outputs with the same dtype when inputs are perturbed on "
+        r"index \(0,\) by 1e-06, but got: dtypes float32 and float64\."
+    )
+    with pytest.raises(ValueError, match=msg):
+        ae.sync.gradcheck(_dtype_changes, (x,))
+
+
+STRIDE_0 = (
+    r"The {}th input has a dimension with stride 0\. gradcheck only supports inputs that are "
+    r"non-overlapping to be able to compute the numerical gradients correctly\. You should "
+    r"call \.contiguous on the input before passing it to gradcheck\."
+)
+
+
+def test_input_with_a_stride_0_dimension_is_refused_like_torch():
+    torch = torch_or_skip()
+    tx = torch.ones(1, dtype=torch.float64, requires_grad=True).expand(3)
+    with pytest.raises(RuntimeError, match=STRIDE_0.format(0)):
+        torch.autograd.gradcheck(lambda t: t * 2, (tx,))
+    x = ae.ones(1, dtype=ae.float64, requires_grad=True).expand(3)
+    with pytest.raises(RuntimeError, match=STRIDE_0.format(0)):
+        ae.sync.gradcheck(lambda t: t * 2, (x,))
+    with pytest.raises(RuntimeError, match=STRIDE_0.format(0)):
+        ae.sync.gradcheck(lambda t: t * 2, (x,), raise_exception=False)
+    with pytest.raises(RuntimeError, match=STRIDE_0.format(0)):
+        ae.sync.gradgradcheck(lambda t: t * t, (x,))
+    assert ae.sync.gradcheck(lambda t: t * 2, (x.contiguous(),))  # the fix
+    # a broadcast numpy array shared without a copy, as the second input
+    b = ae.as_tensor(np.broadcast_to(np.arange(2.0)[:, None], (2, 3))).requires_grad_()
+    with pytest.raises(RuntimeError, match=STRIDE_0.format(1)):
+        ae.sync.gradcheck(lambda k, t: t * k, (3.0, b))
+    # size-1 dimensions and empty tensors are fine, as in torch
+    ones = ae.ones(1, 1, dtype=ae.float64, requires_grad=True)
+    assert ae.sync.gradcheck(lambda t: t * 2, (ones.expand(1, 1),))
+    one = ae.ones(1, 3, dtype=ae.float64, requires_grad=True)
+    assert ae.sync.gradcheck(lambda t: t * 2, (one.expand(1, 3),))
+
+
+@pytest.mark.anyio
+async def test_async_gradcheck_checks_the_same():
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    assert await ae.gradcheck(_hooked, (x,), raise_exception=False) is False
+    with pytest.raises(ValueError, match=r"same shape when inputs are perturbed on index \(0,\)"):
+        await ae.gradcheck(_shape_changes, (x,))
+    e = ae.ones(1, dtype=ae.float64, requires_grad=True).expand(3)
+    with pytest.raises(RuntimeError, match=STRIDE_0.format(0)):
+        await ae.gradgradcheck(lambda t: t * t, (e,))

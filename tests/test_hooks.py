@@ -8,6 +8,7 @@ awaitable API under asyncio and trio, and the logs and gradients must match.
 from __future__ import annotations
 
 import gc
+import re
 import weakref
 from typing import Any
 
@@ -16,6 +17,8 @@ import numpy as np
 import pytest
 
 import aengine as ae
+from aengine.core._commit import commit
+from aengine.core._graph_task import GraphTask
 from tests.conftest import torch_or_skip
 
 # -- library adapters -----------------------------------------------------------------------
@@ -839,3 +842,138 @@ async def test_multi_grad_hook_all_counts_nodes_queued_on_device_workers(use_gra
             gx = x.grad
     assert seen == [[[3.0, 3.0], [4.0, 4.0]]]
     assert gx is not None and gx.tolist() == [26.0, 26.0]
+
+
+# -- what a hook returns is checked (NOTE [Checking what a hook returns]) ---------------------
+
+
+def _bad_hook_case(lib: Any, case: str) -> tuple[Any, Any, Any]:
+    """A leaf ``x`` (3,), a second leaf ``w``, the loss, with one hook returning ``case``."""
+    x = lib.ones(3, requires_grad=True)
+    w = lib.ones(3, requires_grad=True)
+    y = x * 2
+    acc = y.grad_fn.next_functions[0][0]
+    f32 = lib.float32
+
+    def bad(*args: Any) -> Any:
+        return {
+            "pre_size": (lib.tensor(1.0),),
+            "pre_count": (lib.ones(3), lib.ones(3)),
+            "pre_dtype": (lib.ones(3, dtype=f32),),
+            "acc_pre_size": (lib.tensor(5.0),),
+            "acc_pre_count": (lib.ones(3), lib.ones(3)),
+            "post_size": (lib.ones(2), None),
+            "post_count": (lib.ones(3),),
+            "post_none_slot": (lib.ones(3), lib.ones(3)),
+            "acc_post_count": (lib.ones(3),),
+            "tensor_size": lib.ones(2),
+            "leaf_size": lib.ones(1, 3),
+            "leaf_dtype": lib.ones(3, dtype=f32),
+        }[case]
+
+    if case.startswith("pre"):
+        y.grad_fn.register_prehook(bad)
+    elif case.startswith("acc_pre"):
+        acc.register_prehook(bad)
+    elif case.startswith("post"):
+        y.grad_fn.register_hook(bad)
+    elif case.startswith("acc_post"):
+        acc.register_hook(bad)
+    elif case.startswith("tensor"):
+        y.register_hook(bad)
+    else:
+        x.register_hook(bad)
+    return x, w, (y * w).sum()
+
+
+_BAD_HOOKS = {
+    "pre_size": r"hook 'bad' has changed the size of value: expected shape \(3,\), got \(\)",
+    "pre_count": r"hook 'bad' has returned an incorrect number of values \(got 2, but expected 1\)",
+    "pre_dtype": r"hook 'bad' has changed the type of value \(was float64 got float32\)",
+    "acc_pre_size": r"hook 'bad' has changed the size of value: expected shape \(3,\), got \(\)",
+    "acc_pre_count": r"hook 'bad' has returned an incorrect number of values \(got 2, but expected 1\)",
+    "post_size": r"hook 'bad' has changed the size of value: expected shape \(3,\), got \(2,\)",
+    "post_count": r"hook 'bad' has returned an incorrect number of values \(got 1, but expected 2\)",
+    "post_none_slot": r"can't replace a None gradient with a non-None value",
+    "acc_post_count": r"hook 'bad' has returned an incorrect number of values \(got 1, but expected 0\)",
+    "tensor_size": r"hook 'bad' has changed the size of value: expected shape \(3,\), got \(2,\)",
+    "leaf_size": r"hook 'bad' has changed the size of value: expected shape \(3,\), got \(1, 3\)",
+    "leaf_dtype": r"hook 'bad' has changed the type of value \(was float64 got float32\)",
+}
+
+
+class _AeHookLib:
+    float32 = ae.float32
+
+    @staticmethod
+    def ones(*shape: int, requires_grad: bool = False, dtype: Any = None) -> Any:
+        return ae.ones(*shape, requires_grad=requires_grad, dtype=dtype)
+
+    @staticmethod
+    def tensor(v: float) -> Any:
+        return ae.tensor(v)
+
+
+class _TorchHookLib:
+    def __init__(self) -> None:
+        self.torch = torch_or_skip()
+        self.float32 = self.torch.float32
+
+    def ones(self, *shape: int, requires_grad: bool = False, dtype: Any = None) -> Any:
+        dtype = dtype or self.torch.float64
+        return self.torch.ones(*shape, requires_grad=requires_grad, dtype=dtype)
+
+    def tensor(self, v: float) -> Any:
+        return self.torch.tensor(v, dtype=self.torch.float64)
+
+
+@pytest.mark.parametrize("case", list(_BAD_HOOKS))
+def test_a_hook_returning_a_wrong_value_fails_before_any_grad_is_written(case: str) -> None:
+    """As PyTorch: the hook is named; aengine adds both shapes; no ``.grad`` changes."""
+    torch = torch_or_skip()
+    tx, tw, tloss = _bad_hook_case(_TorchHookLib(), case)
+    with pytest.raises(RuntimeError) as tinfo:
+        tloss.backward()
+    # PyTorch's text, up to the shapes aengine adds (and its own dtype names)
+    prefix = _BAD_HOOKS[case].split(":")[0].split(r" \(was")[0]
+    assert torch is not None and re.search(prefix, str(tinfo.value))
+
+    x, w, loss = _bad_hook_case(_AeHookLib(), case)
+    with pytest.raises(ae.AutogradError, match=_BAD_HOOKS[case]):
+        ae.sync.backward(loss)
+    assert x.grad is None and w.grad is None  # nothing written, not even w's
+
+    # a leaf whose .grad was set keeps it, unchanged
+    x, w, loss = _bad_hook_case(_AeHookLib(), case)
+    x.grad, w.grad = ae.ones(3), ae.full((3,), 7.0)
+    with pytest.raises(ae.AutogradError, match=_BAD_HOOKS[case]):
+        ae.sync.backward(loss)
+    assert x.grad.tolist() == [1.0] * 3 and w.grad.tolist() == [7.0] * 3
+
+
+@pytest.mark.anyio
+async def test_a_hook_returning_a_wrong_shape_on_a_device_node() -> None:
+    """The same check on a node a device worker runs (the awaitable API)."""
+    x = ae.ones(3, requires_grad=True)
+    w = ae.ones(3, requires_grad=True)
+    y = x.to("sim:0") * 2
+    y.grad_fn.register_prehook(lambda g: (ae.tensor(1.0, device="sim:0"),))
+    async with ae.Engine():
+        with pytest.raises(ae.AutogradError, match=r"has changed the size of value"):
+            await ae.backward((y.to("cpu") * w).sum())
+    assert x.grad is None and w.grad is None
+
+
+def test_the_commit_writes_nothing_when_one_staged_gradient_does_not_fit() -> None:
+    """All or nothing: every staged gradient is checked before any ``.grad`` is written."""
+    a = ae.ones(3, requires_grad=True)
+    b = ae.ones(3, requires_grad=True)
+    a.grad = ae.full((3,), 2.0)
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.stage(a, np.ones(3), "leaf")
+    gt.stage(b, np.ones(()), "leaf")  # a wrong shape, staged after a's
+    with pytest.raises(
+        ae.AutogradError, match=r"shape \(3,\) has shape \(\); no .grad was written"
+    ):
+        commit(gt)
+    assert a.grad.tolist() == [2.0] * 3 and b.grad is None

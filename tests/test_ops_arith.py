@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import aengine as ae
 
-from .oracle import check_op
+from .oracle import check_op, torch_or_skip
 
 BINARY_SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((2, 1), (1, 4)), ((), (2, 2)), ((0, 3), (3,))]
 
@@ -176,3 +178,115 @@ def test_raw_tanh_grad_writes_only_its_own_temporary():
     np.testing.assert_array_equal(s, g64 * y * (1.0 - y))
     np.testing.assert_array_equal(y, [0.5, -0.25])
     np.testing.assert_array_equal(g64, [2.0, 3.0])
+
+
+# -- what a binary op saves (NOTE [What a binary op saves]) ---------------------------------------
+def _modified_after(lib, op, needs, modify):  # type: ignore[no-untyped-def]
+    """``op(a, b)`` where input i requires grad iff ``needs[i]``, then ``modify`` ("a", "b"
+    or "out") is changed in place; the leaves' gradients, or "error" when backward raises."""
+    f64 = lib.float64
+    leaves = [lib.tensor([1.5, 2.0, 0.5], dtype=f64, requires_grad=True) for _ in range(2)]
+    plain = [lib.tensor([1.5, 2.0, 0.5], dtype=f64), lib.tensor([0.5, 3.0, 2.0], dtype=f64)]
+    a, b = (leaf.clone() if n else p for leaf, n, p in zip(leaves, needs, plain))
+    out = op(a, b)
+    {"a": a, "b": b, "out": out}[modify].mul_(3.0)
+    try:
+        if lib is ae:
+            ae.sync.backward(out.sum())
+        else:
+            out.sum().backward()
+    except RuntimeError as exc:
+        assert "modified by an inplace operation" in str(exc)
+        return "error"
+    return [None if leaf.grad is None else leaf.grad.tolist() for leaf in leaves]
+
+
+@pytest.mark.parametrize(
+    "name,modify",
+    [
+        (name, modify)
+        for name in ["mul", "div", "pow", "maximum", "minimum", "where", "mul_", "div_"]
+        for modify in ["a", "b", "out"]
+        if not (name.endswith("_") and modify == "a")  # an in-place op's self is its output
+    ],
+)
+@pytest.mark.parametrize("needs", [(True, False), (False, True), (True, True)])
+def test_binary_ops_save_only_what_the_needed_gradients_read(name, needs, modify):
+    # PyTorch: a * b saves b only if a requires grad, a only if b does; a result always
+    torch = torch_or_skip()
+    ops = {
+        "mul": lambda a, b: a * b,
+        "div": lambda a, b: a / b,
+        "pow": lambda a, b: a**b,
+        "maximum": lambda a, b: a.maximum(b),
+        "minimum": lambda a, b: a.minimum(b),
+        "where": lambda a, b: (ae if isinstance(a, ae.Tensor) else torch).where(a > 1.0, a, b),
+        "mul_": lambda a, b: a.mul_(b),
+        "div_": lambda a, b: a.div_(b),
+    }
+    op = ops[name]
+    want = _modified_after(torch, op, needs, modify)
+    assert _modified_after(ae, op, needs, modify) == want
+
+
+def test_mul_by_a_constant_then_changing_the_input_in_place():
+    # the case of the report: c * ones(3) saves no c
+    torch = torch_or_skip()
+    grads = []
+    for lib in (ae, torch):
+        a = lib.ones(3, requires_grad=True)
+        c = a.clone()
+        y = c * lib.ones(3)
+        c.add_(1)
+        if lib is ae:
+            ae.sync.backward(y.sum())
+        else:
+            y.sum().backward()
+        grads.append(a.grad.tolist())
+    assert grads[0] == grads[1] == [1.0, 1.0, 1.0]
+    x = ae.ones(3, requires_grad=True)
+    assert (x * ae.ones(3)).grad_fn.saved_tensors[0].tolist() == [1.0, 1.0, 1.0]
+    assert len((x * ae.ones(3)).grad_fn.saved_tensors) == 1
+    assert len((x * x).grad_fn.saved_tensors) == 2
+    assert len((x ** ae.ones(3)).grad_fn.saved_tensors) == 3  # the result too, as PyTorch
+
+
+# -- pow at a zero base, maximum / minimum with NaN -----------------------------------------------
+@pytest.mark.parametrize("base", ["tensor", 0.0, 0])
+def test_pow_exponent_gradient_at_a_zero_base(base):
+    # PyTorch's pow_backward_exponent: 0 where the base is 0 and the exponent >= 0,
+    # else grad * result * log(base): -inf for a negative exponent, not NaN
+    import numpy as np
+
+    torch = torch_or_skip()
+    got = []
+    for lib in (ae, torch):
+        b = lib.tensor([-1.0, 0.0, 1.0, 2.5, -0.5], requires_grad=True)
+        a = lib.zeros(5) if base == "tensor" else base
+        with np.errstate(divide="ignore"):  # numpy's warning for 0 ** -1 in the forward
+            y = a**b
+        if lib is ae:
+            (g,) = ae.sync.grad(y.sum(), [b], create_graph=True)
+        else:
+            (g,) = torch.autograd.grad(y.sum(), [b], create_graph=True)
+        got.append(g.tolist())
+    assert got[0] == got[1] == [-math.inf, 0.0, 0.0, 0.0, -math.inf]
+    # a nonzero base is unchanged: grad * result * log(base)
+    check_op(lambda a, b: a**b, lambda a, b: a**b, [(4,), (4,)], positive=True, seed=3)
+
+
+def test_maximum_minimum_with_nan_give_both_inputs_the_gradient():
+    torch = torch_or_skip()
+    nan = math.nan
+    for name in ("maximum", "minimum"):
+        res = []
+        for lib in (ae, torch):
+            a = lib.tensor([nan, 1.0, 2.0, nan, 3.0], requires_grad=True)
+            b = lib.tensor([1.0, nan, 2.0, nan, 0.0], requires_grad=True)
+            y = getattr(lib, name)(a, b)
+            if lib is ae:
+                ae.sync.backward(y.sum())
+            else:
+                y.sum().backward()
+            res.append((a.grad.tolist(), b.grad.tolist()))
+        assert res[0] == res[1]

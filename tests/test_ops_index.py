@@ -146,7 +146,9 @@ def test_index_on_no_grad_tensor_records_nothing():
     assert x[1:].grad_fn is None and x[[0, 1]].grad_fn is None
     with ae.no_grad():
         y = ae.randn(3, requires_grad=True)[1:]
-    assert y.grad_fn is None and not y.requires_grad
+    # as PyTorch: a no_grad view of a base that requires grad reports
+    # requires_grad=True, with no grad_fn
+    assert y.grad_fn is None and y.requires_grad and y.is_leaf
 
 
 def test_advanced_index_saves_indices_freed_by_backward():

@@ -539,3 +539,52 @@ def test_second_order_on_another_device(name):
         results.append((g.detach().to("cpu").numpy(), g2.to("cpu").numpy()))
     np.testing.assert_allclose(results[0][0], results[1][0])
     np.testing.assert_allclose(results[0][1], results[1][1])
+
+
+# -- NaN in max / min / amax / amin (NOTE [Gradients of extremes and NaN]) --------------------------
+NAN_INPUTS = [
+    [math.nan, math.nan, math.nan],
+    [1.0, math.nan, 2.0],
+    [math.nan, 3.0, math.nan, 3.0],
+    [[1.0, math.nan], [3.0, 4.0]],
+    [[math.nan, 2.0, math.nan], [5.0, 5.0, 1.0]],
+]
+NAN_OPS = {
+    "max": lambda x: x.max(),
+    "min": lambda x: x.min(),
+    "amax": lambda x: x.amax(),
+    "amin": lambda x: x.amin(),
+    "amax_dim0": lambda x: x.amax(0),
+    "amin_last_keepdim": lambda x: x.amin(-1, keepdim=True),
+    "max_dim": lambda x: x.max(0)[0],
+    "min_dim_keepdim": lambda x: x.min(-1, keepdim=True)[0],
+}
+
+
+@pytest.mark.parametrize("name", list(NAN_OPS))
+@pytest.mark.parametrize("values", NAN_INPUTS, ids=str)
+def test_extremes_with_nan_match_torch(name, values):
+    # max()/min(): NaN counts as equal to a NaN result (1/3 each for three NaNs);
+    # amax/amin: a slice whose result is NaN gets NaN; max(dim): the index's element
+    torch = torch_or_skip()
+    op = NAN_OPS[name]
+    grads = []
+    for lib in (ae, torch):
+        x = lib.tensor(values, dtype=lib.float64, requires_grad=True)
+        y = op(x)
+        w = lib.arange(1.0, y.numel() + 1.0, dtype=lib.float64).reshape(y.shape)
+        if lib is ae:
+            ae.sync.backward((y * w).sum())
+        else:
+            (y * w).sum().backward()
+        grads.append(np.asarray(x.grad.tolist()))
+    np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def test_max_of_nans_shares_the_gradient():
+    x = ae.tensor([math.nan, math.nan, math.nan], requires_grad=True)
+    ae.sync.backward(x.max())
+    np.testing.assert_allclose(x.grad.numpy(), [1 / 3, 1 / 3, 1 / 3])
+    x = ae.tensor([1.0, math.nan, 2.0], requires_grad=True)
+    (g,) = ae.sync.grad(x.min(), [x], create_graph=True)
+    assert g.tolist() == [0.0, 1.0, 0.0]

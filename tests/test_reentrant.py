@@ -778,3 +778,48 @@ def test_mixed_sync_async_nesting_sync_top() -> None:
     leaves: list[ae.Tensor] = []
     ae.sync.backward(_mixed_chain(100, leaves))
     assert len(leaves) == 101 and all(x.grad.item() == 6.0 for x in leaves)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("overflow", ["thread", "task"])
+async def test_a_timeout_stops_a_deep_chain_of_nested_awaited_backwards(overflow: str) -> None:
+    """3,001 nested levels, 2 ms: both overflow modes stop long before every level ran.
+
+    A chain of nested backwards never suspends on its way down (each level
+    starts the next within its first time slice), so only the hops off the
+    stack can notice the caller's cancellation: the thread mode's watcher
+    fails the nested graph task, the task mode checks when the fresh task
+    starts.
+    """
+    n = 3000
+    log: list[int] = []
+    leaves: list[ae.Tensor] = []
+
+    class Nest(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: ae.Tensor, k: int) -> ae.Tensor:
+            ctx.k = k
+            return x * 1.0
+
+        @staticmethod
+        async def backward(ctx: Any, g: ae.Tensor) -> Any:
+            log.append(ctx.k)
+            if ctx.k < n:
+                await ae.backward(level(ctx.k + 1))
+            return g, None
+
+    def level(k: int) -> ae.Tensor:
+        with ae.enable_grad():
+            x = ae.tensor(1.0, requires_grad=True)
+            leaves.append(x)
+            return Nest.apply(x, k)  # type: ignore[no-any-return]
+
+    async with ae.Engine(reentrant_overflow=overflow):
+        root = level(0)
+        with anyio.fail_after(60):  # a bound only
+            with anyio.move_on_after(0.002) as scope:
+                await ae.backward(root)
+    assert scope.cancelled_caught
+    # stopped within a few hops of 60 levels after the deadline (all 3,001 ran before)
+    assert len(log) < 1000, len(log)
+    assert all(x.grad is None for x in leaves)  # nothing committed

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ._errors import AutogradError
 from ._graph import TensorBase, new_tensor, own_vc, to_raw, to_tensor
 from ._graph_task import GraphTask
 
@@ -41,6 +42,7 @@ def commit(gt: GraphTask) -> list[tuple[Any, TensorBase]]:
     staged = gt.take_staged()
     create_graph = gt.create_graph
     hooks: list[tuple[Any, TensorBase]] = []
+    _check_staged(staged)  # all or nothing: nothing is written if one is wrong
     with _COMMIT_LOCK:
         for t, (g, kind) in staged.items():
             if g is None:
@@ -55,6 +57,30 @@ def commit(gt: GraphTask) -> list[tuple[Any, TensorBase]]:
                 for fn in list(t._post_acc_hooks.values()):
                     hooks.append((fn, t))
     return hooks
+
+
+def _check_staged(staged: dict[Any, list[Any]]) -> None:
+    """Raise before anything is written if a staged gradient does not fit its tensor.
+
+    Hooks are checked as they return (NOTE [Checking what a hook returns]);
+    this guards the rest (a user-assigned ``.grad``, a tensor whose ``data``
+    was replaced since the forward).
+    """
+    for t, (g, _) in staged.items():
+        if g is None:
+            continue
+        shape = tuple(g.shape)
+        if shape != tuple(t.data.shape):
+            raise AutogradError(
+                f"the gradient computed for a tensor of shape {tuple(t.data.shape)} has shape "
+                f"{shape}; no .grad was written"
+            )
+        old = t._grad
+        if old is not None and tuple(old.data.shape) != shape:
+            raise AutogradError(
+                f"the gradient computed for a tensor of shape {shape} cannot be added to its "
+                f".grad of shape {tuple(old.data.shape)}; no .grad was written"
+            )
 
 
 def _commit_retained(t: TensorBase, new: TensorBase, create_graph: bool) -> None:

@@ -50,6 +50,9 @@ __all__ = [
     "nrs",
     "own_vc",
     "ZERO_VC",
+    "DetachedVC",
+    "detach_vc",
+    "current_version",
 ]
 
 Edge = tuple["Node", int]
@@ -173,9 +176,59 @@ ZERO_VC: tuple[int] = (0,)
 def own_vc(t: TensorBase) -> list[int]:
     """``t``'s version counter as a list of its own, to share, keep or bump."""
     vc = t._vc
-    if vc.__class__ is not list:  # ZERO_VC (or a copy of it, e.g. unpickled)
-        vc = t._vc = [vc[0]]
+    if vc.__class__ is not list:
+        if vc.__class__ is DetachedVC:
+            return vc.shared  # type: ignore[union-attr]
+        vc = t._vc = [vc[0]]  # ZERO_VC (or a copy of it, e.g. unpickled)
     return vc  # type: ignore[return-value]
+
+
+# NOTE [Saved tensors detached in place]
+# PyTorch refuses to unpack a saved input that had a grad_fn when it was
+# saved and lost it since to ``detach_()`` ("Trying to use a saved tensor
+# that has been detached in-place").  The saved-value check of a built-in op
+# reads only the saved tensor's version counter (``t._vc[0]``, NOTE [Saved
+# tensors of built-in ops]), so ``detach_`` of a tensor with a grad_fn gives
+# the tensor a ``DetachedVC``: a view of its counter that reads DETACHED more
+# than the counter itself.  A version recorded before ``detach_`` never
+# matches it again, so the check fails on its existing (rare) error path,
+# where ``version_error`` tells the two causes apart by the class; a save
+# after ``detach_`` records the shifted value and matches as long as the
+# tensor is not modified.  The counter stays shared: ``own_vc`` hands out the
+# shared list (views, ``detach()``, in-place bumps), so the tensor's aliases
+# see no change, and the plain backward pays nothing for the check.  As in
+# PyTorch, only a saved input that had a grad_fn is refused: a leaf detached
+# in place, a saved output and a custom Function's saved tensor (a
+# SavedTensor keeps the shared counter) unpack fine.
+DETACHED = 1 << 40
+
+
+class DetachedVC(list):  # type: ignore[type-arg]
+    """The version counter of a tensor detached in place (NOTE [Saved tensors detached in place])."""
+
+    __slots__ = ("shared",)
+
+    def __init__(self, shared: list[int]) -> None:
+        super().__init__(shared)
+        self.shared = shared
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.shared[i] + DETACHED
+
+    def __setitem__(self, i: Any, value: Any) -> None:
+        self.shared[i] = value - DETACHED
+
+
+def detach_vc(t: TensorBase) -> None:
+    """``detach_`` of ``t``, which has a grad_fn: mark its counter (NOTE [Saved tensors detached in place])."""
+    if t._vc.__class__ is not DetachedVC:
+        t._vc = DetachedVC(own_vc(t))
+
+
+def current_version(t: Any) -> int:
+    """The version of a tensor (or SavedTensor), unshifted by ``detach_``."""
+    vc = t._vc
+    return vc.shared[0] if vc.__class__ is DetachedVC else vc[0]  # type: ignore[no-any-return]
 
 
 _NRS: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -235,8 +288,9 @@ class RemovableHandle:
 
 
 def _add_hook(hooks: dict[int, Any], fn: Any) -> RemovableHandle:
-    if not callable(fn):
-        raise TypeError(f"a hook must be callable, got {type(fn).__name__}")
+    # Not checked here: as PyTorch, any object registers, and one that is
+    # not callable fails when the backward calls it ("'int' object is not
+    # callable", raised in the backward of the node).
     handle = RemovableHandle(hooks)
     hooks[handle._key] = fn
     return handle
@@ -523,6 +577,9 @@ class SavedTensor:
             self.tensor = t
 
     def check(self, node: Node) -> None:
+        # the counter kept at save time, not the tensor's: a custom Function's
+        # input detached in place since unpacks fine, as in PyTorch (NOTE
+        # [Saved tensors detached in place])
         if self._vc[0] != self.version:
             raise AutogradError(version_error(self, self.version, node))
 
@@ -545,8 +602,24 @@ def inference_saved_error() -> AutogradError:
     )
 
 
+#: PyTorch's text, word for word (saved_variable.cpp)
+ERR_DETACHED_SAVED = (
+    "Trying to use a saved tensor that has been detached in-place, i.e. with .detach_()."
+    "This is not supported, please use out-of-place `.detach()` instead"
+)
+
+
 def version_error(saved: Any, version: int, node: Node) -> str:
-    """The in-place error for ``saved`` (a SavedTensor or a saved input Tensor)."""
+    """The in-place error for ``saved`` (a SavedTensor or a saved input Tensor).
+
+    Or the error of a saved input detached in place since (NOTE [Saved
+    tensors detached in place]).
+    """
+    if saved._vc.__class__ is DetachedVC:  # a saved input Tensor, detached in place
+        if version >= DETACHED:  # saved after detach_: modified in place since
+            version -= DETACHED
+        elif saved._fn is None:  # saved before detach_, and still detached
+            return ERR_DETACHED_SAVED
     where = ""
     if getattr(saved, "is_output", False):
         where = f", which is output {saved.output_nr} of {node.name()},"
@@ -568,7 +641,8 @@ def version_error(saved: Any, version: int, node: Node) -> str:
         )
     return (
         "one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation: [{describe(saved.data)}]{where} is at version {saved._vc[0]}; "
+        f"inplace operation: [{describe(saved.data)}]{where} is at version "
+        f"{current_version(saved)}; "
         f"expected version {version} instead. {hint}"
     )
 

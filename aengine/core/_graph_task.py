@@ -596,7 +596,10 @@ class GraphTask:
     def run_node(self, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
         """Run one node for a device worker: None when it finished, else an awaitable.
 
-        Errors are recorded on the task (``fail``), never raised.
+        Errors are recorded on the task (``fail``), never raised: a
+        KeyboardInterrupt or SystemExit too, which the owner raises as it is
+        (the worker serves other graph tasks; nothing can suspend here, so
+        no cancellation of the worker comes through this call).
         """
         try:
             slow = self._slow_nodes()  # the hot loop's rule, but for the device
@@ -605,7 +608,7 @@ class GraphTask:
             self.running_node = node
             outs = node.evaluate(buffer, self.create_graph, not self.keep_graph)
             self.route(node, outs)
-        except Exception as exc:
+        except BaseException as exc:
             self.fail(node, exc)
         return None
 

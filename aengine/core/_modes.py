@@ -371,6 +371,12 @@ class inference_mode(_Mode):
     def __new__(cls, mode: Any = True) -> Any:
         if mode is None or isinstance(mode, bool):
             return super().__new__(cls)
+        if not callable(mode):
+            raise TypeError(
+                "inference_mode() takes a bool mode (or decorates a function as "
+                f"@inference_mode), got {type(mode).__name__}: use inference_mode(True) or "
+                "inference_mode(False)"
+            )
         return cls()(mode)  # used as @inference_mode without parentheses
 
     def __init__(self, mode: bool = True) -> None:

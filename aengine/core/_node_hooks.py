@@ -56,6 +56,65 @@ def node_device(node: Node, slot: int) -> Any:
     return host_device()
 
 
+# NOTE [Checking what a hook returns]
+# As PyTorch's check_single_result / check_variable_result: a hook's result
+# (each value of a node hook's tuple) is None (a tensor hook: unchanged; a
+# node hook: no gradient) or a Tensor of the dtype and shape of the
+# gradient it replaces; a node hook returns one value per gradient.  Checked
+# as the hook returns, so a wrong value never reaches the staged commit.
+
+
+def hook_name(fn: Any) -> str:
+    """The name of a hook for messages (a function's, a partial's function's...)."""
+    name = getattr(fn, "__name__", None)
+    if isinstance(name, str):
+        return name
+    inner = getattr(fn, "func", None)  # functools.partial
+    name = getattr(inner, "__name__", None)
+    return name if isinstance(name, str) else repr(fn)
+
+
+def check_result(fn: Any, original: Any, result: Any) -> Any:
+    """``result``, which hook ``fn`` returned for gradient ``original``, once checked.
+
+    Both are Tensors or None (see NOTE [Checking what a hook returns]).
+    """
+    if result is None:
+        return None
+    if original is None:
+        raise AutogradError(
+            f"can't replace a None gradient with a non-None value (hook '{hook_name(fn)}' "
+            "returned a Tensor for a gradient that is None: return None there)"
+        )
+    if not isinstance(result, TensorBase):
+        raise TypeError(
+            f"hook '{hook_name(fn)}' must return a Tensor or None, but it returned "
+            f"'{type(result).__name__}'"
+        )
+    a, b = original.data, result.data
+    if b.dtype != a.dtype:
+        raise AutogradError(
+            f"hook '{hook_name(fn)}' has changed the type of value (was {a.dtype} got {b.dtype})"
+        )
+    if b.shape != a.shape:
+        raise AutogradError(
+            f"hook '{hook_name(fn)}' has changed the size of value: "
+            f"expected shape {tuple(a.shape)}, got {tuple(b.shape)}"
+        )
+    return result
+
+
+def _check_results(fn: Any, originals: tuple[Any, ...], res: Any) -> list[Any]:
+    """A node hook's results (one per gradient in ``originals``), checked."""
+    res = list(res) if isinstance(res, (tuple, list)) else [res]
+    if len(res) != len(originals):
+        raise AutogradError(
+            f"hook '{hook_name(fn)}' has returned an incorrect number of values "
+            f"(got {len(res)}, but expected {len(originals)})"
+        )
+    return [check_result(fn, o, r) for o, r in zip(originals, res, strict=True)]
+
+
 async def tensor_pre_hooks(
     node: Node, inputs: list[Any], create_graph: bool, detach: Detach | None
 ) -> tuple[list[Any], list[tuple[Any, Any]]]:
@@ -75,17 +134,8 @@ async def tensor_pre_hooks(
             dev = node_device(node, slot)
             # an undefined gradient (None) is passed to the hook too, as PyTorch does
             old = to_tensor(g, dev)
-            res = await await_user(fn(old), detach)
+            res = check_result(fn, old, await await_user(fn(old), detach))
             if res is not None:
-                if not isinstance(res, TensorBase):
-                    raise TypeError(
-                        f"a tensor hook must return a Tensor or None, got {type(res).__name__}"
-                    )
-                if old is not None and res.data.shape != old.data.shape:
-                    raise AutogradError(
-                        f"hook '{getattr(fn, '__name__', fn)}' has changed the size of value: "
-                        f"expected shape {tuple(old.data.shape)}, got {tuple(res.data.shape)}"
-                    )
                 inputs[slot] = res if create_graph else res.data
     retained: list[tuple[Any, Any]] = []
     retains = node._retains_grad
@@ -112,13 +162,10 @@ async def pre_hooks(
     if not hooks:
         return inputs
     for fn in list(hooks.values()):
-        res = await await_user(fn(_as_tuple(inputs, node, create_graph)), detach)
+        grads = _as_tuple(inputs, node, create_graph)
+        res = await await_user(fn(grads), detach)
         if res is not None:
-            res = list(res) if isinstance(res, (tuple, list)) else [res]
-            if len(res) != len(inputs):
-                raise AutogradError(
-                    f"a pre-hook of {node.name()} returned {len(res)} gradients, expected {len(inputs)}"
-                )
+            res = _check_results(fn, grads, res)
             inputs = [r if create_graph else to_raw(r) for r in res]
     return inputs
 
@@ -137,11 +184,7 @@ async def post_hooks(
         )
         res = await await_user(fn(grad_inputs, grad_outputs), detach)
         if res is not None:
-            res = list(res) if isinstance(res, (tuple, list)) else [res]
-            if len(res) != len(outs):
-                raise AutogradError(
-                    f"a hook of {node.name()} returned {len(res)} gradients, expected {len(outs)}"
-                )
+            res = _check_results(fn, grad_inputs, res)
             outs = [r if create_graph else to_raw(r) for r in res]
     return outs
 

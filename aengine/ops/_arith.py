@@ -8,11 +8,11 @@ promotes it weakly, as PyTorch does.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from ..tensors._dtype import result_dtype
 from ..tensors._tensor import Tensor
-from ._core import GradOps, as_tensor_arg, node_class, record, same_device
+from ._core import GradOps, OpNode, as_tensor_arg, node_class, record, same_device
 
 __all__ = [
     "add",
@@ -131,11 +131,56 @@ def rsub(a: Tensor, b: Any) -> Tensor:
     return record(RsubBackward1, out, a._device, (a,), bcast=bcast)
 
 
+# -- saving only what the needed gradients read --------------------------------------------
+# NOTE [What a binary op saves]
+# As PyTorch, a binary op saves an operand only when a gradient that is
+# needed reads it: ``a * b`` saves ``b`` for ``a``'s gradient and ``a`` for
+# ``b``'s, so ``c * ones(3)`` with only ``c`` requiring grad does not save
+# ``c`` and an in-place change of ``c`` afterwards does not fail backward
+# (div: ``b`` for ``a``'s gradient, both for ``b``'s).  A saved result stays
+# whatever needs a gradient, as in PyTorch (pow).  ``record`` saves every
+# candidate (it knows ``needs`` only once it built the node); ``keep_saved``
+# then drops what the node's ``needs`` do not read (a few attribute reads per
+# op, nothing when both inputs need a gradient), and the rule reads its saved
+# values by ``needs``.  The in-place ops (mul_, div_) do the same.
+def keep_saved(t: Tensor, reads: tuple[tuple[int, ...], tuple[int, ...]]) -> Tensor:
+    """Keep in ``t``'s node only the saved values that its needed gradients read.
+
+    ``reads``: the positions (in the saved tuple) that the gradient of the
+    first input alone reads, and those the second's alone reads; when both
+    inputs need a gradient everything stays (NOTE [What a binary op saves]).
+    """
+    node = t._fn
+    if node is None:
+        return t
+    fn = cast(OpNode, node)
+    need = fn.needs
+    if need[0] and need[1]:
+        return t
+    keep = reads[0] if need[0] else reads[1]
+    saved, versions = fn.saved, fn.versions
+    if len(keep) == 1:  # kept bare (NOTE [Saved tensors of built-in ops])
+        fn.saved = saved[keep[0]]
+    else:
+        fn.saved = tuple([saved[i] for i in keep])
+    fn.versions = tuple([versions[i] for i in keep])
+    return t
+
+
+#: which of the saved (self, other) the gradient of self alone reads, and of other alone
+MUL_READS = ((1,), (0,))
+DIV_READS = ((1,), (0, 1))
+
+
 # -- mul / div --------------------------------------------------------------------------
 def _mul_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
-    a, b = s
     need = n.needs
-    return (g * b if need[0] else None, g * a if need[1] else None)
+    if not need[1]:  # saved: other only
+        return (g * s[0], None)
+    if not need[0]:  # saved: self only
+        return (None, g * s[0])
+    a, b = s
+    return (g * b, g * a)
 
 
 MulBackward0 = node_class("MulBackward0", _mul_rule)
@@ -149,11 +194,11 @@ def mul(a: Any, b: Any) -> Tensor:
         if a.__class__ is not Tensor:
             a = as_tensor_arg(a)
     if b.__class__ is Tensor:
-        return _tt(MulBackward0, a, b, a.data * b.data, (a, b))
+        return keep_saved(_tt(MulBackward0, a, b, a.data * b.data, (a, b)), MUL_READS)
     if b.__class__ is not float and b.__class__ is not int:
         a, b = _operands(a, b)
         if b.__class__ is Tensor:
-            return _tt(MulBackward0, a, b, a.data * b.data, (a, b))
+            return keep_saved(_tt(MulBackward0, a, b, a.data * b.data, (a, b)), MUL_READS)
     out = a.data * b
     bcast = out.dtype != a.data.dtype
     if bcast:
@@ -163,11 +208,12 @@ def mul(a: Any, b: Any) -> Tensor:
 
 
 def _div_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
-    a, b = s
     need = n.needs
+    if not need[1]:  # saved: other only
+        return (g / s[0], None)
+    a, b = s
     ga = g / b if need[0] else None
-    gb = -g * a / (b * b) if need[1] else None
-    return (ga, gb)
+    return (ga, -g * a / (b * b))
 
 
 def _rdiv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
@@ -190,7 +236,7 @@ def div(a: Any, b: Any) -> Tensor:
         out = a.data / b.data
         if a.data.dtype.kind not in "fc" and b.data.dtype.kind not in "fc":
             return record(DivBackward0, out, same_device(a, b), (a, b), (a, b), bcast=True)
-        return _tt(DivBackward0, a, b, out, (a, b))
+        return keep_saved(_tt(DivBackward0, a, b, out, (a, b)), DIV_READS)
     out = a.data / b
     if out.dtype != a.data.dtype and a.data.dtype.kind in "fc":
         out = out.astype(a.data.dtype)
@@ -241,9 +287,13 @@ def _pow_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
         # d/da a^b = b * a^(b-1); 0 where b == 0 (PyTorch's masked_fill)
         ga = F.where(b == 0, 0.0, g * b * a ** (b - 1))
     if need[1]:
-        # d/db a^b = a^b * log(a); 0 where a == 0 and b >= 0
-        ga_log = g * out * F.log(F.where(a == 0, 1.0, a))
-        gb = F.where((a == 0) & (b >= 0), 0.0, ga_log)
+        # PyTorch's pow_backward_exponent: g * where(a == 0 & b >= 0, 0, out * log(a)),
+        # so a zero base with a negative exponent gives -inf (inf * log(0)), not NaN.
+        # log(0) = -inf is put in by hand and masked before the product (no warnings).
+        zero = a == 0
+        flat = zero & (b >= 0)
+        log_a = F.where(zero, -math.inf, F.log(F.where(zero, 1.0, a)))
+        gb = g * (out * F.where(flat, 0.0, log_a))
     return (ga, gb)
 
 
@@ -251,8 +301,16 @@ def _rpow_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (out,) = s  # out = c ** a ; d/da = out * log(c)
     c = n.attrs
     if c == 0:
-        return (g * 0.0 * out,)
+        # PyTorch: 0 where a >= 0, else out * log(0) (-inf for a < 0, NaN for NaN).
+        # For c = 0, a >= 0 exactly where out (0 or 1) is finite.
+        flat = _arr(out) < math.inf
+        return (g * (F.where(flat, 1.0, out) * F.where(flat, 0.0, -math.inf)),)
     return (g * out * math.log(c),)
+
+
+def _arr(v: Any) -> Any:
+    """The backend array of a saved value (an array, or a Tensor under create_graph)."""
+    return v.data if v.__class__ is Tensor else v
 
 
 PowBackward0 = node_class("PowBackward0", _pow_scalar_rule)
@@ -275,6 +333,8 @@ def pow(a: Any, b: Any) -> Tensor:
             rd = result_dtype(a, b)
             if out.dtype != rd:
                 out = out.astype(rd)
+        # both gradients read both inputs; the result is saved whatever needs a gradient
+        # (PyTorch saves a result unconditionally, inputs by the gradients that read them)
         return record(PowBackward1, out, dev, (a, b), (a, b), save_output=True, bcast=True)
     out = a.data**b
     bcast = out.dtype != a.data.dtype
@@ -306,12 +366,12 @@ def rpow(a: Tensor, b: Any) -> Tensor:
 def _minmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     a, b = s
     need = n.needs
-    # PyTorch splits the gradient evenly between equal inputs.
-    pick_a = (a > b) if n.attrs else (a < b)
-    tie = a == b
-    half = g * 0.5
-    ga = F.where(pick_a, g, F.where(tie, half, 0.0)) if need[0] else None
-    gb = F.where(pick_a, 0.0, F.where(tie, half, g)) if need[1] else None
+    # PyTorch's formula: equal inputs share the gradient evenly, the losing input gets 0,
+    # and where one is NaN (neither wins nor ties) both get the whole gradient.
+    shared = F.where(a == b, g * 0.5, g)
+    a_loses, b_loses = (a < b, a > b) if n.attrs else (a > b, a < b)
+    ga = F.where(a_loses, 0.0, shared) if need[0] else None
+    gb = F.where(b_loses, 0.0, shared) if need[1] else None
     return (ga, gb)
 
 
@@ -361,7 +421,12 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     if like is None:
         like = as_tensor_arg(a)
     xp = like._device.backend.xp
-    cond = xp.asarray(cond, dtype=bool)
+    cond = xp.asarray(cond)
+    if cond.dtype.kind != "b":  # as PyTorch: no implicit truth value of numbers
+        raise TypeError(
+            "where expected condition to be a boolean tensor, but got a tensor with dtype "
+            f"{cond.dtype}; compare first (ae.where(x > 0, a, b)) or convert (x.to(dtype=ae.bool_))"
+        )
     ta = a if isinstance(a, Tensor) else None
     tb = b if isinstance(b, Tensor) else None
     av = a.data if ta is not None else a

@@ -444,7 +444,8 @@ def as_view(t: Tensor, base: Tensor, view_fn: ViewFn, creation: str | None = Non
     ``t._view_fn`` always starts from the root base ``t._base``.
     ``creation`` marks views that restrict in-place use: pass
     ``"multi_output:<NodeName>"`` for outputs of ops returning several views
-    (split, chunk, unbind); views made in no_grad mode are marked "no_grad".
+    (split, chunk, unbind); views made in no_grad mode are marked "no_grad"
+    (NOTE [Restricted views] in tensors/_views.py).
     """
     root = base._base
     if root is None:
@@ -461,12 +462,17 @@ def as_view(t: Tensor, base: Tensor, view_fn: ViewFn, creation: str | None = Non
         t._view_fn = composed
     t._vc = own_vc(base)
     t._inference = base._inference
-    # As PyTorch's CreationMeta: a view of a restricted view stays restricted;
-    # views made in no_grad / inference mode are marked whatever the base.
-    if base._creation is not None and base._base is not None:
-        creation = base._creation
-    elif not _grad_enabled.get():
+    # As PyTorch's CreationMeta: views made in no_grad / inference mode are marked
+    # whatever the base, and propagate_creation_meta: a view of a restricted view
+    # stays restricted unless it is restricted itself (an inference mark stays).
+    grad_on = _grad_enabled.get()
+    if not grad_on:
         creation = "inference" if _inference.get() and not base._inference else "no_grad"
+    prev = base._creation if root is not None else None
+    if prev is not None and (creation is None or prev.startswith("inference")):
+        creation = prev if grad_on else prev.partition(":")[0]
+    if grad_on and (creation == "no_grad" or creation == "inference") and t._base._rg:
+        creation += ":fn"  # a view of a no_grad view, with a grad_fn in PyTorch
     t._creation = creation
     if t.data.dtype.kind in "fc":
         # the version at which the view's grad_fn was made (see _inplace.py)

@@ -11,6 +11,7 @@ of ``t``) the new history of ``t`` or, for a view, of its base.  See NOTE
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -18,8 +19,16 @@ import numpy as np
 from ..core._errors import AutogradError
 from ..tensors._dtype import default_float, result_dtype
 from ..tensors._tensor import Tensor
-from ..tensors._views import check_inplace, commit_inplace, snapshot
+from ..tensors._views import (
+    check_inplace,
+    commit_inplace,
+    has_internal_overlap,
+    snapshot,
+    stale_view_requires_grad,
+)
 from ._arith import (
+    DIV_READS,
+    MUL_READS,
     AddBackward0,
     AddScalarBackward,
     ClampBackward1,
@@ -30,6 +39,7 @@ from ._arith import (
     SubBackward0,
     SubScalarBackward,
     clamp,
+    keep_saved,
 )
 from ._core import GradOps, as_tensor_arg, node_class, record, same_device
 from ._index import SelectBackward0, _basic, _index_error, _parse, ints_first
@@ -160,29 +170,29 @@ def _keep_self_dtype(r: Tensor, t: Tensor, other: Any) -> None:
     node.meta = tuple(meta)  # type: ignore[attr-defined]
 
 
-#: fills the slot of a saved value that the rule will not read
-_UNUSED = Tensor._make(np.empty(0))
-
-
 # -- add_ / sub_ / mul_ / div_ ----------------------------------------------------------------
-def _binary_(t: Tensor, other: Any, ufunc: str, clss: tuple[Any, Any], saves: bool) -> Tensor:
+def _binary_(t: Tensor, other: Any, ufunc: str, clss: tuple[Any, Any], reads: Any) -> Tensor:
+    """``t.op_(other)``; ``reads`` as for ``keep_saved`` (None: the op saves nothing)."""
     other = _operand(t, other)
     _check_operand(t, other, ufunc == "true_divide")
     r = None
     if check_inplace(t, other):
         dev = t._device
         if other.__class__ is Tensor:
-            saved: tuple[Tensor, ...] = ()
-            if saves:  # the rule reads old self only for other's gradient (mul and div)
-                snap = snapshot(t, other._rg)
-                keep_other = snap._rg or ufunc == "true_divide"  # mul reads other for self only
-                saved = (snap if other._rg else _UNUSED, other if keep_other else _UNUSED)
+            if reads is not None:
+                # NOTE [What a binary op saves]: the old self is read (so copied) only for
+                # other's gradient, other only for self's gradient (and for div, other's)
+                other_rg = other._rg or (
+                    other._view_meta is not None and stale_view_requires_grad(other)
+                )
+                snap = snapshot(t, other_rg)
+                r = record(clss[0], t.data, dev, (snap, other), (snap, other), bcast=True)
+                keep_saved(r, reads)
             else:
-                snap = snapshot(t, False)
-            r = record(clss[0], t.data, dev, (snap, other), saved, bcast=True)
+                r = record(clss[0], t.data, dev, (snapshot(t, False), other), bcast=True)
             _keep_self_dtype(r, t, other)
         else:
-            attrs = other if saves else None
+            attrs = other if reads is not None else None
             r = record(clss[1], t.data, dev, (snapshot(t, False), other), attrs=attrs)
     val = other.data if other.__class__ is Tensor else other
     dev = t._device
@@ -201,22 +211,22 @@ def add_(self: Tensor, other: Any) -> Tensor:
         >>> x.add_(1.5).tolist(), x._version
         ([1.5, 1.5], 1)
     """
-    return _binary_(self, other, "add", (AddBackward0, AddScalarBackward), False)
+    return _binary_(self, other, "add", (AddBackward0, AddScalarBackward), None)
 
 
 def sub_(self: Tensor, other: Any) -> Tensor:
     """``self -= other`` in place; returns ``self``."""
-    return _binary_(self, other, "subtract", (SubBackward0, SubScalarBackward), False)
+    return _binary_(self, other, "subtract", (SubBackward0, SubScalarBackward), None)
 
 
 def mul_(self: Tensor, other: Any) -> Tensor:
     """``self *= other`` in place; returns ``self``."""
-    return _binary_(self, other, "multiply", (MulBackward0, MulScalarBackward), True)
+    return _binary_(self, other, "multiply", (MulBackward0, MulScalarBackward), MUL_READS)
 
 
 def div_(self: Tensor, other: Any) -> Tensor:
     """``self /= other`` in place (true division); returns ``self``."""
-    return _binary_(self, other, "true_divide", (DivBackward0, DivScalarBackward), True)
+    return _binary_(self, other, "true_divide", (DivBackward0, DivScalarBackward), DIV_READS)
 
 
 # -- zero_ / fill_ / copy_ --------------------------------------------------------------------
@@ -242,14 +252,23 @@ CopyBackwards = node_class("CopyBackwards", _copy_rule)
 def zero_(self: Tensor) -> Tensor:
     """Set every element to 0 in place; returns ``self``."""
     r = None
-    if check_inplace(self):
+    if check_inplace(self, overlap=False):  # one value everywhere: fine on an expanded tensor
         r = record(ZeroBackward0, self.data, self._device, (snapshot(self, False),))
     self.data[...] = 0
     return commit_inplace(self, r)
 
 
 def fill_(self: Tensor, value: Any) -> Tensor:
-    """Set every element to ``value`` (a number or a 0-d tensor) in place; returns ``self``."""
+    """Set every element to ``value`` (a number or a 0-d tensor) in place; returns ``self``.
+
+    As PyTorch, filling an expanded tensor with a number is fine (every
+    element reads the value), with a tensor it raises the overlap error.
+    """
+    return _fill(self, value, False)
+
+
+def _fill(self: Tensor, value: Any, overlap: bool) -> Tensor:
+    """``fill_``; ``overlap``: raise the overlap error for an expanded ``self`` (as copy_)."""
     if isinstance(value, Tensor):
         if value.data.ndim:
             raise ValueError(
@@ -263,7 +282,7 @@ def fill_(self: Tensor, value: Any) -> Tensor:
         self.data[...] = self._device.backend.to_numpy(value.data).item()
         return commit_inplace(self, r)
     r = None
-    if check_inplace(self):
+    if check_inplace(self, overlap=overlap):
         r = record(FillBackward2, self.data, self._device, (snapshot(self, False),))
     self.data[...] = value
     return commit_inplace(self, r)
@@ -363,9 +382,37 @@ def _index_put_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 IndexPutBackward0 = node_class("IndexPutBackward0", _index_put_rule)
 
 
+_WARN_INDEX_PUT = (
+    "Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before "
+    "performing this operation. This also applies to advanced indexing e.g. tensor[indices] = "
+    "tensor"
+)
+_WARN_MASKED_FILL = (
+    "Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before "
+    "performing this operation. This also applies to advanced indexing e.g. tensor[mask] = "
+    "scalar"
+)
+
+
+def _warn_expanded(t: Tensor, idx: tuple[Any, ...], value: Any) -> None:
+    """PyTorch's warnings for ``t[idx] = value`` on an expanded ``t`` (it writes through).
+
+    A single boolean mask with one value is PyTorch's masked_fill_, which warns too.
+    """
+    data = t.data
+    if not (data.strides and 0 in data.strides and has_internal_overlap(data)):
+        return
+    warnings.warn(_WARN_INDEX_PUT, UserWarning, stacklevel=4)
+    rest = [i for i in idx if i.__class__ is not slice and i is not Ellipsis]
+    one = value.data.size == 1 if value.__class__ is Tensor else True
+    if one and len(rest) == 1 and getattr(getattr(rest[0], "dtype", None), "kind", "") == "b":
+        warnings.warn(_WARN_MASKED_FILL, UserWarning, stacklevel=4)
+
+
 def _index_put_(t: Tensor, idx: tuple[Any, ...], value: Any) -> Tensor:
+    _warn_expanded(t, idx, value)
     r = None
-    if check_inplace(t, value):
+    if check_inplace(t, value, overlap=False):
         vt = value if value.__class__ is Tensor else None
         r = record(
             IndexPutBackward0,
@@ -411,7 +458,7 @@ def setitem(self: Tensor, index: Any, value: Any) -> None:
         if isinstance(value, Tensor):
             copy_(view, value)
         else:
-            fill_(view, value)
+            _fill(view, value, True)  # PyTorch copies a number in: expanded regions raise
         return
     target = self
     if has_int:

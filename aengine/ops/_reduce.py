@@ -45,10 +45,18 @@ def norm_dims(dim: Any, ndim: int) -> tuple[int, ...] | None:
     """``dim`` (None, an int or a sequence) as a sorted tuple of axes; None for all."""
     if dim is None:
         return None
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    one = isinstance(dim, (int, float, str)) or hasattr(dim, "__index__")
+    dims = (dim,) if one else tuple(dim)
     n = builtins.max(ndim, 1)
     out = []
     for d in dims:
+        if not isinstance(d, int):
+            if not hasattr(d, "__index__"):
+                raise TypeError(
+                    f"argument 'dim' must be an int or a tuple of ints, got {type(d).__name__} "
+                    f"({d!r})"
+                )
+            d = d.__index__()
         if not -n <= d < n:
             raise IndexError(
                 f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})"
@@ -90,6 +98,8 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None)
         >>> ae.ones(2, 3).sum(dim=1).tolist()
         [3.0, 3.0]
     """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"sum(): argument 'input' must be a Tensor, not {type(x).__name__}")
     data = x.data
     if dtype is not None:
         data = data.astype(dtype)
@@ -279,20 +289,40 @@ def prod(x: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: Any
 
 
 # -- amax / amin, max() / min() ---------------------------------------------------------------
+# NOTE [Gradients of extremes and NaN]
+# Both rules share the gradient evenly between the elements equal to the
+# result, as PyTorch, and differ where the result is NaN (NaN equals nothing):
+# - max() / min() of every element (PyTorch's evenly_distribute_backward)
+#   count a NaN element as equal to a NaN result: max([1, nan, nan]) gives
+#   [0, 1/2, 1/2];
+# - amax / amin (PyTorch's scale_grad_by_count, ``mask * (g / count)``) find
+#   no element equal to a NaN result: the count is 0 and the whole slice gets
+#   NaN.  The division is by NaN instead of 0, which gives that NaN without
+#   numpy's division warning.
 def _extreme_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
-    # PyTorch shares the gradient evenly between the elements equal to the result.
     x, out = s
     shape, dims, keepdim = n.attrs
     xa = _arr(x)
     mask = xa == _arr(out).reshape(_kept_shape(shape, dims))
     count = mask.sum(axis=dims, keepdims=True).astype(xa.dtype)
-    return (F.where(mask, _keep(F, g, shape, dims, keepdim) / count, 0.0),)
+    if not count.all():  # a slice whose result is NaN
+        count = n.dev.backend.xp.where(count == 0, math.nan, count)
+    return (_keep(F, g, shape, dims, keepdim) / count * mask,)
+
+
+def _extreme_all_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
+    x, out = s
+    xa, oa = _arr(x), _arr(out)
+    xp = n.dev.backend.xp
+    mask = xp.isnan(xa) if xp.isnan(oa) else xa == oa
+    count = mask.sum().astype(xa.dtype)  # at least 1: the result is an element
+    return (F.where(mask, g / count, 0.0),)
 
 
 AmaxBackward0 = node_class("AmaxBackward0", _extreme_rule)
 AminBackward0 = node_class("AminBackward0", _extreme_rule)
-MaxBackward1 = node_class("MaxBackward1", _extreme_rule)
-MinBackward1 = node_class("MinBackward1", _extreme_rule)
+MaxBackward1 = node_class("MaxBackward1", _extreme_all_rule)
+MinBackward1 = node_class("MinBackward1", _extreme_all_rule)
 
 
 def _extreme(cls: Any, x: Tensor, dim: Any, keepdim: bool, is_max: bool, name: str) -> Tensor:

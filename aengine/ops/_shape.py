@@ -6,6 +6,7 @@ Ops that return views of their input share its data and version counter
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from ..tensors._device import Device
@@ -32,13 +33,25 @@ __all__ = [
 ]
 
 
-def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
+def _shape_arg(shape: tuple[Any, ...], what: str = "shape") -> tuple[int, ...]:
+    """Ints given as ``f(2, 3)`` or ``f((2, 3))``; a clear TypeError for anything else."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        bad = next(s for s in shape if not hasattr(s, "__index__"))
+        raise TypeError(
+            f"argument '{what}' must be a tuple of ints, but found an element of type "
+            f"{type(bad).__name__} ({bad!r})"
+        ) from None
 
 
 def _norm_dim(dim: int, ndim: int) -> int:
+    if dim.__class__ is not int:
+        if isinstance(dim, bool) or not hasattr(dim, "__index__"):
+            raise TypeError(f"argument 'dim' must be an int, not {type(dim).__name__} ({dim!r})")
+        dim = dim.__index__()
     n = max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(
@@ -166,7 +179,7 @@ TransposeBackward0 = node_class("TransposeBackward0", _permute_rule)
 
 def permute(x: Tensor, *dims: Any) -> Tensor:
     """Reorder the dimensions (a view)."""
-    axes = _shape_arg(dims)
+    axes = _shape_arg(dims, "dims")
     nd = x.data.ndim
     if len(axes) != nd:
         raise ValueError(f"permute: number of dims ({len(axes)}) does not match ndim ({nd})")
@@ -203,7 +216,7 @@ ExpandBackward0 = node_class("ExpandBackward0", _expand_rule)
 
 def expand(x: Tensor, *sizes: Any) -> Tensor:
     """Broadcast to a larger shape without copying (-1 keeps a size); a view."""
-    shp = _shape_arg(sizes)
+    shp = _shape_arg(sizes, "size")
     old = x.data.shape
     if len(shp) < len(old):
         raise ValueError(

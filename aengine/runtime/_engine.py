@@ -628,6 +628,7 @@ class Engine:
         """Run one node of ``gt`` on this worker, as the owner would."""
         t1 = _current.set(gt)
         t2 = _grad_enabled.set(gt.create_graph)
+        cancelled = anyio.get_cancelled_exc_class()
         try:
             if q.select is None:
                 step = gt.run_node(node, buffer)
@@ -641,8 +642,12 @@ class Engine:
                     self._spawn(q)
                 try:
                     await step
-                except Exception:
-                    pass  # recorded on gt (GraphTask.fail)
+                except cancelled:
+                    raise  # this worker is cancelled (the Engine closes)
+                except BaseException:
+                    # recorded on gt (GraphTask.fail), KeyboardInterrupt and
+                    # SystemExit too: the owner raises them as they are
+                    pass
                 finally:
                     q.blocked -= 1
         finally:

@@ -26,7 +26,9 @@ before any other pending node of the outer one runs (PyTorch's
 #   Its user code must not await objects bound to the caller's loop.  With
 #   ``ae.Engine(reentrant_overflow="task")`` it runs in a fresh task of the
 #   same loop instead: an empty stack too, loop-bound objects stay usable,
-#   and inline nesting is cheaper (measurably less per level).
+#   and inline nesting is cheaper (measurably less per level); the fresh
+#   task checks for the caller's cancellation before it runs (a chain of
+#   nested backwards never suspends on its way down, so nothing else would).
 #   Errors come back unwrapped (no ExceptionGroup); nothing is left behind.
 # * A nested *sync* call (``ae.sync.backward`` from a node, whatever drives
 #   the outer graph task) runs on the caller's stack under the same two
@@ -53,6 +55,7 @@ from typing import Any
 
 import anyio
 import sniffio
+from anyio.lowlevel import checkpoint_if_cancelled
 
 from ..core import AutogradError, GraphTask, current_graph_task
 from ._drivers import run_async, run_sync
@@ -234,11 +237,25 @@ async def _run_in_thread_loop(gt: GraphTask, time_slice: float) -> None:
 
 
 async def _run_in_new_task(gt: GraphTask, time_slice: float) -> None:
+    """Run a nested async graph task in a fresh task of this loop (an empty stack).
+
+    A chain of nested backwards never suspends on its way down (each level
+    starts the next before its first time slice is over), so a cancellation
+    of the caller is only noticed where a task starts: the fresh task checks
+    it before running the nested graph task, as the thread mode's watcher
+    stops the nested graph task.
+    """
     failure: list[BaseException] = []
 
     async def child() -> None:
         _stack.set(1)
         _sync_driven.set(False)
+        try:
+            await checkpoint_if_cancelled()
+        except BaseException as exc:
+            gt.fail(None, exc)  # never run: nothing to release but the task itself
+            gt.finish()
+            raise
         try:
             await run_async(gt, time_slice)
         except Exception as exc:  # cancellation goes through the task group

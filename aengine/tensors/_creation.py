@@ -9,7 +9,7 @@ import numpy as np
 from ..core._modes import _inference
 from ._device import CPU, Device
 from ._dtype import as_dtype
-from ._tensor import Tensor, _to_array
+from ._tensor import _NUMBERS, NUMERIC_KINDS, Tensor, _to_array
 
 __all__ = [
     "tensor",
@@ -35,6 +35,41 @@ __all__ = [
 ]
 
 
+def _dtype(dtype: Any) -> np.dtype[Any] | None:
+    """A ``dtype`` argument as a numpy dtype (None stays None), checked to be numeric."""
+    dt = as_dtype(dtype)
+    if dt is not None and dt.kind not in NUMERIC_KINDS:
+        raise TypeError(
+            f"dtype must be a numeric dtype (e.g. ae.float32, ae.int64, ae.bool_), got {dtype!r}"
+        )
+    return dt
+
+
+def _check_number(value: Any, what: str) -> None:
+    """``value`` (a fill value) must be a number, as PyTorch's ``Number`` arguments."""
+    if isinstance(value, Tensor):
+        if value.data.ndim:
+            raise ValueError(
+                f"{what} must be a number or a 0-d tensor, got a tensor of shape "
+                f"{tuple(value.data.shape)}"
+            )
+        return
+    if not isinstance(value, _NUMBERS):
+        raise TypeError(
+            f"{what} must be a number (bool, int, float, complex), not {type(value).__name__}"
+        )
+    if type(value) is int and not -(2**63) <= value < 2**63:
+        raise ValueError(
+            f"{what} {value} cannot be converted to int64 without overflow; pass a float"
+        )
+
+
+def _scalar(value: Any, what: str) -> Any:
+    """A number argument (a 0-d tensor gives its value), checked."""
+    _check_number(value, what)
+    return value.item() if isinstance(value, Tensor) else value
+
+
 def _finish(data: Any, dev: Device, requires_grad: bool) -> Tensor:
     t = Tensor._make(data, False, dev)
     if _inference.get():
@@ -56,7 +91,7 @@ def tensor(
         (2, 2)
     """
     dev = Device(device)
-    return _finish(_to_array(data, as_dtype(dtype), dev), dev, requires_grad)
+    return _finish(_to_array(data, _dtype(dtype), dev), dev, requires_grad)
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
@@ -67,7 +102,7 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
             t = t.to(device=device, dtype=dtype)
         return t
     dev = CPU if device is None else Device(device)
-    return _finish(_to_array(data, as_dtype(dtype), dev, copy=False), dev, False)
+    return _finish(_to_array(data, _dtype(dtype), dev, copy=False), dev, False)
 
 
 def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
@@ -90,7 +125,7 @@ def _filled(
     dev = Device(device)
     xp = dev.backend.xp
     shape = _size(size)
-    dt = as_dtype(dtype) or as_dtype("float64")
+    dt = _dtype(dtype) or as_dtype("float64")
     if kind == "zeros":
         arr = xp.zeros(shape, dtype=dt)
     elif kind == "ones":
@@ -98,6 +133,7 @@ def _filled(
     elif kind == "empty":
         arr = xp.empty(shape, dtype=dt)
     else:
+        _check_number(value, "fill_value")
         if dtype is None:
             dt = xp.asarray(value).dtype
             if dt.kind == "i":
@@ -151,7 +187,10 @@ def arange(
     dev = Device(device)
     if end is None:
         start, end = 0, start
-    arr = dev.backend.xp.arange(start, end, step, dtype=as_dtype(dtype))
+    start, end, step = _scalar(start, "start"), _scalar(end, "end"), _scalar(step, "step")
+    if step == 0:
+        raise ValueError("step must be nonzero")
+    arr = dev.backend.xp.arange(start, end, step, dtype=_dtype(dtype))
     return _finish(arr, dev, requires_grad)
 
 
@@ -166,7 +205,7 @@ def linspace(
 ) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     dev = Device(device)
-    arr = dev.backend.xp.linspace(start, end, steps, dtype=as_dtype(dtype) or as_dtype("float64"))
+    arr = dev.backend.xp.linspace(start, end, steps, dtype=_dtype(dtype) or as_dtype("float64"))
     return _finish(arr, dev, requires_grad)
 
 
@@ -180,19 +219,24 @@ def eye(
 ) -> Tensor:
     """The identity matrix of n rows (and m columns)."""
     dev = Device(device)
-    arr = dev.backend.xp.eye(n, m, dtype=as_dtype(dtype) or as_dtype("float64"))
+    arr = dev.backend.xp.eye(n, m, dtype=_dtype(dtype) or as_dtype("float64"))
     return _finish(arr, dev, requires_grad)
 
 
-def _like(t: Tensor, dtype: Any, device: Any) -> tuple[Any, Any]:
-    return (as_dtype(dtype) or t.data.dtype, t._device if device is None else Device(device))
+def _like(name: str, t: Any, dtype: Any, device: Any) -> tuple[Any, Any]:
+    if not isinstance(t, Tensor):
+        raise TypeError(
+            f"{name}(): argument 'input' must be a Tensor, not {type(t).__name__}; "
+            f"convert it first with ae.tensor(...)"
+        )
+    return (_dtype(dtype) or t.data.dtype, t._device if device is None else Device(device))
 
 
 def zeros_like(
     t: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
     """Zeros with the shape (and by default dtype and device) of ``t``."""
-    dt, dev = _like(t, dtype, device)
+    dt, dev = _like("zeros_like", t, dtype, device)
     return _finish(dev.backend.xp.zeros(t.data.shape, dtype=dt), dev, requires_grad)
 
 
@@ -200,7 +244,7 @@ def ones_like(
     t: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
     """Ones with the shape (and by default dtype and device) of ``t``."""
-    dt, dev = _like(t, dtype, device)
+    dt, dev = _like("ones_like", t, dtype, device)
     return _finish(dev.backend.xp.ones(t.data.shape, dtype=dt), dev, requires_grad)
 
 
@@ -213,7 +257,8 @@ def full_like(
     requires_grad: bool = False,
 ) -> Tensor:
     """``fill_value`` with the shape (and by default dtype and device) of ``t``."""
-    dt, dev = _like(t, dtype, device)
+    dt, dev = _like("full_like", t, dtype, device)
+    _check_number(fill_value, "fill_value")
     return _finish(dev.backend.xp.full(t.data.shape, fill_value, dtype=dt), dev, requires_grad)
 
 
@@ -221,7 +266,7 @@ def empty_like(
     t: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
     """Uninitialised, with the shape (and by default dtype and device) of ``t``."""
-    dt, dev = _like(t, dtype, device)
+    dt, dev = _like("empty_like", t, dtype, device)
     return _finish(dev.backend.xp.empty(t.data.shape, dtype=dt), dev, requires_grad)
 
 
@@ -263,8 +308,14 @@ def _random(
     device: Any,
     requires_grad: bool,
 ) -> Tensor:
-    rng = (generator or default_generator)._rng
-    dt = as_dtype(dtype) or as_dtype("float64")
+    if generator is None:
+        generator = default_generator
+    elif not isinstance(generator, Generator):
+        raise TypeError(
+            f"generator must be an ae.Generator (or None), not {type(generator).__name__}"
+        )
+    rng = generator._rng
+    dt = _dtype(dtype) or as_dtype("float64")
     shape = _size(size)
     host = rng.random(shape) if kind == "rand" else rng.standard_normal(shape)
     dev = Device(device)
@@ -303,7 +354,7 @@ def rand_like(
     requires_grad: bool = False,
 ) -> Tensor:
     """Uniform random numbers shaped like ``t``."""
-    dt, dev = _like(t, dtype, device)
+    dt, dev = _like("rand_like", t, dtype, device)
     return _random("rand", t.data.shape, generator, dt, dev, requires_grad)
 
 
@@ -316,5 +367,5 @@ def randn_like(
     requires_grad: bool = False,
 ) -> Tensor:
     """Standard normal random numbers shaped like ``t``."""
-    dt, dev = _like(t, dtype, device)
+    dt, dev = _like("randn_like", t, dtype, device)
     return _random("randn", t.data.shape, generator, dt, dev, requires_grad)

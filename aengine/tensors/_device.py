@@ -44,14 +44,20 @@ class Device:
         dev = cls._cache.get(key)
         if dev is not None:
             return dev
-        kind, _, idx = key.partition(":")
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+            raise TypeError(f"a device index is an int, got {type(index).__name__}")
+        kind, colon, idx = key.partition(":")
         if kind not in ("cpu", "sim", "cuda"):
             raise ValueError(
                 f"unknown device {key!r}: use 'cpu', 'sim:N' (simulated) or 'cuda:N' (CuPy)"
             )
-        if idx:
-            if not idx.isdigit():
-                raise ValueError(f"device index must be a non-negative integer in {key!r}")
+        if colon:
+            # ASCII digits only: str.isdigit() also accepts '²', which int() refuses
+            if not (idx.isascii() and idx.isdigit()):
+                raise ValueError(
+                    f"invalid device string {key!r}: the index after ':' must be a "
+                    f"non-negative integer, e.g. '{kind}:0'"
+                )
             number: int | None = int(idx)
         else:
             number = None if kind == "cpu" else 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +35,8 @@ from ..core import (
     describe,
     own_vc,
 )
-from ..core._graph import _add_hook
+from ..core._graph import _add_hook, current_version, detach_vc
+from ..core._modes import _grad_enabled, _inference
 from ._device import CPU, Device
 from ._dtype import is_floating
 from ._fields import TensorFields
@@ -54,7 +55,13 @@ _NONLEAF_GRAD_WARNING = (
 )
 
 
+#: the kinds of numpy dtypes a tensor holds: bool, integers, floating, complex
+NUMERIC_KINDS = "biufc"
+_NUMBERS = (bool, int, float, complex, np.number, np.bool_)
+
+
 def _to_array(data: Any, dtype: Any, dev: Device, copy: bool = True) -> Any:
+    """``data`` as an array of ``dev``'s backend, checked to hold numbers."""
     backend = dev.backend
     if isinstance(data, Tensor):
         src = data._device.backend
@@ -64,13 +71,69 @@ def _to_array(data: Any, dtype: Any, dev: Device, copy: bool = True) -> Any:
     else:
         arr = data
     xp = backend.xp
-    if copy:
-        out = xp.array(arr, dtype=dtype, copy=True)
-    else:
-        out = backend.asarray(arr, dtype=dtype)
-    if out.dtype.kind == "O":
-        raise TypeError(f"could not make a tensor from {type(data).__name__}: not numeric data")
+    try:
+        out = xp.array(arr, dtype=dtype, copy=True) if copy else backend.asarray(arr, dtype=dtype)
+    except OverflowError as exc:  # a Python int too large for ``dtype``
+        raise ValueError(
+            f"value cannot be converted to {dtype} without overflow; pass a dtype "
+            "that holds it (e.g. dtype=ae.float64)"
+        ) from exc
+    kind = out.dtype.kind
+    if kind == "O":  # Python objects: not numbers, or ints numpy could not fit
+        out = _from_objects(data, out, xp, copy, backend)
+    elif kind not in NUMERIC_KINDS:
+        raise TypeError(
+            f"a tensor holds numbers (bool, int, float, complex), not {_what(data, out)}: "
+            "convert the data first"
+        )
+    elif kind == "u" and dtype is None and isinstance(data, (int, list, tuple)):
+        # Python ints are int64 (as PyTorch): numpy made uint64 of one above its range
+        raise ValueError(_OVERFLOW)
     return out
+
+
+_OVERFLOW = (
+    "value cannot be converted to int64 without overflow (an int outside "
+    "[-2**63, 2**63 - 1]); pass floats or dtype=ae.float64"
+)
+
+
+def _what(data: Any, out: Any) -> str:
+    if isinstance(data, (str, bytes)):
+        return f"{type(data).__name__} {data[:20]!r}"
+    if isinstance(data, (list, tuple)):
+        for d in _flat(data):
+            if not isinstance(d, _NUMBERS) and not isinstance(d, Tensor):
+                return f"{type(d).__name__} {d!r:.20}"
+    return f"{type(data).__name__} of dtype {out.dtype}"
+
+
+def _from_objects(data: Any, out: Any, xp: Any, copy: bool, backend: Any) -> Any:
+    """An object array made from ``data``: its numbers, or the error that says why not.
+
+    numpy makes an object array of Python ints beyond int64 (PyTorch: an
+    overflow error), also mixed with floats (PyTorch: floats).
+    """
+    if isinstance(data, np.ndarray):
+        raise TypeError(
+            "can't convert a numpy array of dtype object: a tensor holds numbers (bool, int, "
+            "float, complex); convert it first, e.g. arr.astype(np.float64)"
+        )
+    items = out.ravel().tolist() if out.ndim else [out.item()]
+    for item in items:
+        if not isinstance(item, _NUMBERS):
+            raise TypeError(
+                f"a tensor holds numbers (bool, int, float, complex), not "
+                f"{type(item).__name__}: convert the data first"
+            )
+    if any(isinstance(i, (complex, np.complexfloating)) for i in items):
+        dt = "complex128"
+    elif any(isinstance(i, (float, np.floating)) for i in items):
+        dt = "float64"
+    else:
+        raise ValueError(_OVERFLOW)  # only ints, and one numpy could not fit
+    values = out.tolist()
+    return xp.array(values, dtype=dt) if copy else backend.asarray(values, dtype=dt)
 
 
 def _flat(data: Any) -> Any:
@@ -147,9 +210,20 @@ class Tensor(TensorFields):
 
     def size(self, dim: int | None = None) -> Any:
         """The shape, or its length along ``dim``."""
+        shape = self.data.shape
         if dim is None:
-            return self.data.shape
-        return self.data.shape[dim]
+            return shape
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"size(): argument 'dim' must be an int, not {type(dim).__name__}")
+        n = len(shape)
+        if not n:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        if not -n <= dim < n:
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                f"but got {dim})"
+            )
+        return shape[dim]
 
     @property
     def dtype(self) -> Any:
@@ -193,18 +267,15 @@ class Tensor(TensorFields):
         """Whether gradients flow to this tensor (settable on leaves).
 
         A view requires grad when its base does, also when it was made before
-        an in-place op gave the base a history (as in PyTorch).  Views made in
-        no_grad mode do not (PyTorch says True but records nothing for them).
+        an in-place op gave the base a history, and also when it was made in
+        no_grad or inference mode (as in PyTorch, such a view has no grad_fn;
+        aengine records nothing for ops on it, where PyTorch records a node
+        whose gradient reaches no tensor).
         """
         if self._rg:
             return True
         base = self._base
-        return (
-            base is not None
-            and base._rg
-            and self._view_meta is not None
-            and self._creation not in ("no_grad", "inference")
-        )
+        return base is not None and base._rg and self._view_meta is not None
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
@@ -225,7 +296,7 @@ class Tensor(TensorFields):
                 f"only Tensors of floating point dtype can require gradients, got {self.data.dtype}; "
                 "convert first, e.g. ae.tensor(data, dtype=ae.float64, requires_grad=True)"
             )
-        if requires_grad and self._inference:
+        if requires_grad and self._inference and not _inference.get():
             raise AutogradError(
                 "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed."
             )
@@ -258,24 +329,39 @@ class Tensor(TensorFields):
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
+        # PyTorch's checks and texts (python_variable.cpp, THPVariable_set_grad)
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(
-                    f"assigned grad must be a Tensor or None, got {type(value).__name__}"
+                    "assigned grad expected to be a Tensor or None but got grad of type "
+                    f"{type(value).__name__}"
                 )
-            if value.data.shape != self.data.shape:
-                raise ValueError(
-                    f"assigned grad has shape {tuple(value.data.shape)} but the tensor has shape "
-                    f"{tuple(self.data.shape)}"
-                )
+            if value is self:
+                raise AutogradError("can't assign Variable as its own grad")
             if value.data.dtype != self.data.dtype:
-                raise TypeError(
-                    f"assigned grad has dtype {value.data.dtype} but the tensor has dtype "
-                    f"{self.data.dtype}"
+                raise AutogradError(
+                    f"attempting to assign a gradient with dtype '{value.data.dtype}' to a "
+                    f"tensor with dtype '{self.data.dtype}'. Please ensure that the gradient "
+                    "and the tensor have the same dtype"
                 )
             if value._device is not self._device:
-                raise ValueError(
-                    f"assigned grad is on {value._device} but the tensor is on {self._device}"
+                dv, ds = value._device, self._device
+                if dv.type != ds.type:
+                    where = f"with device type '{dv.type}' to a tensor with device type '{ds.type}'"
+                else:
+                    where = (
+                        f"located on device with index '{dv.index}' to a tensor located on "
+                        f"device with index '{ds.index}'"
+                    )
+                raise AutogradError(
+                    f"attempting to assign a gradient {where}. Please ensure that the gradient "
+                    "and the tensor are on the same device"
+                )
+            if value.data.shape != self.data.shape:
+                raise AutogradError(
+                    f"attempting to assign a gradient of size '{list(value.data.shape)}' to a "
+                    f"tensor of size '{list(self.data.shape)}'. Please ensure that the gradient "
+                    "and the tensor are the same size"
                 )
         self._grad = value
 
@@ -300,7 +386,7 @@ class Tensor(TensorFields):
 
     @property
     def _version(self) -> int:
-        return self._vc[0]
+        return current_version(self)
 
     def _is_view(self) -> bool:
         return self._base is not None
@@ -369,6 +455,10 @@ class Tensor(TensorFields):
         """Cut this tensor from the graph in place (not allowed on views)."""
         if self._base is not None:
             raise AutogradError("Can't detach views in-place. Use detach() instead.")
+        if self._fn is not None:
+            # a saved value of its old graph now fails to unpack, as in PyTorch
+            # (NOTE [Saved tensors detached in place] in aengine/core/_graph.py)
+            detach_vc(self)
         self._fn = None
         self._rg = False
         self.output_nr = 0
@@ -376,7 +466,7 @@ class Tensor(TensorFields):
 
     def numpy(self) -> Any:
         """The data as a numpy array (shares memory on the cpu)."""
-        if self._rg:
+        if _grad_enabled.get() and self.requires_grad:  # as PyTorch: fine under no_grad
             raise AutogradError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
             )
@@ -420,7 +510,7 @@ class Tensor(TensorFields):
             extras.append(f"device='{self._device}'")
         if self._fn is not None:
             extras.append(f"grad_fn=<{self._fn.name()}>")
-        elif self._rg:
+        elif self._rg or (self._base is not None and self.requires_grad):
             extras.append("requires_grad=True")
         suffix = "".join(", " + e for e in extras)
         return f"tensor({body}{suffix})"
@@ -564,13 +654,13 @@ class Tensor(TensorFields):
         def split(self, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]: ...
         def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]: ...
         def unbind(self, dim: int = 0) -> tuple[Tensor, ...]: ...
-        async def backward(
+        def backward(  # runs now where no event loop runs, else awaitable (_autograd.py)
             self,
             gradient: Tensor | None = None,
             retain_graph: bool | None = None,
             create_graph: bool = False,
             inputs: Any = None,
-        ) -> None: ...
+        ) -> Awaitable[None]: ...
         @property
         def T(self) -> Tensor: ...
         @property

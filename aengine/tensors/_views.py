@@ -25,15 +25,39 @@
 # is not None) rebuilds it from the base through ``view_fn`` when the
 # version moved.  That also updates views of the same base made before the
 # in-place op.  ``_creation`` marks views that may not be modified in place
-# (outputs of multi-view ops, views made in no_grad or inference mode).
+# (NOTE [Restricted views]).
+#
+# # NOTE [Restricted views]
+# ``_creation`` is PyTorch's CreationMeta: None (DEFAULT) or a string.
+# "no_grad" / "inference": made in no_grad / inference mode; "no_grad:fn" /
+# "inference:fn": a view of such a view made with grad mode on while its base
+# required grad (PyTorch gives it a grad_fn, so its errors name that node;
+# here it has none and the name is rebuilt from the view function);
+# "multi_output:<node>": an output of an op returning several views;
+# "custom_function": an output of a custom Function (or an input it returned
+# as is).  ``ops/_core.py::as_view`` propagates it as PyTorch's
+# propagate_creation_meta; ``_view_error`` writes PyTorch's messages.
+#
+# # NOTE [Writing through expanded tensors]
+# An expanded (broadcast) array is read-only in numpy: several elements share
+# one memory location.  As PyTorch, writing to a region whose elements each
+# have their own location is fine (``g = ones(1).expand(3); g[0] = 5`` writes
+# the one element, so ``g`` reads [5, 5, 5]); an op whose written-to tensor
+# has a dimension of stride 0 and size > 1 raises PyTorch's internal-overlap
+# error, except fill_ / zero_ with a number (the same value everywhere) and
+# advanced-index assignment (which warns, as PyTorch).  ``check_inplace``
+# then gives the tensor a writeable alias of the same memory.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
+import numpy as np
+
 from ..core import AutogradError, Node, gradient_edge, own_vc
-from ..core._graph import new_tensor
+from ..core._graph import freed_error, new_tensor
 from ..core._modes import _grad_enabled, _inference
 from ._fields import TensorFields
 from ._tensor_ops import TENSOR_OPS, ViewFn
@@ -62,48 +86,139 @@ _ERR_OVERLAP = (
     "unsupported operation: more than one element of the written-to tensor refers to a single "
     "memory location. Please clone() the tensor before performing the operation."
 )
+_ERR_READ_ONLY = (
+    "the tensor's memory is read-only (it shares a read-only array); clone() the tensor "
+    "before modifying it in place"
+)
 _CLARIFY = (
     " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
     "your code by moving both the view and the inplace either both inside the {block} block "
     "(if you don't want the inplace to be tracked) or both outside (if you want the inplace "
     "to be tracked)."
 )
+_MULTI_OUTPUT = (
+    " This view is the output of a function that returns multiple views. Such functions do not "
+    "allow the output views to be modified inplace. You should replace the inplace operation by "
+    "an out-of-place one."
+)
+_IN_CUSTOM_FUNCTION = (
+    " This view was created inside a custom Function (or because an input was returned as-is) "
+    "and the autograd logic to handle view+inplace would override the custom backward "
+    "associated with the custom Function, leading to incorrect gradients. This behavior is "
+    "forbidden. You can fix this by cloning the output of the custom Function."
+)
+_BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
+
+
+def short_name(name: str) -> str:
+    """A node's name as PyTorch's view errors print it: 'Unbind' for 'UnbindBackward0'."""
+    return _BACKWARD_SUFFIX.sub("", name)
+
+
+def _view_node_name(t: TensorFields, kind: str, creation: str) -> str | None:
+    """The name of the node that PyTorch's view ``t`` has as grad_fn (None: it has none)."""
+    if t._fn is not None:
+        return short_name(t._fn.name())
+    base = t._base
+    if base is None or not base._rg:
+        return None
+    if kind == "multi_output":
+        return short_name(creation.partition(":")[2])
+    if creation.endswith(":fn") and t._view_fn is not None:
+        # a view of a no_grad view: rebuilt with grad mode on, for the name of its last op
+        token = _grad_enabled.set(True)
+        try:
+            fn = t._view_fn(TENSOR_OPS, base)._fn
+        finally:
+            _grad_enabled.reset(token)
+        return None if fn is None else short_name(fn.name())
+    return None
 
 
 def _view_error(t: TensorFields, indirect: bool) -> str:
-    """PyTorch's message for modifying a view whose ``_creation`` forbids it."""
+    """PyTorch's message for modifying a view whose ``_creation`` forbids it.
+
+    See NOTE [Restricted views] (the messages of PyTorch's handle_view_on_rebase).
+    """
     creation = t._creation or ""
+    kind = creation.partition(":")[0]
     modified = "its base or another view of its base has been" if indirect else "is being"
-    if creation.startswith("multi_output:"):
-        name = creation.partition(":")[2]
-        return (
-            f"Output {t.output_nr} of {name} is a view and {modified} modified inplace. This "
-            "view is the output of a function that returns multiple views. Such functions do "
-            "not allow the output views to be modified inplace. You should replace the inplace "
-            "operation by an out-of-place one."
-        )
-    if creation == "inference":
-        return (
-            f"A view was created in inference mode and {modified} modified inplace in normal "
-            "mode." + _CLARIFY.format(block="inference_mode")
-        )
-    return (
-        f"A view was created in no_grad mode and {modified} modified inplace with grad mode "
-        "enabled." + _CLARIFY.format(block="no_grad")
-    )
+    name = _view_node_name(t, kind, creation)
+    if kind in ("no_grad", "inference") or name is None:
+        if name is not None:
+            prefix = f"Output {t.output_nr} of {name} is a view of a view which was created in"
+        else:
+            prefix = "A view was created in"
+        if kind == "inference":
+            msg = f"{prefix} inference mode and {modified} modified inplace in normal mode."
+        else:
+            msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
+    else:
+        msg = f"Output {t.output_nr} of {name} is a view and {modified} modified inplace."
+    if kind == "multi_output":
+        return msg + _MULTI_OUTPUT
+    if kind == "custom_function":
+        return msg + _IN_CUSTOM_FUNCTION
+    return msg + _CLARIFY.format(block="inference_mode" if kind == "inference" else "no_grad")
 
 
-def check_inplace(t: TensorFields, *others: Any) -> bool:
+def check_inplace(t: TensorFields, *others: Any, overlap: bool = True) -> bool:
     """Raise if ``t`` may not be modified in place; return whether to record history.
 
     History is recorded when grad mode is on and ``t`` (or the base of the
-    view ``t``) or one of ``others`` requires grad.
+    view ``t``) or one of ``others`` requires grad.  With ``overlap`` an
+    expanded ``t`` (elements sharing memory) is an error, as PyTorch (NOTE
+    [Writing through expanded tensors]).
     """
     if t._inference and not _inference.get():
         raise AutogradError(_ERR_INFERENCE)
-    flags = getattr(t.data, "flags", None)
-    if flags is not None and not getattr(flags, "writeable", True):
+    record = _records_history(t, others)
+    data = t.data
+    strides = getattr(data, "strides", None)
+    if overlap and strides and 0 in strides and has_internal_overlap(data):
         raise AutogradError(_ERR_OVERLAP)
+    flags = getattr(data, "flags", None)
+    if flags is not None and not getattr(flags, "writeable", True):
+        t.data = _writeable_alias(data)
+    return record
+
+
+def has_internal_overlap(data: Any) -> bool:
+    """Whether elements of ``data`` share memory: a dimension of stride 0 and size > 1.
+
+    PyTorch's has_internal_overlap answers "yes" for that case only too (and
+    never for an empty tensor, whose strides numpy may give as 0).
+    """
+    return data.size > 1 and any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape))
+
+
+class _Interface:
+    """An ``__array_interface__`` holder keeping the array that owns the memory (``base``)."""
+
+    def __init__(self, interface: dict[str, Any], base: Any) -> None:
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def _writeable_alias(data: Any) -> Any:
+    """A writeable array over the memory of the read-only (broadcast) numpy array ``data``.
+
+    Only where the array that owns the memory is writeable: numpy marks a
+    broadcast result read-only, not its memory (NOTE [Writing through
+    expanded tensors]).
+    """
+    owner = data
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if not owner.flags.writeable:
+        raise AutogradError(_ERR_READ_ONLY)
+    interface = dict(data.__array_interface__)
+    interface["data"] = (interface["data"][0], False)
+    return np.asarray(_Interface(interface, owner))
+
+
+def _records_history(t: TensorFields, others: tuple[Any, ...]) -> bool:
+    """The autograd part of ``check_inplace``: raises where PyTorch does."""
     if not _grad_enabled.get():
         return False
     base = t._base
@@ -248,18 +363,19 @@ class CopySlices(Node):
     other inputs.  See NOTE [Views and CopySlices].
     """
 
-    __slots__ = ("base_shape", "dev", "fn", "out_devs", "pos", "view_fn")
+    __slots__ = ("base_shape", "dev", "fn", "out_devs", "overlap", "pos", "view_fn")
 
     def __init__(self, base: TensorFields, view_fn: ViewFn, fn: Node) -> None:
         first = gradient_edge(base) if base._rg else None
         super().__init__((first, *fn.next_edges[1:]))
-        self.fn = fn
+        self.fn: Node | None = fn
         self.view_fn = view_fn
         self._anomaly = fn._anomaly  # the forward trace of the in-place op
         self.base_shape = tuple(base.data.shape)
         self.dev = base._device
         self.out_devs = base._device
         self.pos: Any = None
+        self.overlap: bool | None = None
 
     def _positions(self, raw: Any) -> Any:
         """Flat positions in the base of the view's elements (view-shaped ints)."""
@@ -273,30 +389,43 @@ class CopySlices(Node):
         return self.pos
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
+        fn = self.fn
+        if fn is None:
+            raise freed_error()
         g = grads[0]
         if g is None:
             return (None,) * len(self.next_nodes)
         raw = self.dev._backend.raw
         if create_graph:
             F = TENSOR_OPS
-            res = self.fn.apply([self.view_fn(F, g)], True)
+            gv = self.view_fn(F, g)
+            res = fn.apply([gv], True)
             out0 = None
             if self.next_nodes[0] is not None:
                 r0 = res[0]
+                if r0 is not None:
+                    self._check_overlap(raw)
                 out0 = F.put_flat(g, self._positions(raw), 0.0 if r0 is None else r0)
             return (out0, *res[1:])
         xp = raw.xp
         result = xp.array(g, order="C", copy=True)
         gs = self.view_fn(raw, result)
-        direct = isinstance(gs, xp.ndarray) and xp.may_share_memory(gs, result)
+        # (an expanded view of the gradient is read-only: written through positions)
+        direct = (
+            isinstance(gs, xp.ndarray)
+            and xp.may_share_memory(gs, result)
+            and getattr(gs.flags, "writeable", True)
+        )
         if direct:
-            res = self.fn.apply([gs.copy()], False)
+            res = fn.apply([gs.copy()], False)
         else:  # view_fn copied (cannot write through it): use flat positions
             pos = self._positions(raw)
-            res = self.fn.apply([result.reshape(-1)[pos]], False)
+            res = fn.apply([result.reshape(-1)[pos]], False)
         out0 = None
         if self.next_nodes[0] is not None:
             r0 = res[0]
+            if r0 is not None and not direct:
+                self._check_overlap(raw)
             val = 0 if r0 is None else r0
             if direct:
                 gs[...] = val
@@ -305,5 +434,19 @@ class CopySlices(Node):
             out0 = result
         return (out0, *res[1:])
 
+    def _check_overlap(self, raw: Any) -> None:
+        """PyTorch's overlap error when the op's gradient is written into an expanded region.
+
+        The view's elements sharing base elements (repeated positions) is the
+        case (NOTE [Writing through expanded tensors]).
+        """
+        if self.overlap is None:
+            pos = self._positions(raw)
+            self.overlap = raw.xp.unique(pos).size != pos.size
+        if self.overlap:
+            raise AutogradError(_ERR_OVERLAP)
+
     def release_variables(self) -> None:
-        self.fn.release_variables()
+        # As PyTorch: drop the op's node (its saved values go with it), rather than
+        # release them: a custom Function's saved dirty output may still lead to it
+        self.fn = None
