@@ -51,6 +51,7 @@ from .ops import (
     clone,
     cos,
     div,
+    dot,
     eq,
     exp,
     expand,
@@ -76,6 +77,7 @@ from .ops import (
     mean,
     min,
     minimum,
+    mm,
     mul,
     narrow,
     ne,
@@ -132,13 +134,17 @@ from .tensors._creation import (
 from .tensors._device import Device, device
 from .tensors._dtype import (
     bool_,
+    complex64,
+    complex128,
     float16,
     float32,
     float64,
+    get_default_dtype,
     int8,
     int16,
     int32,
     int64,
+    set_default_dtype,
     uint8,
 )
 from .tensors._tensor import Tensor
@@ -167,4 +173,5 @@ __all__ = [
     "GradcheckError", "gradcheck", "gradgradcheck",
     "cat", "chunk", "gather", "index_select", "masked_fill", "narrow", "select", "split",
     "stack", "take_along_dim", "unbind",
+    "complex64", "complex128", "get_default_dtype", "set_default_dtype", "mm", "dot",
 ]  # fmt: skip

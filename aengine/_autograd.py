@@ -283,8 +283,7 @@ class _Call(Coroutine[Any, Any, Any]):
 
     __slots__ = ("_coro",)
 
-    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
-        self._coro = coro
+    _coro: Coroutine[Any, Any, Any]
 
     #: ``self._coro.__await__()``, without a Python frame (see the NOTE)
     __await__ = property(operator.attrgetter("_coro.__await__"))  # type: ignore[assignment]
@@ -357,6 +356,7 @@ class _Done(Coroutine[Any, Any, None]):
 
 
 _DONE = _Done()
+_new_call = object.__new__
 
 
 #: the name trio sets while its loop runs in this thread (NOTE [Detecting the event
@@ -435,7 +435,9 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     def async_fn(*args: Any, **kwargs: Any) -> Any:
         if not _sniffio_thread.name and _running_loop() is None:  # NOTE [Is a loop running here]
             _no_loop_here(public)
-        return _Call(run(gen_fn(*args, **kwargs)))  # the generator does nothing until run
+        call = _new_call(_Call)  # no __init__: a Python frame less per call
+        call._coro = run(gen_fn(*args, **kwargs))  # the generator does nothing until run
+        return call
 
     @functools.wraps(gen_fn)
     def sync_fn(*args: Any, **kwargs: Any) -> Any:
@@ -560,7 +562,9 @@ def _tensor_backward(
         for gt in _backward(self, gradient, retain_graph, create_graph, inputs):
             drive_sync_entry(gt)
         return _DONE
-    return _Call(_run_backward(_backward(self, gradient, retain_graph, create_graph, inputs)))
+    call = _new_call(_Call)
+    call._coro = _run_backward(_backward(self, gradient, retain_graph, create_graph, inputs))
+    return call
 
 
 _T: Any = Tensor  # the method is declared in the Tensor class for type checkers

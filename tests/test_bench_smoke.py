@@ -18,7 +18,7 @@ import pytest
 from bench.cli import FAMILIES, _wanted, run_graph
 from bench.harness import OK, check_grads
 from bench.systems import NumpyFloor, System
-from bench.workloads import chain
+from bench.workloads import chain, mlp, wide
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPH_SYSTEMS = {
@@ -123,6 +123,22 @@ def test_failed_check_and_error_mark_the_row_not_the_run() -> None:
     assert status["broken"] == "error: ValueError: no such op"
     wrong = next(r for r in rec["rows"] if r["system"] == "wrong")
     assert wrong["metrics"]["backward"]["n"] == 1  # still timed, only marked
+
+
+def test_workloads_keep_their_numpy_dtypes_under_the_float32_default() -> None:
+    """Inputs come from numpy arrays: chain and wide stay float64, mlp float32.
+
+    Python floats now give float32 (ae.get_default_dtype()); the workloads'
+    scalars (``y * 1.0001``) keep a tensor's dtype, so nothing turns float32.
+    """
+    import aengine as ae
+
+    for wl, dtype in ((chain(30), ae.float64), (wide(10), ae.float64), (mlp(8, 2, 4), ae.float32)):
+        ps = [ae.tensor(p, requires_grad=True) for p in wl.params]
+        cs = [ae.as_tensor(c) for c in wl.consts]
+        loss = wl.fn(ae, cs, *ps)
+        grads = ae.sync.grad(loss, ps)
+        assert loss.dtype == dtype and {p.dtype for p in ps} == {g.dtype for g in grads} == {dtype}
 
 
 def test_only_filter_selects_families_or_names() -> None:

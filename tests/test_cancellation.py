@@ -167,7 +167,7 @@ async def test_cancelled_backward_stops_promptly() -> None:
 @pytest.mark.anyio
 async def test_fail_after_raises_timeout_error_and_leaves_grad() -> None:
     x = ae.tensor(np.ones(4), requires_grad=True)
-    x.grad = ae.full((4,), 3.0)
+    x.grad = ae.full((4,), 3.0, dtype=ae.float64)
     loss = (x.to("sim:0") * 2).sum()
     async with ae.Engine(sim_latency=0.5):
         with pytest.raises(TimeoutError):

@@ -459,8 +459,8 @@ def test_grad_when_every_node_runs_keeps_hooks_and_multi_hooks_as_torch() -> Non
     )
 
     def run(lib: Any, grad: Any) -> tuple[list[Any], list[Any], list[Any]]:
-        x = lib.tensor([1.0, 2.0], requires_grad=True)
-        w = lib.tensor([0.5, -1.0], requires_grad=True)
+        x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([0.5, -1.0], dtype=lib.float64, requires_grad=True)
         seen: list[Any] = []
         x.register_hook(lambda g: seen.append(g.tolist()))
         w.register_hook(lambda g: g * 10)  # a captured leaf's hook changes the result

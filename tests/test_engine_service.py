@@ -49,7 +49,7 @@ async def test_engine_sets_the_settings_inside_and_restores_them() -> None:
 async def test_200_concurrent_backwards_on_shared_parameters_sum_exactly() -> None:
     w = ae.tensor(np.arange(1.0, 9.0), requires_grad=True)  # cpu, float64
     v = ae.tensor(np.full(8, 0.5), requires_grad=True, device="sim:0")
-    w.grad = ae.ones(8)  # accumulation onto an existing grad
+    w.grad = ae.ones(8, dtype=ae.float64)  # accumulation onto an existing grad
     expect_w = np.ones(8)
     expect_v = np.zeros(8)
 

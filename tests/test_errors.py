@@ -497,7 +497,7 @@ def test_grad_assignment_errors_are_pytorchs(case: str) -> None:
     t = torch.ones(3, dtype=torch.float64, requires_grad=True)
     with pytest.raises(exc, match=text):
         t.grad = value(torch, t)
-    x = ae.ones(3, requires_grad=True)
+    x = ae.ones(3, dtype=ae.float64, requires_grad=True)
     with pytest.raises(exc, match=text):
         x.grad = value(ae, x)
     assert x.grad is None

@@ -58,6 +58,10 @@ OPS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], str]] = {
     "matmul": (lambda a, b: a @ b, [(2, 3), (3, 2)], "any"),
     "matmul_batched": (lambda a, b: a @ b, [(2, 2, 3), (3,)], "any"),
     "matmul_vec": (lambda a, b: a @ b, [(3,), (3, 2)], "any"),
+    "matmul_mv": (lambda a, b: a @ b, [(2, 3), (3,)], "any"),
+    "matmul_dot": (lambda a, b: a @ b, [(3,), (3,)], "any"),
+    "mm": (lambda a, b: ae.mm(a, b), [(2, 3), (3, 2)], "any"),
+    "dot": (lambda a, b: a.dot(b) * a, [(3,), (3,)], "any"),
     # elementwise
     "exp": (lambda a: a.exp(), [(2, 3)], "any"),
     "log": (lambda a: a.log(), [(2, 3)], "pos"),
@@ -107,6 +111,7 @@ OPS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], str]] = {
     "contiguous": (lambda a: a.T.contiguous(), [(2, 3)], "any"),
     "to_float64": (lambda a: a.to(dtype=ae.float64) * a, [(3,)], "any"),
     "double": (lambda a: a.double(), [(3,)], "any"),
+    "cpu": (lambda a: a.to("sim:0").cpu() * a, [(3,)], "any"),
     "type_as": (lambda a, b: a.type_as(b) * b, [(3,), (3,)], "any"),
     "view_as": (lambda a, b: a.view_as(b) * b, [(2, 3), (3, 2)], "any"),
     "reshape_as": (lambda a, b: a.T.reshape_as(b) * b, [(2, 3), (6,)], "any"),
@@ -229,7 +234,7 @@ WRONG_FIRST = (
 
 
 def test_gradcheck_detects_a_wrong_rule():
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     with pytest.raises(ae.GradcheckError, match=re.escape(WRONG_FIRST)):
         ae.sync.gradcheck(bad_square, (x,))
     assert ae.sync.gradcheck(bad_square, (x,), raise_exception=False) is False
@@ -237,14 +242,14 @@ def test_gradcheck_detects_a_wrong_rule():
 
 
 def test_gradcheck_names_the_failing_output_and_input():
-    a = ae.tensor([1.0, 2.0], requires_grad=True)
-    b = ae.tensor([0.5, -1.0], requires_grad=True)
+    a = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
+    b = ae.tensor([0.5, -1.0], dtype=ae.float64, requires_grad=True)
     with pytest.raises(ae.GradcheckError, match=r"for output 1 with respect to input 2,"):
         ae.sync.gradcheck(lambda k, u, v: (u * v, bad_square(v) + u), (3.0, a, b))
 
 
 def test_gradgradcheck_detects_a_wrong_second_derivative():
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     assert ae.sync.gradcheck(flat_square, (x,))
     # output 0 is the first derivative, input 0 is x: d(2 x v)/dx = 2 v, claimed 0
     msg = (
@@ -257,7 +262,7 @@ def test_gradgradcheck_detects_a_wrong_second_derivative():
     assert ae.sync.gradgradcheck(flat_square, (x,), raise_exception=False) is False
     # with grad_outputs that do not require grad, only x is checked: the claimed
     # first derivative then has no graph at all, though it depends on x
-    v = ae.tensor([1.0, 1.0])
+    v = ae.tensor([1.0, 1.0], dtype=ae.float64)
     with pytest.raises(
         ae.GradcheckError, match=r"Numerical gradient for function expected to be zero"
     ):
@@ -266,7 +271,7 @@ def test_gradgradcheck_detects_a_wrong_second_derivative():
 
 
 def test_output_that_does_not_require_grad_but_depends_on_input():
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     with pytest.raises(
         ae.GradcheckError, match=r"Numerical gradient for function expected to be zero"
     ):
@@ -276,8 +281,10 @@ def test_output_that_does_not_require_grad_but_depends_on_input():
 
 # -- arguments ------------------------------------------------------------------------------------
 def test_tuples_of_outputs_non_tensor_and_frozen_inputs():
-    a = ae.tensor([[1.0, -2.0], [0.5, 3.0]], requires_grad=True)
-    c = ae.tensor([2.0, 1.0])  # does not require grad: passed through, not checked
+    a = ae.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=ae.float64, requires_grad=True)
+    c = ae.tensor(
+        [2.0, 1.0], dtype=ae.float64
+    )  # does not require grad: passed through, not checked
     assert ae.sync.gradcheck(lambda x, k, y: (x * k, (x * y).sum(), x.max(1)), (a, 2.5, c))
     assert ae.sync.gradgradcheck(lambda x, k, y: (x * x * k, (x * y).sum()), [a, 2.5, c])
     assert ae.sync.gradcheck(lambda x: x.exp(), a)  # a single tensor is accepted
@@ -302,7 +309,7 @@ def test_float32_input_warns_like_torch():
 
 
 def test_result_must_be_tensors():
-    x = ae.tensor([1.0], requires_grad=True)
+    x = ae.tensor([1.0], dtype=ae.float64, requires_grad=True)
     with pytest.raises(TypeError, match=r"must be a Tensor or a tuple of Tensors, got float"):
         ae.sync.gradcheck(lambda t: 1.0, (x,))
 
@@ -325,7 +332,7 @@ def test_non_contiguous_inputs():
 
 
 def test_works_inside_no_grad():
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     with ae.no_grad():
         assert ae.sync.gradcheck(lambda t: t * t, (x,))
         assert ae.sync.gradgradcheck(lambda t: t * t * t, (x,))
@@ -334,7 +341,9 @@ def test_works_inside_no_grad():
 
 
 def test_inputs_on_another_device():
-    x = ae.tensor([[0.3, -1.2, 2.0], [0.7, 0.1, -0.4]], device="sim:0", requires_grad=True)
+    x = ae.tensor(
+        [[0.3, -1.2, 2.0], [0.7, 0.1, -0.4]], dtype=ae.float64, device="sim:0", requires_grad=True
+    )
     assert ae.sync.gradcheck(lambda t: t.prod(1) + t.logsumexp(1), (x,))
     assert ae.sync.gradgradcheck(lambda t: t.softmax(1) * t, (x,))
     with pytest.raises(ae.GradcheckError, match=r"Jacobian mismatch for output 0"):
@@ -342,7 +351,7 @@ def test_inputs_on_another_device():
 
 
 def test_tolerances_are_used():
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     # analytical 3x vs numerical 2x: rtol=0.6 accepts it
     assert ae.sync.gradcheck(bad_square, (x,), rtol=0.6)
     assert ae.sync.gradcheck(bad_square, (x,), atol=2.1, rtol=0.0)
@@ -375,14 +384,14 @@ class AsyncCube(ae.Function):
 
 
 def test_custom_function():
-    x = ae.tensor([0.5, -1.5, 2.0], requires_grad=True)
+    x = ae.tensor([0.5, -1.5, 2.0], dtype=ae.float64, requires_grad=True)
     assert ae.sync.gradcheck(Cube.apply, (x,))
     assert ae.sync.gradgradcheck(Cube.apply, (x,))
 
 
 @pytest.mark.anyio
 async def test_custom_function_with_async_backward():
-    x = ae.tensor([0.5, -1.5, 2.0], requires_grad=True)
+    x = ae.tensor([0.5, -1.5, 2.0], dtype=ae.float64, requires_grad=True)
     assert await ae.gradcheck(AsyncCube.apply, (x,))
     assert await ae.gradgradcheck(AsyncCube.apply, (x,))
 
@@ -390,7 +399,7 @@ async def test_custom_function_with_async_backward():
 # -- async and sync forms ---------------------------------------------------------------------------
 @pytest.mark.anyio
 async def test_async_gradcheck_and_gradgradcheck():
-    x = ae.tensor([[0.3, -1.2, 2.0]], requires_grad=True)
+    x = ae.tensor([[0.3, -1.2, 2.0]], dtype=ae.float64, requires_grad=True)
     assert await ae.gradcheck(lambda t: t.softmax(1), (x,)) is True
     assert await ae.gradgradcheck(lambda t: t.prod(), (x,)) is True
     with pytest.raises(ae.GradcheckError, match=r"Jacobian mismatch for output 0"):
@@ -400,7 +409,7 @@ async def test_async_gradcheck_and_gradgradcheck():
 
 @pytest.mark.anyio
 async def test_sync_form_inside_a_loop_warns():
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     with pytest.warns(RuntimeWarning, match=r"ae\.sync\.gradcheck\(\) called inside a running"):
         assert ae.sync.gradcheck(lambda t: t * t, (x,))
 
@@ -442,7 +451,7 @@ def test_fn_that_needs_grad_mode_is_checked_like_torch():
     tx = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
     err = _torch_gradcheck_error(torch, _hooked, tx)
     assert type(err).__name__ == "GradcheckError" and "Jacobian mismatch" in str(err)
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     wrong = (
         "Jacobian mismatch for output 0 with respect to input 0,\n"
         "numerical:array([[2., 0.],\n       [0., 2.]])\n"
@@ -460,7 +469,7 @@ def test_output_shape_that_changes_under_perturbation_raises_like_torch():
     tx = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
     err = _torch_gradcheck_error(torch, _shape_changes, tx)
     assert "same shape when inputs are perturbed on index (0,) by 1e-06" in str(err)
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     msg = (
         r"Expected `func` to return outputs with the same shape when inputs are perturbed on "
         r"index \(0,\) by 1e-06, but got: shapes \(2,\) and \(1,\)\."
@@ -476,7 +485,7 @@ def test_output_dtype_that_changes_under_perturbation_raises_like_torch():
     tx = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
     err = _torch_gradcheck_error(torch, _dtype_changes, tx)
     assert "same dtype when inputs are perturbed on index (0,) by 1e-06" in str(err)
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     msg = (
         r"Expected `func` to return outputs with the same dtype when inputs are perturbed on "
         r"index \(0,\) by 1e-06, but got: dtypes float32 and float64\."
@@ -518,7 +527,7 @@ def test_input_with_a_stride_0_dimension_is_refused_like_torch():
 
 @pytest.mark.anyio
 async def test_async_gradcheck_checks_the_same():
-    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
     assert await ae.gradcheck(_hooked, (x,), raise_exception=False) is False
     with pytest.raises(ValueError, match=r"same shape when inputs are perturbed on index \(0,\)"):
         await ae.gradcheck(_shape_changes, (x,))

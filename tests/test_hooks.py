@@ -583,7 +583,7 @@ def test_post_accumulate_order_differs_from_torch() -> None:
     t = ae.tensor([1.0, 2.0, 3.0], requires_grad=True)
     acc = acc_of(t)
     t.register_hook(lambda g: (log.append("tensor"), g - 2)[1])
-    acc.register_prehook(lambda go: (log.append("acc_pre"), (go[0] / 5,))[1])
+    acc.register_prehook(lambda go: (log.append("acc_pre"), (go[0] / 4,))[1])
     acc.register_hook(lambda gi, go: log.append(f"acc_post:{gi}:{go[0].tolist()}"))
 
     def post_acc(tensor: ae.Tensor) -> None:
@@ -595,10 +595,10 @@ def test_post_accumulate_order_differs_from_torch() -> None:
     assert log == [
         "tensor",
         "acc_pre",
-        "acc_post:():[-0.2, -0.2, -0.2]",
-        "post_acc:[-0.2, -0.2, -0.2]",
+        "acc_post:():[-0.25, -0.25, -0.25]",
+        "post_acc:[-0.25, -0.25, -0.25]",
     ]
-    np.testing.assert_allclose(t.grad.numpy(), [0.3, 0.3, 0.3])
+    np.testing.assert_allclose(t.grad.numpy(), [0.25, 0.25, 0.25])
 
 
 def test_post_accumulate_hook_errors() -> None:
@@ -907,11 +907,12 @@ class _AeHookLib:
 
     @staticmethod
     def ones(*shape: int, requires_grad: bool = False, dtype: Any = None) -> Any:
+        dtype = dtype or ae.float64  # as _TorchHookLib
         return ae.ones(*shape, requires_grad=requires_grad, dtype=dtype)
 
     @staticmethod
     def tensor(v: float) -> Any:
-        return ae.tensor(v)
+        return ae.tensor(v, dtype=ae.float64)
 
 
 class _TorchHookLib:
@@ -945,7 +946,7 @@ def test_a_hook_returning_a_wrong_value_fails_before_any_grad_is_written(case: s
 
     # a leaf whose .grad was set keeps it, unchanged
     x, w, loss = _bad_hook_case(_AeHookLib(), case)
-    x.grad, w.grad = ae.ones(3), ae.full((3,), 7.0)
+    x.grad, w.grad = ae.ones(3, dtype=ae.float64), ae.full((3,), 7.0, dtype=ae.float64)
     with pytest.raises(ae.AutogradError, match=_BAD_HOOKS[case]):
         ae.sync.backward(loss)
     assert x.grad.tolist() == [1.0] * 3 and w.grad.tolist() == [7.0] * 3

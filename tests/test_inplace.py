@@ -48,7 +48,7 @@ def test_binary_inplace_only_other_requires_grad(op):
 def test_mixed_dtype_inplace_keeps_self_dtype():
     torch = torch_or_skip()
     a = ae.ones(3, dtype=ae.float32, requires_grad=True)
-    b = ae.tensor([1.0, 2.0, 3.0], requires_grad=True)  # float64
+    b = ae.tensor([1.0, 2.0, 3.0], dtype=ae.float64, requires_grad=True)
     c = a.clone()
     c.mul_(b)
     assert c.dtype == ae.float32
@@ -176,7 +176,7 @@ def test_inplace_on_saved_tensor_after_use():
     assert x.grad.tolist() == [3.0, 4.0]
     with pytest.raises(
         ae.AutogradError,
-        match=r"modified by an inplace operation: \[float64 tensor \[2\]\], which is output 0 of "
+        match=r"modified by an inplace operation: \[float32 tensor \[2\]\], which is output 0 of "
         r"AddBackward0, is at version 1; expected version 0 instead\. Hint: enable anomaly",
     ):
         ae.sync.backward(w.sum())
@@ -582,7 +582,7 @@ def test_a_saved_output_keeps_watching_its_tensor():
 
 def test_a_single_saved_value_is_kept_bare_and_acts_as_saved():
     # NOTE [Saved tensors of built-in ops]: one saved value is not put in a tuple
-    x = ae.tensor([0.5, 1.0, 1.5], requires_grad=True)
+    x = ae.tensor([0.5, 1.0, 1.5], dtype=ae.float64, requires_grad=True)  # as numpy's oracle
     h = x * 1.0
     y = ae.sin(h)  # saves its input
     z = ae.exp(h)  # saves its output

@@ -351,7 +351,7 @@ def test_logsumexp_and_softmax_of_empty_and_infinite():
     out = ae.zeros(2, 0).logsumexp(1)
     assert out.tolist() == torch.empty(2, 0).logsumexp(1).tolist() == [-math.inf, -math.inf]
     assert ae.zeros(2, 0).softmax(1).shape == (2, 0)
-    x = [[-math.inf, 0.0, 1.0]]
+    x = np.array([[-math.inf, 0.0, 1.0]])  # float64 on both sides
     np.testing.assert_allclose(
         ae.tensor(x).logsumexp(1).numpy(), torch.tensor(x).logsumexp(1).numpy()
     )
@@ -399,7 +399,7 @@ def test_norm_at_zero_has_zero_gradient_like_torch(p):
         inputs=inputs,
         second_order=p not in (2, "fro"),
     )
-    x = ae.tensor(inputs[0], requires_grad=True)
+    x = ae.tensor(inputs[0], dtype=ae.float64, requires_grad=True)
     (g,) = ae.sync.grad(ae.norm(x, p, 1).sum(), [x], create_graph=True)
     assert g.detach().numpy()[0].tolist() == [0.0, 0.0, 0.0]
     if p in (2, "fro"):

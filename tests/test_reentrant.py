@@ -188,7 +188,7 @@ def _simple_reentrant_expected() -> np.ndarray:
 def test_simple_reentrant_sync() -> None:
     expected = _simple_reentrant_expected()
     Reenter = make_simple_reentrant(ae, ae.Function, "sync")
-    x = ae.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    x = ae.tensor([1.0, -2.0, 3.0], dtype=ae.float64, requires_grad=True)
     ae.sync.backward(Reenter.apply(x).sum())
     np.testing.assert_allclose(x.grad.numpy(), expected)
 
@@ -199,7 +199,7 @@ async def test_simple_reentrant_async(kind: str) -> None:
     """A sync backward calling ae.sync.backward under an awaited backward nests, no warning."""
     expected = _simple_reentrant_expected()
     Reenter = make_simple_reentrant(ae, ae.Function, kind)
-    x = ae.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    x = ae.tensor([1.0, -2.0, 3.0], dtype=ae.float64, requires_grad=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         await ae.backward(Reenter.apply(x).sum())
@@ -209,7 +209,7 @@ async def test_simple_reentrant_async(kind: str) -> None:
 def test_async_backward_function_under_sync() -> None:
     """An async def backward awaiting ae.backward also works under ae.sync.backward."""
     Reenter = make_simple_reentrant(ae, ae.Function, "async")
-    x = ae.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    x = ae.tensor([1.0, -2.0, 3.0], dtype=ae.float64, requires_grad=True)
     ae.sync.backward(Reenter.apply(x).sum())
     np.testing.assert_allclose(x.grad.numpy(), 2 * x.data)
 

@@ -17,7 +17,7 @@ from ._index import (
     take_along_dim,
 )
 from ._join import cat, chunk, split, stack, unbind
-from ._linalg import matmul
+from ._linalg import dot, matmul, mm
 from ._reduce import (
     MaxResult,
     MinResult,
@@ -40,6 +40,8 @@ from ._shape import (
     broadcast_to,
     clone,
     contiguous,
+    cpu,
+    dim_or_axis,
     expand,
     flatten,
     permute,
@@ -64,7 +66,7 @@ __all__ = [
     "prod", "amax", "amin", "max", "min", "var", "std", "logsumexp", "softmax",
     "log_softmax", "norm", "MaxResult", "MinResult",
     "getitem", "select", "narrow", "index_select", "gather", "take_along_dim", "masked_fill",
-    "cat", "stack", "split", "chunk", "unbind",
+    "cat", "stack", "split", "chunk", "unbind", "mm", "dot", "cpu", "dim_or_axis",
 ]  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, cast
 
-from ..tensors._dtype import result_dtype
+from ..tensors._dtype import get_default_dtype, result_dtype
 from ..tensors._tensor import Tensor
 from ._core import GradOps, OpNode, as_tensor_arg, node_class, record, same_device
 
@@ -61,6 +61,12 @@ def _fix_scalar_dtype(a: Tensor, b: Any, out: Any) -> Any:
     if out.dtype != rd:
         out = out.astype(rd)
     return out
+
+
+def _true_div_dtype(a: Tensor, b: Any) -> Any:
+    """The dtype of ``a / b``: the promoted one, the default dtype for integers (PyTorch)."""
+    rd = result_dtype(a, b)
+    return rd if rd.kind in "fc" else get_default_dtype()
 
 
 # -- add / sub ------------------------------------------------------------------------
@@ -235,11 +241,14 @@ def div(a: Any, b: Any) -> Tensor:
     if b.__class__ is Tensor:
         out = a.data / b.data
         if a.data.dtype.kind not in "fc" and b.data.dtype.kind not in "fc":
+            out = out.astype(get_default_dtype(), copy=False)  # int / int: the default dtype
             return record(DivBackward0, out, same_device(a, b), (a, b), (a, b), bcast=True)
         return keep_saved(_tt(DivBackward0, a, b, out, (a, b)), DIV_READS)
     out = a.data / b
-    if out.dtype != a.data.dtype and a.data.dtype.kind in "fc":
-        out = out.astype(a.data.dtype)
+    if out.dtype != a.data.dtype:
+        rd = _true_div_dtype(a, b)
+        if out.dtype != rd:
+            out = out.astype(rd)
     return record(
         DivScalarBackward, out, a._device, (a, b), attrs=b, bcast=out.dtype != a.data.dtype
     )
@@ -250,8 +259,10 @@ def rdiv(a: Tensor, b: Any) -> Tensor:
     if b.__class__ is Tensor or not isinstance(b, _SCALARS):
         return div(as_tensor_arg(b, a), a)
     out = b / a.data
-    if out.dtype != a.data.dtype and a.data.dtype.kind in "fc":
-        out = out.astype(a.data.dtype)
+    if out.dtype != a.data.dtype:
+        rd = _true_div_dtype(a, b)
+        if out.dtype != rd:
+            out = out.astype(rd)
     return record(
         RdivBackward1, out, a._device, (a,), (a,), attrs=b, bcast=out.dtype != a.data.dtype
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..tensors._tensor import Tensor
 from ._core import GradOps, as_view, node_class, record, same_device
-from ._shape import _norm_dim
+from ._shape import _norm_dim, dim_or_axis
 
 __all__ = [
     "getitem",
@@ -331,8 +331,15 @@ def _advanced(
 
 
 # -- select / narrow / index_select ------------------------------------------------------------
-def select(x: Tensor, dim: int, index: int) -> Tensor:
-    """The slice at ``index`` along ``dim``, without that dimension (a view).
+def _required(value: Any, name: str, what: str) -> None:
+    if value is None:
+        raise TypeError(f"{name}() missing required argument '{what}'")
+
+
+def select(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor:
+    """The slice at ``index`` along ``dim`` (``axis`` is an alias), without that dimension.
+
+    The result is a view.
 
     Example::
 
@@ -340,6 +347,8 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
         >>> ae.arange(6.0).reshape(2, 3).select(1, -1).tolist()
         [2.0, 5.0]
     """
+    dim = dim_or_axis(dim, axis, "select", required=True)
+    _required(index, "select", "index")
     shape = x.data.shape
     if not shape:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
@@ -354,8 +363,12 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
     return _basic(x, (slice(None),) * d + (index, Ellipsis), SelectBackward0)
 
 
-def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+def narrow(
+    x: Tensor, dim: Any = None, start: Any = None, length: Any = None, *, axis: Any = None
+) -> Tensor:
     """Elements ``start .. start+length`` along ``dim`` (a view); ``start`` may be negative.
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -363,6 +376,9 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
         >>> ae.arange(5.0).narrow(0, 1, 3).tolist()
         [1.0, 2.0, 3.0]
     """
+    dim = dim_or_axis(dim, axis, "narrow", required=True)
+    _required(start, "narrow", "start")
+    _required(length, "narrow", "length")
     if x.data.ndim == 0:
         raise IndexError("narrow() cannot be applied to a 0-dim tensor.")
     d = _norm_dim(dim, x.data.ndim)
@@ -404,8 +420,10 @@ def _check_range(a: Any, size: int, dim: int, what: str, negative: bool = False)
         )
 
 
-def index_select(x: Tensor, dim: int, index: Any) -> Tensor:
+def index_select(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor:
     """The entries at ``index`` (a 1-D integer tensor) along ``dim``; a copy.
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -413,6 +431,8 @@ def index_select(x: Tensor, dim: int, index: Any) -> Tensor:
         >>> ae.arange(4.0).index_select(0, ae.tensor([3, 0, 3])).tolist()
         [3.0, 0.0, 3.0]
     """
+    dim = dim_or_axis(dim, axis, "index_select", required=True)
+    _required(index, "index_select", "index")
     it, a = _index_tensor(index, x, "index_select")
     if a.ndim > 1:
         raise IndexError(
@@ -461,11 +481,12 @@ def _check_gather(x: Tensor, d: int, a: Any) -> None:
     _check_range(a, xs[d], d, "gather")
 
 
-def gather(x: Tensor, dim: int, index: Any) -> Tensor:
+def gather(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor:
     """``out[i][j] = x[index[i][j]][j]`` for dim 0 (and so on): PyTorch's gather.
 
     ``index`` has ``x``'s number of dimensions and is no larger than ``x``
-    outside ``dim``; the result has ``index``'s shape.
+    outside ``dim``; the result has ``index``'s shape.  ``axis`` is an alias
+    of ``dim``.
 
     Example::
 
@@ -474,6 +495,8 @@ def gather(x: Tensor, dim: int, index: Any) -> Tensor:
         >>> x.gather(1, ae.tensor([[0, 0], [1, 0]])).tolist()
         [[1.0, 1.0], [4.0, 3.0]]
     """
+    dim = dim_or_axis(dim, axis, "gather", required=True)
+    _required(index, "gather", "index")
     it, a = _index_tensor(index, x, "gather")
     if x.data.ndim == 0:
         return gather(x.reshape(1), 0, it.reshape(1) if a.ndim == 0 else it).reshape(a.shape)
@@ -483,10 +506,13 @@ def gather(x: Tensor, dim: int, index: Any) -> Tensor:
     return record(GatherBackward0, out, x._device, (x,), (it,), attrs=(x.data.shape, d))
 
 
-def take_along_dim(x: Tensor, indices: Any, dim: int | None = None) -> Tensor:
+def take_along_dim(
+    x: Tensor, indices: Any, dim: int | None = None, *, axis: int | None = None
+) -> Tensor:
     """Pick values along ``dim`` at ``indices``, broadcasting the other dimensions.
 
-    With ``dim=None`` both are flattened first (PyTorch's ``take_along_dim``).
+    With ``dim=None`` both are flattened first (PyTorch's ``take_along_dim``);
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -495,6 +521,8 @@ def take_along_dim(x: Tensor, indices: Any, dim: int | None = None) -> Tensor:
         >>> x.take_along_dim(ae.tensor([[1]]), 1).tolist()
         [[30.0]]
     """
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "take_along_dim")
     it, a = _index_tensor(indices, x, "take_along_dim")
     if dim is None:
         return gather(x.reshape(-1), 0, it.reshape(-1))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core._errors import AutogradError
-from ..tensors._dtype import default_float, result_dtype
+from ..tensors._dtype import get_default_dtype, result_dtype
 from ..tensors._tensor import Tensor
 from ..tensors._views import (
     check_inplace,
@@ -152,7 +152,7 @@ def _check_operand(t: Tensor, other: Any, true_div: bool = False) -> None:
         return  # a real scalar always fits a floating tensor
     rd = result_dtype(t, other)
     if true_div and rd.kind not in "fc":
-        rd = default_float
+        rd = get_default_dtype()
     if not np.can_cast(rd, t.data.dtype, casting="same_kind"):
         raise TypeError(
             f"result type {rd} can't be cast to the desired output type {t.data.dtype}; "

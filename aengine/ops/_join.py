@@ -22,7 +22,7 @@ from ..core._modes import _grad_enabled
 from ..tensors._tensor import Tensor
 from ..tensors._tensor_ops import ViewFn
 from ._core import GradOps, OpNode, Rule, as_view, node_class, record, record_multi, same_device
-from ._shape import _norm_dim
+from ._shape import _norm_dim, dim_or_axis
 
 __all__ = ["cat", "stack", "split", "chunk", "unbind"]
 
@@ -89,8 +89,8 @@ def _cat_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 CatBackward0 = node_class("CatBackward0", _cat_rule)
 
 
-def cat(tensors: Any, dim: int = 0) -> Tensor:
-    """Concatenate tensors along an existing dimension ``dim``.
+def cat(tensors: Any, dim: Any = None, *, axis: Any = None) -> Tensor:
+    """Concatenate tensors along an existing dimension ``dim`` (0 by default; or ``axis``).
 
     Shapes must match outside ``dim`` (no broadcasting); dtypes are promoted
     as in PyTorch; 1-D empty tensors are skipped (PyTorch's legacy rule).
@@ -101,6 +101,10 @@ def cat(tensors: Any, dim: int = 0) -> Tensor:
         >>> ae.cat([ae.zeros(1, 2), ae.ones(2, 2)]).shape
         (3, 2)
     """
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "cat")
+    if dim is None:
+        dim = 0
     ts = _tensor_list(tensors, "cat")
     ref = next((t for t in ts if t.data.shape != (0,)), ts[0])
     rshape = ref.data.shape
@@ -158,8 +162,8 @@ def _stack_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 StackBackward0 = node_class("StackBackward0", _stack_rule)
 
 
-def stack(tensors: Any, dim: int = 0) -> Tensor:
-    """Join equally shaped tensors along a new dimension ``dim``.
+def stack(tensors: Any, dim: Any = None, *, axis: Any = None) -> Tensor:
+    """Join equally shaped tensors along a new dimension ``dim`` (0 by default; or ``axis``).
 
     Example::
 
@@ -167,6 +171,9 @@ def stack(tensors: Any, dim: int = 0) -> Tensor:
         >>> ae.stack([ae.zeros(2), ae.ones(2)], dim=1).tolist()
         [[0.0, 1.0], [0.0, 1.0]]
     """
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "stack")
+    dim = 0 if dim is None else operator.index(dim)
     ts = _tensor_list(tensors, "stack")
     shape = ts[0].data.shape
     dev = ts[0]._device
@@ -294,8 +301,10 @@ def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
     return _split_sizes(x, d, sizes, "SplitBackward0")
 
 
-def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+def chunk(x: Tensor, chunks: int, dim: Any = None, *, axis: Any = None) -> tuple[Tensor, ...]:
     """Split into ``chunks`` nearly equal views (fewer if the size does not allow).
+
+    Along ``dim`` (0 by default; ``axis`` is an alias).
 
     As in PyTorch each piece has ``ceil(size / chunks)`` elements along
     ``dim`` and the last one what remains.
@@ -306,6 +315,10 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         >>> [p.shape for p in ae.zeros(5).chunk(3)]
         [(2,), (2,), (1,)]
     """
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "chunk")
+    if dim is None:
+        dim = 0
     chunks = operator.index(chunks)
     if chunks <= 0:
         raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
@@ -316,8 +329,8 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     return split(x, -(-size // chunks), d)
 
 
-def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
-    """The slices along ``dim``, without that dimension (views).
+def unbind(x: Tensor, dim: Any = None, *, axis: Any = None) -> tuple[Tensor, ...]:
+    """The slices along ``dim`` (0 by default; ``axis`` is an alias), without it (views).
 
     Example::
 
@@ -325,7 +338,9 @@ def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
         >>> [r.tolist() for r in ae.arange(4.0).reshape(2, 2).unbind(1)]
         [[0.0, 2.0], [1.0, 3.0]]
     """
-    d = _dim_of(x, dim, "unbind")
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "unbind")
+    d = _dim_of(x, 0 if dim is None else dim, "unbind")
     n = x.data.shape[d]
     if n == 0:
         return ()

@@ -1,14 +1,34 @@
-"""Matrix multiplication with PyTorch's 1-d, batched and broadcasting rules."""
+"""Matrix products: matmul (PyTorch's 1-d, batched and broadcasting rules), mm, dot.
+
+As in PyTorch, both operands must have the same dtype: a matrix product
+never promotes (a float32 weight times a float64 input raises instead of
+silently computing in float64).  Elementwise ops do promote.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..tensors._dtype import result_dtype
 from ..tensors._tensor import Tensor
 from ._core import GradOps, as_tensor_arg, node_class, record, same_device
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "mm", "dot"]
+
+
+def _same_dtype(a: Tensor, b: Tensor) -> None:
+    """PyTorch's matrix products take one dtype: no promotion (RuntimeError as PyTorch)."""
+    da, db = a.data.dtype, b.data.dtype
+    if da == db:
+        return
+    if a.data.ndim == 1 and b.data.ndim == 1:
+        raise RuntimeError(
+            f"dot : expected both vectors to have same dtype, but found {da} and {db}; "
+            f"convert one first, e.g. b.to(ae.{da})"
+        )
+    raise RuntimeError(
+        f"expected m1 and m2 to have the same dtype, but got: {da} != {db}; convert one "
+        f"first, e.g. b.to(ae.{da})"
+    )
 
 
 def _matmul_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
@@ -41,10 +61,15 @@ def _matmul_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 
 
 MmBackward0 = node_class("MmBackward0", _matmul_rule)
+MvBackward0 = node_class("MvBackward0", _matmul_rule)
+DotBackward0 = node_class("DotBackward0", _matmul_rule)
 
 
 def matmul(a: Any, b: Any) -> Tensor:
     """Matrix product ``a @ b`` (1-d, 2-d, batched and broadcast as PyTorch).
+
+    Both operands must have the same dtype: as in PyTorch a float32 matrix
+    times a float64 one raises (convert one with ``.to(dtype)``).
 
     Example::
 
@@ -56,22 +81,84 @@ def matmul(a: Any, b: Any) -> Tensor:
         a = as_tensor_arg(a, b if isinstance(b, Tensor) else None)
     if not isinstance(b, Tensor):
         b = as_tensor_arg(b, a)
-    if a.data.ndim == 0 or b.data.ndim == 0:
+    na, nb = a.data.ndim, b.data.ndim
+    if na == 0 or nb == 0:
         raise ValueError(
             f"both arguments to matmul need to be at least 1D, but they are "
-            f"{a.data.ndim}D and {b.data.ndim}D; use * for scalars"
+            f"{na}D and {nb}D; use * for scalars"
         )
     dev = same_device(a, b)
     ka = a.data.shape[-1]
-    kb = b.data.shape[-2] if b.data.ndim > 1 else b.data.shape[0]
+    kb = b.data.shape[-2] if nb > 1 else b.data.shape[0]
     if ka != kb:
         raise ValueError(
             f"matmul: shapes {tuple(a.data.shape)} and {tuple(b.data.shape)} cannot be "
             f"multiplied ({ka} != {kb})"
         )
-    out = a.data @ b.data
     if a.data.dtype != b.data.dtype:
-        rd = result_dtype(a, b)
-        if out.dtype != rd:
-            out = out.astype(rd)
-    return record(MmBackward0, out, dev, (a, b), (a, b), bcast=a.data.dtype != b.data.dtype)
+        _same_dtype(a, b)
+    if na == 2:
+        cls = MmBackward0 if nb == 2 else MvBackward0 if nb == 1 else MmBackward0
+    else:
+        cls = DotBackward0 if na == 1 and nb == 1 else MmBackward0
+    return record(cls, a.data @ b.data, dev, (a, b), (a, b))
+
+
+def _tensor_arg(x: Any, name: str, what: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"{name}(): argument '{what}' must be Tensor, not {type(x).__name__}; "
+            "convert it with ae.tensor(...)"
+        )
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    """The product of two matrices (2-D tensors only, same dtype), as ``torch.mm``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.mm(ae.ones(2, 3), ae.ones(3, 4)).shape
+        (2, 4)
+    """
+    _tensor_arg(a, "mm", "input")
+    _tensor_arg(b, "mm", "mat2")
+    if a.data.ndim != 2:
+        raise ValueError(f"self must be a matrix, got a {a.data.ndim}-D tensor; use ae.matmul")
+    if b.data.ndim != 2:
+        raise ValueError(f"mat2 must be a matrix, got a {b.data.ndim}-D tensor; use ae.matmul")
+    (n, k), (kb, m) = a.data.shape, b.data.shape
+    if k != kb:
+        raise ValueError(f"mat1 and mat2 shapes cannot be multiplied ({n}x{k} and {kb}x{m})")
+    dev = same_device(a, b)
+    if a.data.dtype != b.data.dtype:
+        _same_dtype(a, b)
+    return record(MmBackward0, a.data @ b.data, dev, (a, b), (a, b))
+
+
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    """The dot product of two 1-D tensors of one dtype (a 0-d tensor), as ``torch.dot``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.dot(ae.tensor([1.0, 2.0]), ae.tensor([3.0, 4.0])).item()
+        11.0
+    """
+    _tensor_arg(a, "dot", "input")
+    _tensor_arg(b, "dot", "tensor")
+    na, nb = a.data.ndim, b.data.ndim
+    if na != 1 or nb != 1:
+        raise ValueError(
+            f"1D tensors expected, but got {na}D and {nb}D tensors; use ae.matmul for others"
+        )
+    if a.data.dtype != b.data.dtype:
+        _same_dtype(a, b)
+    sa, sb = a.data.shape[0], b.data.shape[0]
+    if sa != sb:
+        raise ValueError(
+            f"inconsistent tensor size, expected tensor [{sa}] and src [{sb}] to have the same "
+            f"number of elements, but got {sa} and {sb} elements respectively"
+        )
+    dev = same_device(a, b)
+    return record(DotBackward0, a.data @ b.data, dev, (a, b), (a, b))

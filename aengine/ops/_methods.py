@@ -52,7 +52,7 @@ for _fn in (
     _shape.reshape, _shape.view, _shape.flatten, _shape.permute, _shape.transpose,
     _shape.expand, _shape.squeeze, _shape.unsqueeze, _shape.clone, _shape.contiguous,
     _shape.to, _shape.broadcast_to, _compare.eq, _compare.ne, _compare.lt, _compare.le,
-    _compare.gt, _compare.ge,
+    _compare.gt, _compare.ge, _linalg.mm, _linalg.dot, _shape.cpu,
 ):  # fmt: skip
     setattr(_T, _fn.__name__, _fn)
 _T.neg = _arith.neg

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 import warnings
 from typing import Any, NamedTuple, cast
+
+import numpy as np
 
 from ..core._errors import AutogradError
 from ..tensors._creation import ones
@@ -18,6 +21,7 @@ from ..tensors._tensor import Tensor
 from ._arith import maximum, minimum, where
 from ._core import GradOps, node_class, record, wrap
 from ._raw import RawOps
+from ._shape import dim_or_axis
 from ._unary import abs, sqrt
 
 __all__ = [
@@ -89,8 +93,10 @@ SumBackward0 = node_class("SumBackward0", lambda F, g, s, n: (F.broadcast_to(g, 
 SumBackward1 = node_class("SumBackward1", _sum_rule)
 
 
-def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-    """Sum over ``dim`` (all dimensions when None).
+def sum(
+    x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, axis: Any = None
+) -> Tensor:
+    """Sum over ``dim`` (all dimensions when None; ``axis`` is an alias).
 
     Example::
 
@@ -100,6 +106,8 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None)
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"sum(): argument 'input' must be a Tensor, not {type(x).__name__}")
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "sum")
     data = x.data
     if dtype is not None:
         data = data.astype(dtype)
@@ -125,8 +133,10 @@ MeanBackward0 = node_class("MeanBackward0", _mean_rule)
 MeanBackward1 = node_class("MeanBackward1", _mean_rule)
 
 
-def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Mean over ``dim`` (all dimensions when None); floating tensors only."""
+def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """Mean over ``dim`` (all dimensions when None; ``axis`` is an alias); floating tensors only."""
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "mean")
     if x.data.dtype.kind not in "fc":
         raise TypeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point "
@@ -192,9 +202,11 @@ def _check_nonempty(x: Tensor, dims: Any, name: str) -> None:
 
 
 def _one_dim(dim: Any, ndim: int, name: str) -> int:
-    """A single ``dim`` argument (an int), wrapped into [0, ndim)."""
-    if not isinstance(dim, int) or isinstance(dim, bool):
-        raise TypeError(f"{name}(): dim must be an int, got {type(dim).__name__}")
+    """A single ``dim`` argument (an int or a numpy integer), wrapped into [0, ndim)."""
+    if dim.__class__ is not int:
+        if isinstance(dim, (bool, np.bool_)) or not hasattr(dim, "__index__"):
+            raise TypeError(f"{name}(): dim must be an int, got {type(dim).__name__}")
+        dim = operator.index(dim)
     dims = norm_dims(dim, ndim)
     return 0 if dims is None else dims[0]
 
@@ -264,8 +276,17 @@ ProdBackward0 = node_class("ProdBackward0", _prod_rule)
 ProdBackward1 = node_class("ProdBackward1", _prod_rule)
 
 
-def prod(x: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-    """Product over one ``dim`` (all elements when None); exact gradients with zeros.
+def prod(
+    x: Tensor,
+    dim: int | None = None,
+    keepdim: bool = False,
+    *,
+    dtype: Any = None,
+    axis: int | None = None,
+) -> Tensor:
+    """Product over one ``dim`` (all elements when None; ``axis`` is an alias).
+
+    Exact gradients with zeros.
 
     See NOTE [prod with zeros].
 
@@ -275,6 +296,8 @@ def prod(x: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: Any
         >>> ae.tensor([[1.0, 2.0], [3.0, 4.0]]).prod(dim=1).tolist()
         [2.0, 12.0]
     """
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "prod")
     dims = None if dim is None else norm_dims(_one_dim(dim, x.data.ndim, "prod"), x.data.ndim)
     data = x.data
     if dtype is not None:
@@ -326,7 +349,7 @@ MinBackward1 = node_class("MinBackward1", _extreme_all_rule)
 
 
 def _extreme(cls: Any, x: Tensor, dim: Any, keepdim: bool, is_max: bool, name: str) -> Tensor:
-    if dim == ():
+    if dim.__class__ is tuple and not dim:
         dim = None
     dims = norm_dims(dim, x.data.ndim)
     _check_nonempty(x, dims, name)
@@ -339,8 +362,10 @@ def _extreme(cls: Any, x: Tensor, dim: Any, keepdim: bool, is_max: bool, name: s
     return record(cls, out, x._device, (x,), (x,), attrs=attrs, save_output=True)
 
 
-def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Maximum over ``dim`` (an int, a tuple, or None for all); ties share the gradient.
+def amax(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """Maximum over ``dim`` (an int, a tuple, or None for all; ``axis`` is an alias).
+
+    Ties share the gradient.
 
     Example::
 
@@ -348,11 +373,15 @@ def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
         >>> ae.tensor([[1.0, 5.0], [7.0, 2.0]]).amax(dim=1).tolist()
         [5.0, 7.0]
     """
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "amax")
     return _extreme(AmaxBackward0, x, dim, keepdim, True, "amax")
 
 
-def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Minimum over ``dim`` (an int, a tuple, or None for all); ties share the gradient.
+def amin(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """Minimum over ``dim`` (an int, a tuple, or None for all; ``axis`` is an alias).
+
+    Ties share the gradient.
 
     Example::
 
@@ -360,6 +389,8 @@ def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
         >>> ae.tensor([[1.0, 5.0], [7.0, 2.0]]).amin(dim=0).tolist()
         [1.0, 2.0]
     """
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "amin")
     return _extreme(AminBackward0, x, dim, keepdim, False, "amin")
 
 
@@ -416,12 +447,13 @@ def _select(x: Tensor, dim: int, keepdim: bool, is_max: bool) -> Any:
     return (MaxResult if is_max else MinResult)(values, indices)
 
 
-def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
     """``max(x)``: the largest element (0-d); ``max(x, dim)``: ``(values, indices)``.
 
     Without ``dim`` ties share the gradient; with ``dim`` the gradient goes to
     the element at ``indices`` (int64, the first maximum), as PyTorch.
     ``max(x, other)`` with a tensor ``other`` is ``maximum(x, other)``.
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -430,6 +462,8 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
         >>> v.tolist(), i.tolist()
         ([5.0, 7.0], [1, 0])
     """
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "max")
     if dim is None:
         return _extreme(MaxBackward1, x, None, False, True, "max")
     if isinstance(dim, Tensor):
@@ -437,7 +471,7 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     return _select(x, dim, keepdim, True)
 
 
-def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
     """``min(x)``: the smallest element (0-d); ``min(x, dim)``: ``(values, indices)``.
 
     The mirror image of :func:`max`.
@@ -448,6 +482,8 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
         >>> ae.tensor([3.0, 1.0, 2.0]).min().item()
         1.0
     """
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "min")
     if dim is None:
         return _extreme(MinBackward1, x, None, False, False, "min")
     if isinstance(dim, Tensor):
@@ -471,8 +507,11 @@ def var(
     keepdim: bool = False,
     *,
     correction: float | None = None,
+    axis: Any = None,
 ) -> Tensor:
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default; ``unbiased=False`` is 0).
+
+    ``axis`` is an alias of ``dim``.
 
     A composite of mean, sub, mul, sum and div, so derivatives of every order
     follow.  Fewer elements than ``correction`` + 1 warn and give inf/nan, as PyTorch.
@@ -480,13 +519,23 @@ def var(
     Example::
 
         >>> import aengine as ae
-        >>> ae.tensor([1.0, 2.0, 3.0, 4.0]).var().item()
-        1.6666666666666667
+        >>> round(ae.tensor([1.0, 2.0, 3.0, 4.0]).var().item(), 4)
+        1.6667
     """
-    return _var(x, dim, unbiased, keepdim, correction, "var")
+    return _var(x, dim, unbiased, keepdim, correction, "var", axis)
 
 
-def _var(x: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any, name: str) -> Tensor:
+def _var(
+    x: Tensor,
+    dim: Any,
+    unbiased: Any,
+    keepdim: bool,
+    correction: Any,
+    name: str,
+    axis: Any = None,
+) -> Tensor:
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, name)
     if isinstance(dim, bool):  # var(x, True): PyTorch's var(input, unbiased) overload
         dim, unbiased = None, dim
     _check_float(x, name)
@@ -512,8 +561,11 @@ def std(
     keepdim: bool = False,
     *,
     correction: float | None = None,
+    axis: Any = None,
 ) -> Tensor:
     """Standard deviation: ``sqrt(var(...))``, with gradient 0 where it is 0 (as PyTorch).
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -521,7 +573,7 @@ def std(
         >>> ae.tensor([1.0, 3.0]).std(unbiased=False).item()
         1.0
     """
-    v = _var(x, dim, unbiased, keepdim, correction, "std")
+    v = _var(x, dim, unbiased, keepdim, correction, "std", axis)
     zero = v.data == 0
     if not zero.any():
         return sqrt(v)
@@ -552,15 +604,18 @@ def _logsumexp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 LogsumexpBackward0 = node_class("LogsumexpBackward0", _logsumexp_rule)
 
 
-def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
     """``log(sum(exp(x), dim))`` computed without overflow (see NOTE [Stable exponentials]).
+
+    ``dim`` (or its alias ``axis``) is required: an int or a tuple of ints.
 
     Example::
 
         >>> import aengine as ae
-        >>> round(ae.tensor([1000.0, 1000.0]).logsumexp(0).item(), 4)
-        1000.6931
+        >>> round(ae.tensor([1000.0, 1000.0]).logsumexp(0).item(), 2)
+        1000.69
     """
+    dim = dim_or_axis(dim, axis, "logsumexp", required=True)
     _check_float(x, "logsumexp")
     dims = norm_dims(dim, x.data.ndim)
     xp = x._device.backend.xp
@@ -606,8 +661,10 @@ def _softmax_input(x: Tensor, dim: Any, dtype: Any, name: str) -> tuple[Tensor, 
     return x, dims
 
 
-def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+def softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = None) -> Tensor:
     """``exp(x) / sum(exp(x), dim)``, stable for large inputs (NOTE [Stable exponentials]).
+
+    ``dim`` (or its alias ``axis``) is required.
 
     Example::
 
@@ -615,15 +672,17 @@ def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
         >>> ae.tensor([0.0, 0.0]).softmax(0).tolist()
         [0.5, 0.5]
     """
-    x, dims = _softmax_input(x, dim, dtype, "softmax")
+    x, dims = _softmax_input(x, dim_or_axis(dim, axis, "softmax", True), dtype, "softmax")
     xp = x._device.backend.xp
     e = xp.exp(x.data - _shift(xp, x.data, dims))
     out = e / e.sum(axis=dims, keepdims=True)
     return record(SoftmaxBackward0, out, x._device, (x,), attrs=dims, save_output=True)
 
 
-def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+def log_softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = None) -> Tensor:
     """``x - logsumexp(x, dim)``, stable for large inputs (NOTE [Stable exponentials]).
+
+    ``dim`` (or its alias ``axis``) is required.
 
     Example::
 
@@ -631,6 +690,7 @@ def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
         >>> [round(v, 4) for v in ae.tensor([0.0, 0.0]).log_softmax(0).tolist()]
         [-0.6931, -0.6931]
     """
+    dim = dim_or_axis(dim, axis, "log_softmax", True)
     x, dims = _softmax_input(x, dim, dtype, "log_softmax")
     xp = x._device.backend.xp
     z = x.data - _shift(xp, x.data, dims)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import numpy as np
+
 from ..tensors._device import Device
 from ..tensors._dtype import as_dtype
 from ..tensors._tensor import Tensor
@@ -29,7 +31,9 @@ __all__ = [
     "clone",
     "contiguous",
     "to",
+    "cpu",
     "astype",
+    "dim_or_axis",
 ]
 
 
@@ -47,11 +51,30 @@ def _shape_arg(shape: tuple[Any, ...], what: str = "shape") -> tuple[int, ...]:
         ) from None
 
 
+def dim_or_axis(dim: Any, axis: Any, name: str, required: bool = False) -> Any:
+    """``dim``, or ``axis``, its alias (as PyTorch and numpy name it); not both.
+
+    ``required``: one of them must be given (TypeError otherwise).
+    """
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{name}(): got both 'dim' and its alias 'axis'; pass only one")
+        return axis
+    if required and dim is None:
+        raise TypeError(f"{name}() missing required argument 'dim' (or its alias 'axis')")
+    return dim
+
+
+def _index_arg(v: Any, what: str) -> int:
+    """An int argument given as an int or a numpy integer (not a bool)."""
+    if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
+        raise TypeError(f"argument '{what}' must be an int, not {type(v).__name__} ({v!r})")
+    return operator.index(v)
+
+
 def _norm_dim(dim: int, ndim: int) -> int:
     if dim.__class__ is not int:
-        if isinstance(dim, bool) or not hasattr(dim, "__index__"):
-            raise TypeError(f"argument 'dim' must be an int, not {type(dim).__name__} ({dim!r})")
-        dim = dim.__index__()
+        dim = _index_arg(dim, "dim")
     n = max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(
@@ -138,20 +161,25 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return reshape(x, (*shp[:s], mid, *shp[e + 1 :]))
 
 
-def squeeze(x: Tensor, dim: Any = None) -> Tensor:
-    """Remove dimensions of size 1 (all of them, or those in ``dim``)."""
+def squeeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
+    """Remove dimensions of size 1 (all of them, or those in ``dim``; ``axis`` is an alias)."""
+    if axis is not None:
+        dim = dim_or_axis(dim, axis, "squeeze")
     shp = x.data.shape
     if dim is None:
         new = tuple(s for s in shp if s != 1)
     else:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        dims = (dim,) if isinstance(dim, int) or hasattr(dim, "__index__") else tuple(dim)
         nd = {_norm_dim(d, len(shp)) for d in dims}
         new = tuple(s for i, s in enumerate(shp) if not (i in nd and s == 1))
     return _view_reshape(x, new)
 
 
-def unsqueeze(x: Tensor, dim: int) -> Tensor:
-    """Insert a dimension of size 1 at ``dim``."""
+def unsqueeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
+    """Insert a dimension of size 1 at ``dim`` (``axis`` is an alias)."""
+    dim = dim_or_axis(dim, axis, "unsqueeze", required=True)
+    if dim.__class__ is not int:
+        dim = _index_arg(dim, "dim")
     nd = x.data.ndim + 1
     if not -nd <= dim < nd:
         raise IndexError(
@@ -299,6 +327,19 @@ def to(x: Tensor, device: Any = None, dtype: Any = None, *, copy: bool = False) 
         return wrap(data, dst)
     t = record(ToCopyBackward0, data, dst, (x,), attrs=(src, x.data.dtype))
     return t
+
+
+def cpu(x: Tensor) -> Tensor:
+    """A copy on the cpu (``x.to("cpu")``): differentiable, and ``x`` itself when already there.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> c = ae.ones(2, device="sim:0").cpu()
+        >>> c.device, c.cpu() is c
+        (device(type='cpu'), True)
+    """
+    return to(x, "cpu")
 
 
 def astype(x: Tensor, dtype: Any) -> Tensor:

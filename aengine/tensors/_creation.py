@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
 
 from ..core._modes import _inference
 from ._device import CPU, Device
-from ._dtype import as_dtype
+from ._dtype import as_dtype, bool_, default_complex, get_default_dtype, int64
 from ._tensor import _NUMBERS, NUMERIC_KINDS, Tensor, _to_array
 
 __all__ = [
@@ -84,18 +85,31 @@ def tensor(
 ) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (numbers, lists, arrays).
 
+    Without ``dtype`` the dtype is PyTorch's: Python floats give the default
+    dtype (float32, see :func:`set_default_dtype`), ints int64, bools bool;
+    numpy arrays, numpy scalars and Tensors keep theirs; a list the
+    promotion of its items.
+
     Example::
 
         >>> import aengine as ae
+        >>> import numpy as np
         >>> ae.tensor([[1, 2], [3, 4]], dtype=ae.float32).shape
         (2, 2)
+        >>> ae.tensor([1.0, 2]).dtype, ae.tensor([1, 2]).dtype
+        (dtype('float32'), dtype('int64'))
+        >>> ae.tensor(np.array([1.0, 2.0])).dtype
+        dtype('float64')
     """
     dev = Device(device)
     return _finish(_to_array(data, _dtype(dtype), dev), dev, requires_grad)
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """A tensor sharing memory with ``data`` where possible (a numpy array, a Tensor)."""
+    """A tensor sharing memory with ``data`` where possible (a numpy array, a Tensor).
+
+    Python data gets PyTorch's dtypes, as :func:`tensor`.
+    """
     if isinstance(data, Tensor):
         t = data
         if dtype is not None or device is not None:
@@ -106,12 +120,39 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
+    """Sizes given as ``f(2, 3)`` or ``f((2, 3))``: ints, numpy integers included."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
+    out = []
     for s in size:
-        if not isinstance(s, int) or s < 0:
+        if s.__class__ is not int:
+            if isinstance(s, (bool, np.bool_)) or not hasattr(s, "__index__"):
+                raise TypeError(
+                    f"sizes must be non-negative integers, got {size} (an element of type "
+                    f"{type(s).__name__})"
+                )
+            s = operator.index(s)
+        if s < 0:
             raise ValueError(f"sizes must be non-negative integers, got {size}")
-    return tuple(size)
+        out.append(s)
+    return tuple(out)
+
+
+def _fill_dtype(value: Any) -> np.dtype[Any]:
+    """The dtype of ``full``'s fill value without ``dtype=`` (PyTorch: by its kind alone).
+
+    A bool gives bool, an integer int64, a real number the default dtype, a
+    complex number the default complex dtype; numpy scalars and 0-d tensors
+    count by their kind too (``full((2,), np.float64(1))`` is float32).
+    """
+    kind = value.data.dtype.kind if isinstance(value, Tensor) else np.asarray(value).dtype.kind
+    if kind == "b":
+        return bool_
+    if kind in "iu":
+        return int64
+    if kind == "c":
+        return default_complex()
+    return get_default_dtype()
 
 
 def _filled(
@@ -125,7 +166,7 @@ def _filled(
     dev = Device(device)
     xp = dev.backend.xp
     shape = _size(size)
-    dt = _dtype(dtype) or as_dtype("float64")
+    dt = _dtype(dtype) or get_default_dtype()
     if kind == "zeros":
         arr = xp.zeros(shape, dtype=dt)
     elif kind == "ones":
@@ -135,9 +176,9 @@ def _filled(
     else:
         _check_number(value, "fill_value")
         if dtype is None:
-            dt = xp.asarray(value).dtype
-            if dt.kind == "i":
-                dt = as_dtype("int64")
+            dt = _fill_dtype(value)
+        if isinstance(value, Tensor):
+            value = value.item()
         arr = xp.full(shape, value, dtype=dt)
     return _finish(arr, dev, requires_grad)
 
@@ -145,19 +186,26 @@ def _filled(
 def zeros(
     *size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False
 ) -> Tensor:
-    """A tensor of zeros (float64 unless ``dtype`` says otherwise)."""
+    """A tensor of zeros (of the default dtype, float32, unless ``dtype`` says otherwise).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.zeros(2, 3).dtype
+        dtype('float32')
+    """
     return _filled("zeros", size, dtype, device, requires_grad)
 
 
 def ones(*size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False) -> Tensor:
-    """A tensor of ones (float64 unless ``dtype`` says otherwise)."""
+    """A tensor of ones (of the default dtype, float32, unless ``dtype`` says otherwise)."""
     return _filled("ones", size, dtype, device, requires_grad)
 
 
 def empty(
     *size: Any, dtype: Any = None, device: Any = "cpu", requires_grad: bool = False
 ) -> Tensor:
-    """An uninitialised tensor."""
+    """An uninitialised tensor (of the default dtype unless ``dtype`` says otherwise)."""
     return _filled("empty", size, dtype, device, requires_grad)
 
 
@@ -169,8 +217,12 @@ def full(
     device: Any = "cpu",
     requires_grad: bool = False,
 ) -> Tensor:
-    """A tensor of ``size`` filled with ``fill_value``."""
-    size = (size,) if isinstance(size, int) else tuple(size)
+    """A tensor of ``size`` filled with ``fill_value``.
+
+    Without ``dtype``: bool for a bool, int64 for an integer, the default
+    dtype for a real number (as PyTorch).
+    """
+    size = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
     return _filled("full", size, dtype, device, requires_grad, fill_value)
 
 
@@ -183,14 +235,28 @@ def arange(
     device: Any = "cpu",
     requires_grad: bool = False,
 ) -> Tensor:
-    """Values from ``start`` to ``end`` (exclusive) by ``step``, like numpy.arange."""
+    """Values from ``start`` to ``end`` (exclusive) by ``step``, like numpy.arange.
+
+    Without ``dtype``: int64 when every bound is an integer, else the
+    default dtype (as PyTorch).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.arange(3).dtype, ae.arange(0, 1, 0.5).dtype
+        (dtype('int64'), dtype('float32'))
+    """
     dev = Device(device)
     if end is None:
         start, end = 0, start
     start, end, step = _scalar(start, "start"), _scalar(end, "end"), _scalar(step, "step")
     if step == 0:
         raise ValueError("step must be nonzero")
-    arr = dev.backend.xp.arange(start, end, step, dtype=_dtype(dtype))
+    dt = _dtype(dtype)
+    if dt is None:
+        ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        dt = int64 if ints else get_default_dtype()
+    arr = dev.backend.xp.arange(start, end, step, dtype=dt)
     return _finish(arr, dev, requires_grad)
 
 
@@ -203,9 +269,11 @@ def linspace(
     device: Any = "cpu",
     requires_grad: bool = False,
 ) -> Tensor:
-    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (default dtype)."""
     dev = Device(device)
-    arr = dev.backend.xp.linspace(start, end, steps, dtype=_dtype(dtype) or as_dtype("float64"))
+    steps = operator.index(steps)
+    dt = _dtype(dtype) or get_default_dtype()
+    arr = dev.backend.xp.linspace(start, end, steps, dtype=dt)
     return _finish(arr, dev, requires_grad)
 
 
@@ -217,9 +285,11 @@ def eye(
     device: Any = "cpu",
     requires_grad: bool = False,
 ) -> Tensor:
-    """The identity matrix of n rows (and m columns)."""
+    """The identity matrix of n rows (and m columns), of the default dtype unless ``dtype``."""
     dev = Device(device)
-    arr = dev.backend.xp.eye(n, m, dtype=_dtype(dtype) or as_dtype("float64"))
+    n = operator.index(n)
+    m = None if m is None else operator.index(m)
+    arr = dev.backend.xp.eye(n, m, dtype=_dtype(dtype) or get_default_dtype())
     return _finish(arr, dev, requires_grad)
 
 
@@ -315,7 +385,7 @@ def _random(
             f"generator must be an ae.Generator (or None), not {type(generator).__name__}"
         )
     rng = generator._rng
-    dt = _dtype(dtype) or as_dtype("float64")
+    dt = _dtype(dtype) or get_default_dtype()
     shape = _size(size)
     host = rng.random(shape) if kind == "rand" else rng.standard_normal(shape)
     dev = Device(device)
@@ -330,7 +400,7 @@ def rand(
     device: Any = "cpu",
     requires_grad: bool = False,
 ) -> Tensor:
-    """Uniform random numbers in [0, 1)."""
+    """Uniform random numbers in [0, 1) (of the default dtype unless ``dtype``)."""
     return _random("rand", size, generator, dtype, device, requires_grad)
 
 
@@ -341,7 +411,7 @@ def randn(
     device: Any = "cpu",
     requires_grad: bool = False,
 ) -> Tensor:
-    """Standard normal random numbers."""
+    """Standard normal random numbers (of the default dtype unless ``dtype``)."""
     return _random("randn", size, generator, dtype, device, requires_grad)
 
 

@@ -38,7 +38,14 @@ from ..core import (
 from ..core._graph import _add_hook, current_version, detach_vc
 from ..core._modes import _grad_enabled, _inference
 from ._device import CPU, Device
-from ._dtype import is_floating
+from ._dtype import (
+    bool_,
+    default_complex,
+    get_default_dtype,
+    int64,
+    is_floating,
+    promote_types,
+)
 from ._fields import TensorFields
 from ._views import refresh_view_grad_fn
 
@@ -60,9 +67,75 @@ NUMERIC_KINDS = "biufc"
 _NUMBERS = (bool, int, float, complex, np.number, np.bool_)
 
 
+_PY_NUMBERS = frozenset((bool, int, float, complex))
+
+
+def infer_dtype(data: Any) -> Any:
+    """The dtype PyTorch gives ``data`` created without a dtype; None: numpy's.
+
+    Python numbers give the default dtypes (NOTE [The default dtype] in
+    _dtype.py); a list or tuple the promotion (``promote_types``) of its
+    items' dtypes, where numpy scalars, arrays and Tensors keep theirs
+    (``[np.float64(1), 2.0]`` is float64, ``[np.float32(1), 2.0]`` float32).
+    None for anything else (a numpy array or scalar keeps its dtype) and for
+    items that are not numbers (numpy's conversion then reports them).
+    """
+    cls = data.__class__
+    if cls is float:
+        return get_default_dtype()
+    if cls is int:
+        return int64
+    if cls is bool:
+        return bool_
+    if cls is complex:
+        return default_complex()
+    if cls is not list and cls is not tuple:
+        return None
+    py: set[type] = set()
+    dts: list[Any] = []
+    stack = [data]
+    while stack:
+        seq = stack.pop()
+        kinds = set(map(type, seq))  # one pass in C for a flat row of numbers
+        if kinds <= _PY_NUMBERS:
+            py |= kinds
+            continue
+        for item in seq:
+            c = item.__class__
+            if c in _PY_NUMBERS:
+                py.add(c)
+            elif c is list or c is tuple:
+                stack.append(item)
+            elif isinstance(item, Tensor):
+                dts.append(item.data.dtype)
+            elif isinstance(item, (np.ndarray, np.generic)):
+                dts.append(item.dtype)
+            else:
+                return None
+    best: Any = None
+    if complex in py:
+        best = default_complex()
+    elif float in py or (not py and not dts):  # [] is the default dtype too
+        best = get_default_dtype()
+    elif int in py:
+        best = int64
+    elif py:
+        best = bool_
+    for dt in dts:
+        best = dt if best is None else promote_types(best, dt)
+    return best
+
+
 def _to_array(data: Any, dtype: Any, dev: Device, copy: bool = True) -> Any:
-    """``data`` as an array of ``dev``'s backend, checked to hold numbers."""
+    """``data`` as an array of ``dev``'s backend, checked to hold numbers.
+
+    Without ``dtype`` the dtype is PyTorch's (``infer_dtype``).
+    """
     backend = dev.backend
+    inferred = False
+    if dtype is None and data.__class__ is not np.ndarray:
+        dtype = infer_dtype(data)
+        inferred = dtype is not None
     if isinstance(data, Tensor):
         src = data._device.backend
         arr = data.data if src is backend else backend.from_numpy(src.to_numpy(data.data))
@@ -74,6 +147,8 @@ def _to_array(data: Any, dtype: Any, dev: Device, copy: bool = True) -> Any:
     try:
         out = xp.array(arr, dtype=dtype, copy=True) if copy else backend.asarray(arr, dtype=dtype)
     except OverflowError as exc:  # a Python int too large for ``dtype``
+        if inferred and dtype == int64:
+            raise ValueError(_OVERFLOW) from exc
         raise ValueError(
             f"value cannot be converted to {dtype} without overflow; pass a dtype "
             "that holds it (e.g. dtype=ae.float64)"
@@ -208,8 +283,12 @@ class Tensor(TensorFields):
         """The shape, a tuple of ints."""
         return self.data.shape  # type: ignore[no-any-return]
 
-    def size(self, dim: int | None = None) -> Any:
-        """The shape, or its length along ``dim``."""
+    def size(self, dim: int | None = None, *, axis: int | None = None) -> Any:
+        """The shape, or its length along ``dim`` (``axis`` is an alias)."""
+        if axis is not None:
+            if dim is not None:
+                raise TypeError("size(): got both 'dim' and its alias 'axis'; pass only one")
+            dim = axis
         shape = self.data.shape
         if dim is None:
             return shape
@@ -579,15 +658,22 @@ class Tensor(TensorFields):
         def expm1(self) -> Tensor: ...
         def abs(self) -> Tensor: ...
         def sign(self) -> Tensor: ...
-        def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor: ...
-        def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor: ...
-        def prod(
-            self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None
+        def sum(
+            self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, axis: Any = None
         ) -> Tensor: ...
-        def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor: ...
-        def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor: ...
-        def max(self, dim: Any = None, keepdim: bool = False) -> Any: ...
-        def min(self, dim: Any = None, keepdim: bool = False) -> Any: ...
+        def mean(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor: ...
+        def prod(
+            self,
+            dim: int | None = None,
+            keepdim: bool = False,
+            *,
+            dtype: Any = None,
+            axis: int | None = None,
+        ) -> Tensor: ...
+        def amax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor: ...
+        def amin(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor: ...
+        def max(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any: ...
+        def min(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any: ...
         def var(
             self,
             dim: Any = None,
@@ -595,6 +681,7 @@ class Tensor(TensorFields):
             keepdim: bool = False,
             *,
             correction: float | None = None,
+            axis: Any = None,
         ) -> Tensor: ...
         def std(
             self,
@@ -603,10 +690,15 @@ class Tensor(TensorFields):
             keepdim: bool = False,
             *,
             correction: float | None = None,
+            axis: Any = None,
         ) -> Tensor: ...
-        def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor: ...
-        def softmax(self, dim: int, dtype: Any = None) -> Tensor: ...
-        def log_softmax(self, dim: int, dtype: Any = None) -> Tensor: ...
+        def logsumexp(
+            self, dim: Any = None, keepdim: bool = False, *, axis: Any = None
+        ) -> Tensor: ...
+        def softmax(self, dim: Any = None, dtype: Any = None, *, axis: Any = None) -> Tensor: ...
+        def log_softmax(
+            self, dim: Any = None, dtype: Any = None, *, axis: Any = None
+        ) -> Tensor: ...
         def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor: ...
         def reshape(self, *shape: Any) -> Tensor: ...
         def view(self, *shape: Any) -> Tensor: ...
@@ -615,11 +707,14 @@ class Tensor(TensorFields):
         def transpose(self, dim0: int, dim1: int) -> Tensor: ...
         def expand(self, *sizes: Any) -> Tensor: ...
         def broadcast_to(self, shape: Any) -> Tensor: ...
-        def squeeze(self, dim: Any = None) -> Tensor: ...
-        def unsqueeze(self, dim: int) -> Tensor: ...
+        def squeeze(self, dim: Any = None, *, axis: Any = None) -> Tensor: ...
+        def unsqueeze(self, dim: Any = None, *, axis: Any = None) -> Tensor: ...
         def clone(self) -> Tensor: ...
         def contiguous(self) -> Tensor: ...
         def to(self, device: Any = None, dtype: Any = None, *, copy: bool = False) -> Tensor: ...
+        def cpu(self) -> Tensor: ...
+        def mm(self, mat2: Tensor) -> Tensor: ...
+        def dot(self, other: Tensor) -> Tensor: ...
         def eq(self, other: Any) -> Tensor: ...
         def ne(self, other: Any) -> Tensor: ...
         def lt(self, other: Any) -> Tensor: ...
@@ -645,15 +740,23 @@ class Tensor(TensorFields):
         def __isub__(self, other: Any) -> Tensor: ...
         def __imul__(self, other: Any) -> Tensor: ...
         def __itruediv__(self, other: Any) -> Tensor: ...
-        def select(self, dim: int, index: int) -> Tensor: ...
-        def narrow(self, dim: int, start: int, length: int) -> Tensor: ...
-        def index_select(self, dim: int, index: Any) -> Tensor: ...
-        def gather(self, dim: int, index: Any) -> Tensor: ...
-        def take_along_dim(self, indices: Any, dim: int | None = None) -> Tensor: ...
+        def select(self, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor: ...
+        def narrow(
+            self, dim: Any = None, start: Any = None, length: Any = None, *, axis: Any = None
+        ) -> Tensor: ...
+        def index_select(
+            self, dim: Any = None, index: Any = None, *, axis: Any = None
+        ) -> Tensor: ...
+        def gather(self, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor: ...
+        def take_along_dim(
+            self, indices: Any, dim: int | None = None, *, axis: int | None = None
+        ) -> Tensor: ...
         def masked_fill(self, mask: Any, value: Any) -> Tensor: ...
         def split(self, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]: ...
-        def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]: ...
-        def unbind(self, dim: int = 0) -> tuple[Tensor, ...]: ...
+        def chunk(
+            self, chunks: int, dim: Any = None, *, axis: Any = None
+        ) -> tuple[Tensor, ...]: ...
+        def unbind(self, dim: Any = None, *, axis: Any = None) -> tuple[Tensor, ...]: ...
         def backward(  # runs now where no event loop runs, else awaitable (_autograd.py)
             self,
             gradient: Tensor | None = None,
