@@ -52,6 +52,16 @@ def _as_tuple(x: Any, what: str) -> tuple[Any, ...]:
     raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}")
 
 
+def _requires_grad(t: Tensor) -> bool:
+    """``t._rg``, after refreshing a view that may be stale.
+
+    A view made before an in-place op gave its base a history reads
+    ``_rg`` False until its grad_fn is rebuilt (NOTE [Views and CopySlices]);
+    reading ``grad_fn`` rebuilds it.
+    """
+    return t._rg or (t._view_meta is not None and t.grad_fn is not None)
+
+
 def _make_grads(
     outputs: tuple[Tensor, ...], grads: tuple[Any, ...], create_graph: bool
 ) -> list[Any]:
@@ -61,7 +71,7 @@ def _make_grads(
         if not isinstance(out, Tensor):
             raise TypeError(f"outputs must be Tensors, got {type(out).__name__} at position {i}")
         if g is None:
-            if out._rg:
+            if _requires_grad(out):
                 if out.data.size != 1:
                     raise AutogradError(
                         "grad can be implicitly created only for scalar outputs; "
@@ -111,7 +121,7 @@ def _root_edges(outputs: tuple[Tensor, ...], grads: list[Any]) -> tuple[list[Any
     edges: list[Any] = []
     root_grads: list[Any] = []
     for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
-        if not out._rg:
+        if not _requires_grad(out):
             raise AutogradError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn"
             )
@@ -168,7 +178,7 @@ def _backward(
         for t in input_list:
             if not isinstance(t, Tensor):
                 raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
-            if not t._rg:
+            if not _requires_grad(t):
                 raise AutogradError("One of the differentiated Tensors does not require grad")
             if t.grad_fn is not None:
                 t.retain_grad()
@@ -191,7 +201,7 @@ def _grad(
     outs = _as_tuple(outputs, "outputs")
     ins = _as_tuple(inputs, "inputs")
     if not ins:
-        raise ValueError("grad requires non-empty inputs.")
+        raise AutogradError("`inputs` argument to `grad()` cannot be empty.")
     if not outs:
         raise ValueError("grad requires non-empty outputs.")
     if materialize_grads and allow_unused is False:
@@ -216,7 +226,7 @@ def _grad(
     for t in ins:
         if not isinstance(t, Tensor):
             raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
-        if not t._rg:
+        if not _requires_grad(t):
             raise AutogradError("One of the differentiated Tensors does not require grad")
         out_edges.append(gradient_edge(t))
     gt = new_graph_task(bool(retain_graph), create_graph)

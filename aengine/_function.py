@@ -99,15 +99,29 @@ class FunctionCtx:
 
     def mark_dirty(self, *tensors: Tensor) -> None:
         """Declare input tensors that forward modified in place (they must be returned)."""
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor):
+                raise TypeError(
+                    f"mark_dirty can only accept tensors, but argument {i} is "
+                    f"{type(t).__name__}; pass the input tensors forward modified in place"
+                )
         self._dirty = tensors
 
     def mark_non_differentiable(self, *tensors: Tensor) -> None:
         """Declare outputs that get no gradient (``requires_grad`` False)."""
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor):  # PyTorch: a RuntimeError when forward returns
+                raise TypeError(
+                    f"mark_non_differentiable only accepts tensors, but argument {i} is "
+                    f"{type(t).__name__}; pass the output tensors that get no gradient"
+                )
         self._non_diff = tensors
 
     def set_materialize_grads(self, value: bool) -> None:
         """Whether backward receives zeros (True, the default) or None for missing grads."""
-        self._materialize = bool(value)
+        if value.__class__ is not bool:
+            raise TypeError(f"set_materialize_grads expects a bool, got {type(value).__name__}")
+        self._materialize = value
 
 
 class BackwardCFunction(Node, FunctionCtx):
@@ -438,6 +452,11 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
     if ctx._dirty:
         _check_dirty(ctx, args, outs)
     if not is_recording:
+        # views made by forward are restricted all the same, as PyTorch (an input
+        # returned as is stays the caller's tensor: not marked)
+        for o in outs:
+            if isinstance(o, Tensor) and o._base is not None and not any(a is o for a in args):
+                _mark_custom_view(o)
         return outputs
     _connect(ctx, args, outs)
     if _anomaly.get()[0]:
@@ -557,6 +576,16 @@ _WARN_DIRTY_NOT_INPUT = (
     "been mutated should be passed to ctx.mark_dirty()."
 )
 
+_ERR_DIRTY_VIEW_OUTPUTS = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your Function "
+    "cannot return more than one Tensor. This is not supported by the current autograd engine. "
+    "You should either make sure the input is not a view (using .clone() for example) or make "
+    "your Function only return one Tensor (potentially splitting it into two Functions: one "
+    "doing the inplace that returns a single Tensor and a second one that does the other "
+    "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do "
+    "this change."
+)
+
 
 def _rebase_dirty(
     ctx: BackwardCFunction, args: tuple[Any, ...], o: Tensor, i: int, n: int, is_input: bool
@@ -578,15 +607,22 @@ def _rebase_dirty(
         # stacklevel: the user's F.apply (_rebase_dirty < _connect < _apply < apply)
         warnings.warn(_WARN_DIRTY_NOT_INPUT, UserWarning, stacklevel=5)
     if base is not None and is_view:
+        if o._fn is None and o._creation == "no_grad" and base._rg:
+            # to PyTorch a view made in no_grad mode is a leaf that requires grad
+            raise AutogradError(
+                "a leaf Variable that requires grad has been used in an in-place operation."
+            )
+        if n != 1:  # PyTorch checks this before the view's own restrictions
+            raise AutogradError(_ERR_DIRTY_VIEW_OUTPUTS)
         if o._creation is not None:
             raise AutogradError(_view_error(o, False))
         if base._rg and base._fn is None:
             raise AutogradError(_ERR_LEAF_VIEW)
-        if n != 1 or not args or args[0] is not o or type(ctx)._is_async:
+        if not args or args[0] is not o or type(ctx)._is_async:
             raise AutogradError(
                 f"{ctx.name()}: mark_dirty on a view is supported when the view is the first "
-                "input of a Function with one output and a plain (not async) backward; "
-                "modify and mark dirty the base tensor instead"
+                "input of a Function and a plain (not async) backward; modify and mark dirty "
+                "the base tensor instead"
             )
         _rebase_history(o, ctx)
         return
@@ -642,6 +678,11 @@ def once_differentiable(fn: _T) -> _T:
         ...         (y,) = ctx.saved_tensors
         ...         return g * y
     """
+    if not callable(fn):
+        raise TypeError(
+            f"once_differentiable expects a callable (a Function's backward), got "
+            f"{type(fn).__name__}; use it as a decorator: @ae.once_differentiable"
+        )
 
     def wrap_results(args: tuple[Any, ...], outputs: Any, grad_on: bool) -> Any:
         if not grad_on:

@@ -14,7 +14,11 @@
 # output).  As PyTorch, an input with a dimension of stride 0 (``expand``,
 # a broadcast array) is refused with RuntimeError, and an output whose shape
 # or dtype changes under a perturbation raises, with PyTorch's texts (a
-# ValueError: PyTorch raises AssertionError).
+# ValueError: PyTorch raises AssertionError).  As PyTorch's too, each
+# output's Jacobian is computed twice, and two that differ by more than
+# ``nondet_tol`` raise "Backward is not reentrant"; after the comparison a
+# backward with zero grad_outputs must give exactly zero gradients of the
+# inputs' dtype, device and shape ("backward not multiplied by grad_output").
 # gradgradcheck runs gradcheck on the function ``(inputs, grad_outputs) ->
 # grad(fn(inputs), inputs, grad_outputs, create_graph=True)``, which needs the engine even to be *evaluated*: the
 # checked function is therefore a generator like the check itself, and every
@@ -24,6 +28,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 from collections.abc import Callable, Generator
 from typing import Any
@@ -182,44 +188,58 @@ def _numerical(
     return jac
 
 
-def _analytical(
-    outputs: tuple[Any, ...], inputs: tuple[Any, ...], in_idx: list[int], out_idx: list[int]
-) -> Gen:
-    """Engine Jacobians, one vector-Jacobian product per output element."""
+_FAILED_NONDET = (
+    "Backward is not reentrant, i.e., running backward with same input and grad_output "
+    "multiple times gives different values, although analytical gradient matches numerical "
+    "gradient.The tolerance for nondeterminism was {tol}.\n\nNOTE: If your op relies on "
+    "non-deterministic operations, this failure might be expected: call gradcheck / "
+    "gradgradcheck with `nondet_tol=<tol>` as a keyword argument."
+)
+
+
+def _analytical(o: Tensor, inputs: tuple[Any, ...], in_idx: list[int], nondet_tol: float) -> Gen:
+    """The engine's Jacobians of ``o``, computed twice (as PyTorch): a difference is nondeterminism."""
+    first = yield from _jacobian_rows(o, inputs, in_idx)
+    again = yield from _jacobian_rows(o, inputs, in_idx)
+    for i in in_idx:
+        a, b = first[i], again[i]
+        if a.size and np.abs(a - b).max() > nondet_tol:  # (NaN differences pass, as PyTorch)
+            raise GradcheckError(_FAILED_NONDET.format(tol=nondet_tol))
+    return first
+
+
+def _jacobian_rows(o: Tensor, inputs: tuple[Any, ...], in_idx: list[int]) -> Gen:
+    """The Jacobians of ``o`` for the inputs ``in_idx``: one vector-Jacobian product per row."""
     diff_inputs = [inputs[i] for i in in_idx]
-    jac: dict[int, dict[int, np.ndarray]] = {i: {} for i in in_idx}
-    for j in out_idx:
-        o = outputs[j]
-        m = o.data.size
-        for i in in_idx:
-            jac[i][j] = np.zeros((inputs[i].data.size, m))
-        for k in range(m):
-            onehot = np.zeros(m, dtype=o.data.dtype)
-            onehot[k] = 1
-            go = tensor(onehot.reshape(o.shape), device=o.device)
-            grads = yield from _grad(
-                o, diff_inputs, grad_outputs=go, retain_graph=True, allow_unused=True
-            )
-            for i, g in zip(in_idx, grads, strict=True):
-                if g is None:
-                    continue
-                x = inputs[i]
-                if g.shape != x.shape:
-                    raise GradcheckError(
-                        f"Gradient has shape mismatch for input {i}: got {g.shape}, "
-                        f"expected {x.shape}"
-                    )
-                if g.dtype != x.dtype:
-                    raise GradcheckError(
-                        f"Gradient has dtype mismatch for input {i}: got {g.dtype}, "
-                        f"expected {x.dtype}"
-                    )
-                jac[i][j][:, k] = _to_numpy(g).reshape(-1)
+    m = o.data.size
+    jac = {i: np.zeros((inputs[i].data.size, m)) for i in in_idx}
+    for k in range(m):
+        onehot = np.zeros(m, dtype=o.data.dtype)
+        onehot[k] = 1
+        go = tensor(onehot.reshape(o.shape), device=o.device)
+        grads = yield from _grad(
+            o, diff_inputs, grad_outputs=go, retain_graph=True, allow_unused=True
+        )
+        for i, g in zip(in_idx, grads, strict=True):
+            if g is None:
+                continue
+            x = inputs[i]
+            if g.shape != x.shape:
+                raise GradcheckError(
+                    f"Gradient has shape mismatch for input {i}: got {g.shape}, expected {x.shape}"
+                )
+            if g.dtype != x.dtype:
+                raise GradcheckError(
+                    f"Gradient has dtype mismatch for input {i}: got {g.dtype}, expected {x.dtype}"
+                )
+            jac[i][:, k] = _to_numpy(g).reshape(-1)
     return jac
 
 
-def _run_check(fn: Any, inputs: tuple[Any, ...], eps: float, atol: float, rtol: float) -> Gen:
-    """The check itself; raises GradcheckError on the first mismatch."""
+def _run_check(
+    fn: Any, inputs: tuple[Any, ...], eps: float, atol: float, rtol: float, nondet_tol: float
+) -> Gen:
+    """The check itself; raises GradcheckError on the first mismatch (in PyTorch's order)."""
     in_idx = _check_inputs(inputs)
     outputs = yield from _call(fn, inputs)
     out_idx = [j for j, o in enumerate(outputs) if isinstance(o, Tensor) and o._rg]
@@ -234,18 +254,55 @@ def _run_check(fn: Any, inputs: tuple[Any, ...], eps: float, atol: float, rtol: 
                         f"does not require grad yet depends on input {i}"
                     )
         return True
-    ana = yield from _analytical(outputs, inputs, in_idx, out_idx)
     num = yield from _numerical(fn, inputs, in_idx, outputs, out_idx, eps)
     for j in out_idx:
+        ana = yield from _analytical(outputs[j], inputs, in_idx, nondet_tol)
         for i in in_idx:
-            a, n = ana[i][j], num[i][j]
+            a, n = ana[i], num[i][j]
             if not np.allclose(a, n, rtol=rtol, atol=atol):
                 with np.printoptions(precision=4, suppress=True, threshold=200):
                     raise GradcheckError(
                         f"Jacobian mismatch for output {j} with respect to input {i},\n"
                         f"numerical:{n!r}\nanalytical:{a!r}\n"
                     )
+    yield from _check_mul_by_grad_output([outputs[j] for j in out_idx], inputs, in_idx)
     return True
+
+
+def _check_mul_by_grad_output(
+    outs: list[Tensor], inputs: tuple[Any, ...], in_idx: list[int]
+) -> Gen:
+    """PyTorch's _test_backward_mul_by_grad_output: zero grad_outputs give zero gradients."""
+    diff = [inputs[i] for i in in_idx]
+    zeros = [tensor(np.zeros(o.shape, dtype=o.data.dtype), device=o.device) for o in outs]
+    grads = yield from _grad(outs, diff, grad_outputs=zeros, allow_unused=True)
+    for g, x in zip(grads, diff, strict=True):
+        if g is None:
+            continue
+        if not (_to_numpy(g) == 0).all():
+            raise GradcheckError("backward not multiplied by grad_output")
+        if g.dtype != x.dtype:
+            raise GradcheckError("grad is incorrect type")
+        if g.device != x.device:
+            raise GradcheckError("grad is incorrect device")
+        if g.shape != x.shape:
+            raise GradcheckError("grad is incorrect size")
+
+
+def _check_eps(eps: Any) -> None:
+    """The finite-difference step: a positive, finite real number."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"eps must be a number (e.g. 1e-6), got {type(eps).__name__} {eps!r}")
+    if not 0 < float(eps) < math.inf:
+        raise ValueError(f"eps must be positive and finite (e.g. 1e-6), got {eps}")
+
+
+def _check_nondet_tol(tol: Any) -> None:
+    """The tolerance for nondeterminism: a non-negative real number (NaN is refused)."""
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
+        raise TypeError(f"nondet_tol must be a number (e.g. 1e-10), got {type(tol).__name__}")
+    if not float(tol) >= 0:
+        raise ValueError(f"nondet_tol must be >= 0, got {tol}")
 
 
 def _gradcheck(
@@ -256,10 +313,13 @@ def _gradcheck(
     atol: float = 1e-5,
     rtol: float = 1e-3,
     raise_exception: bool = True,
+    nondet_tol: float = 0.0,
 ) -> Gen:
     inputs = _as_tuple(inputs, "inputs")
+    _check_eps(eps)
+    _check_nondet_tol(nondet_tol)
     try:
-        return (yield from _run_check(fn, inputs, eps, atol, rtol))
+        return (yield from _run_check(fn, inputs, eps, atol, rtol, nondet_tol))
     except GradcheckError:
         if raise_exception:
             raise
@@ -275,8 +335,11 @@ def _gradgradcheck(
     atol: float = 1e-5,
     rtol: float = 1e-3,
     raise_exception: bool = True,
+    nondet_tol: float = 0.0,
 ) -> Gen:
     inputs = _as_tuple(inputs, "inputs")
+    _check_eps(eps)
+    _check_nondet_tol(nondet_tol)
     _check_inputs(inputs)
     if grad_outputs is None:
         # random grad_outputs (fixed seed: a failure reproduces), checked as inputs too
@@ -305,7 +368,9 @@ def _gradgradcheck(
 
     try:
         return (
-            yield from _run_check(_EngineFn(first_grads), inputs + grad_outputs, eps, atol, rtol)
+            yield from _run_check(
+                _EngineFn(first_grads), inputs + grad_outputs, eps, atol, rtol, nondet_tol
+            )
         )
     except GradcheckError:
         if raise_exception:
@@ -323,7 +388,10 @@ gradcheck.__doc__ = """Check the engine's gradients of ``fn`` against finite dif
     requires grad (see NOTE [gradcheck] in _gradcheck.py).  Returns True, or
     raises :class:`ae.GradcheckError` naming the output and input and showing
     both Jacobians (returns False instead with ``raise_exception=False``).
-    ``ae.sync.gradcheck`` is the same without an event loop.
+    As PyTorch's, it also fails a backward that gives different results for
+    the same grad_output (by more than ``nondet_tol``) and one whose result
+    is not zero for zero grad_outputs.  ``ae.sync.gradcheck`` is the same
+    without an event loop.
 
     Example::
 

@@ -5,8 +5,10 @@
 # hook is registered on each tensor; state is kept per graph task (its id).
 # Mode "all": at the first of these hooks to fire in a graph task, count how
 # many of the tensors' nodes the task runs (``count_executed``: the nodes its
-# dependency pass reached, those exec_info keeps for grad(); the count is
-# static, so a node already queued on a device worker counts); when that
+# dependency pass reached, and of those only the ones exec_info keeps for
+# grad() / inputs=, as PyTorch's _will_engine_execute_node: an input the
+# root does not reach never counts; the count is static, so a node already
+# queued on a device worker counts); when that
 # many hooks fired, call ``fn(grads)`` once, with None for the tensors whose
 # gradient this backward does not compute.  A backward that fails before
 # that never calls it.  Mode "any": call ``fn(grad)`` once per graph task,

@@ -311,3 +311,115 @@ def test_sizes_and_dims_given_as_numpy_ints_still_work() -> None:
     assert t.reshape(np.int64(3), 2).shape == (3, 2)
     assert t.sum(np.int64(0)).shape == (3,) and t.select(np.int64(1), 0).shape == (2,)
     assert ae.arange(ae.tensor(3)).tolist() == [0, 1, 2]
+
+
+# -- PyTorch's text where aengine used to show numpy's --------------------------------------------
+
+#: (aengine call, the same call in torch, aengine's error type): aengine's message holds
+#: PyTorch's word for word (it may add what to do)
+TORCH_TEXT: dict[str, tuple[Callable[[], Any], Callable[[Any], Any], type]] = {
+    "tensor: a row too short": (
+        lambda: ae.tensor([[1.0, 2.0], [3.0]]),
+        lambda torch: torch.tensor([[1.0, 2.0], [3.0]]),
+        ValueError,
+    ),
+    "tensor: a row too long": (
+        lambda: ae.tensor([[1.0, 2.0], [3.0, 4.0, 5.0]]),
+        lambda torch: torch.tensor([[1.0, 2.0], [3.0, 4.0, 5.0]]),
+        ValueError,
+    ),
+    "tensor: ragged at dim 2": (
+        lambda: ae.tensor([[[1.0], [2.0]], [[3.0], [4.0, 5.0]]]),
+        lambda torch: torch.tensor([[[1.0], [2.0]], [[3.0], [4.0, 5.0]]]),
+        ValueError,
+    ),
+    "tensor: ragged with a tuple and a tensor": (
+        lambda: ae.tensor([(1.0, 2.0), ae.tensor([3.0])]),
+        lambda torch: torch.tensor([(1.0, 2.0), torch.tensor([3.0])]),
+        ValueError,
+    ),
+    "tensor: a number where a row is": (
+        lambda: ae.tensor([[1.0, 2.0], 3.0]),
+        lambda torch: torch.tensor([[1.0, 2.0], 3.0]),
+        TypeError,
+    ),
+    "tensor: a row where a number is": (
+        lambda: ae.tensor([1.0, [2.0]]),
+        lambda torch: torch.tensor([1.0, [2.0]]),
+        TypeError,
+    ),
+    "eye(-1)": (lambda: ae.eye(-1), lambda torch: torch.eye(-1), ValueError),
+    "eye(2, -3)": (lambda: ae.eye(2, -3), lambda torch: torch.eye(2, -3), ValueError),
+    "linspace(steps=-1)": (
+        lambda: ae.linspace(0, 1, -1),
+        lambda torch: torch.linspace(0, 1, -1),
+        ValueError,
+    ),
+    "expand (3,) to (4,)": (
+        lambda: ae.ones(3).expand(4),
+        lambda torch: torch.ones(3).expand(4),
+        ValueError,
+    ),
+    "expand (2, 3) to (3, -1)": (
+        lambda: ae.ones(2, 3).expand(3, -1),
+        lambda torch: torch.ones(2, 3).expand(3, -1),
+        ValueError,
+    ),
+    "expand with -1 in a new dim": (
+        lambda: ae.ones(2, 3).expand(-1, 2, 3),
+        lambda torch: torch.ones(2, 3).expand(-1, 2, 3),
+        ValueError,
+    ),
+    "broadcast_to (2, 3) to (2, 4)": (
+        lambda: ae.broadcast_to(ae.ones(2, 3), (2, 4)),
+        lambda torch: torch.broadcast_to(torch.ones(2, 3), (2, 4)),
+        ValueError,
+    ),
+    "mT of 1-d": (lambda: ae.ones(3).mT, lambda torch: torch.ones(3).mT, ValueError),
+    "bool of 2 elements": (
+        lambda: bool(ae.ones(2)),
+        lambda torch: bool(torch.ones(2)),
+        ValueError,
+    ),
+    "bool of 0 elements": (
+        lambda: bool(ae.ones(0)),
+        lambda torch: bool(torch.ones(0)),
+        ValueError,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TORCH_TEXT))
+def test_errors_hold_pytorchs_text(case: str) -> None:
+    torch = torch_or_skip()
+    call, torch_call, exc = TORCH_TEXT[case]
+    with pytest.raises((TypeError, ValueError, RuntimeError)) as theirs:
+        torch_call(torch)
+    with pytest.raises(exc) as ours:
+        call()
+    assert str(theirs.value) in str(ours.value)
+
+
+def test_arguments_of_the_checked_kinds_still_work() -> None:
+    torch = torch_or_skip()
+    assert ae.eye(np.int64(2), np.int64(3)).shape == (2, 3)
+    assert ae.linspace(ae.tensor(0.0), np.float64(1.0), np.int64(3)).tolist() == [0.0, 0.5, 1.0]
+    g1, g2 = ae.Generator(np.int64(3)), ae.Generator(3)
+    assert ae.rand(2, generator=g1).tolist() == ae.rand(2, generator=g2).tolist()
+    x = ae.ones(2, 3)
+    assert ae.select(x, 0, np.int64(1)).shape == (3,)
+    assert [p.shape for p in ae.split(x, [np.int64(1), 2], 1)] == [(2, 1), (2, 2)]
+    assert len(ae.chunk(x, np.int64(2))) == 2
+    assert ae.clamp(x, np.float32(0.5), 2).tolist() == [[1.0] * 3] * 2
+    assert x.masked_fill(x > 0, np.float64(2.0)).tolist() == [[2.0] * 3] * 2
+    assert (x * 1).fill_(np.int64(4)).tolist() == [[4.0] * 3] * 2
+    # broadcast_to takes -1 (keep a size) as expand does, as PyTorch; a tuple, not an int
+    for size in [(4, -1, 3), (2, -1), (4, 2, 3), [2, 3]]:
+        want = torch.broadcast_to(torch.ones(2, 3), size).shape
+        assert ae.broadcast_to(x, size).shape == x.broadcast_to(size).shape == tuple(want)
+    with pytest.raises(TypeError):
+        torch.broadcast_to(torch.ones(1), 3)
+    with pytest.raises(
+        TypeError, match=r"broadcast_to\(\): argument 'size' must be a tuple of ints"
+    ):
+        ae.broadcast_to(ae.ones(1), 3)

@@ -91,7 +91,6 @@ class Bad:
 
 
 _NUMPY = "numpy's text, which names neither the function nor the argument"
-_ATTR = "an AttributeError from inside aengine ('str' object has no attribute 'data')"
 _ACCEPTED = "accepted silently"
 
 TABLE: dict[str, Bad] = {
@@ -101,8 +100,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.tensor([[1.0, 2.0], [3.0]]),
         ValueError,
         "expected sequence of length 2 at dim 1",
-        unclear="numpy's 'setting an array element with a sequence ... inhomogeneous shape' "
-        "(torch: 'expected sequence of length 2 at dim 1 (got 1)')",
     ),
     "ae.tensor: requires_grad on integers": Bad(
         lambda x: ae.tensor([1, 2], requires_grad=True),
@@ -112,8 +109,7 @@ TABLE: dict[str, Bad] = {
     "ae.tensor: requires_grad not a bool": Bad(
         lambda x: ae.tensor([1.0], dtype=F64, requires_grad="yes"),
         TypeError,
-        "requires_grad must be a bool",
-        unclear=f"{_ACCEPTED} (treated as True); torch raises TypeError",
+        "argument 'requires_grad' must be bool, not str",
     ),
     "ae.tensor: unknown device": Bad(
         lambda x: ae.tensor([1.0], device="bogus"), ValueError, "unknown device 'bogus'"
@@ -149,11 +145,8 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.eye(-1, dtype=F64),
         ValueError,
         "n must be greater or equal to 0",
-        unclear="numpy's 'negative dimensions are not allowed', which names neither eye nor n",
     ),
-    "ae.eye: str n": Bad(
-        lambda x: ae.eye("a", dtype=F64), TypeError, "eye.*'n' must be an int", unclear=_NUMPY
-    ),
+    "ae.eye: str n": Bad(lambda x: ae.eye("a", dtype=F64), TypeError, "eye.*'n' must be an int"),
     "ae.arange: zero step": Bad(
         lambda x: ae.arange(0, 10, 0), ValueError, "^step must be nonzero$"
     ),
@@ -161,20 +154,18 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.arange(10, 0, 1),
         ValueError,
         "upper bound and lower bound inconsistent with step sign",
-        unclear=f"{_ACCEPTED} (an empty tensor); torch raises",
     ),
     "ae.arange: str end": Bad(lambda x: ae.arange("a"), TypeError, "end must be a number"),
     "ae.linspace: negative steps": Bad(
         lambda x: ae.linspace(0, 1, -1), ValueError, "must be non-negative"
     ),
     "ae.linspace: str steps": Bad(
-        lambda x: ae.linspace(0, 1, "a"), TypeError, "linspace.*steps.*int", unclear=_NUMPY
+        lambda x: ae.linspace(0, 1, "a"), TypeError, "linspace.*steps.*int"
     ),
     "ae.linspace: str start": Bad(
         lambda x: ae.linspace("a", 1, 3),
         TypeError,
         "linspace.*start.*number",
-        unclear="numpy's DTypePromotionError about StrDType",
     ),
     "ae.rand: negative size": Bad(
         lambda x: ae.rand(-1, dtype=F64), ValueError, "sizes must be non-negative"
@@ -201,13 +192,11 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.rand_like(ae.tensor([1, 2])),
         TypeError,
         "rand_like.*floating point",
-        unclear=f"{_ACCEPTED} (returns integer zeros); torch raises NotImplementedError for Long",
     ),
     "ae.randn_like: integer input": Bad(
         lambda x: ae.randn_like(ae.tensor([1, 2])),
         TypeError,
         "randn_like.*floating point",
-        unclear=f"{_ACCEPTED} (returns integer zeros); torch raises for Long",
     ),
     "ae.manual_seed: str": Bad(
         lambda x: ae.manual_seed("a"), TypeError, "seed must be an int, got str"
@@ -217,7 +206,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.Generator(1.5),
         TypeError,
         "seed must be an int",
-        unclear="numpy's 'SeedSequence expects int or sequence of ints for entropy'",
     ),
     "ae.Generator: negative seed": Bad(lambda x: ae.Generator(-1), ValueError, "non-negative"),
     "ae.device: unknown type": Bad(lambda x: ae.device("gpu"), ValueError, "unknown device 'gpu'"),
@@ -234,12 +222,27 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.Engine(reentrant_depth_limit="a"),
         TypeError,
         "reentrant_depth_limit must be an int",
-        unclear="TypeError \"'<' not supported between instances of 'str' and 'int'\"",
     ),
     "ae.Engine: unknown overflow": Bad(
         lambda x: ae.Engine(reentrant_overflow="bogus"),
         ValueError,
         "reentrant_overflow must be 'thread' or 'task'",
+    ),
+    "ae.Engine: float offload_threads": Bad(
+        lambda x: ae.Engine(offload_threads=2.5), TypeError, "offload_threads must be an int"
+    ),
+    "ae.Engine: on_node not callable": Bad(
+        lambda x: ae.Engine(on_node=5), TypeError, r"on_node must be a callable \(node, where\)"
+    ),
+    "ae.Engine: sim_latency for a device that is not sim": Bad(
+        lambda x: ae.Engine(sim_latency={"tpu": 0.1}),
+        ValueError,
+        "sim_latency: 'tpu' is not a sim device",
+    ),
+    "ae.Engine: nan sim_latency": Bad(
+        lambda x: ae.Engine(sim_latency=float("nan")),
+        ValueError,
+        "sim_latency must be a finite number of seconds, got nan",
     ),
     # -- elementwise and binary ops ----------------------------------------------------------
     "ae.add: str operand": Bad(lambda x: ae.add(x, "a"), TypeError, "not str 'a'"),
@@ -293,12 +296,11 @@ TABLE: dict[str, Bad] = {
     ),
     "ae.matmul: str operand": Bad(lambda x: ae.matmul("a", x), TypeError, "not str 'a'"),
     "ae.abs: str": Bad(lambda x: ae.abs("a"), TypeError, "not str 'a'"),
-    "ae.neg: str": Bad(lambda x: ae.neg("a"), TypeError, "neg.*Tensor.*str", unclear=_ATTR),
+    "ae.neg: str": Bad(lambda x: ae.neg("a"), TypeError, "neg.*Tensor.*str"),
     "ae.sign: str": Bad(
         lambda x: ae.sign("a"),
         TypeError,
         "sign.*Tensor.*str",
-        unclear="an AttributeError ('str' object has no attribute '_device')",
     ),
     "ae.exp: str": Bad(lambda x: ae.exp("a"), TypeError, "not str 'a'"),
     "ae.expm1: str": Bad(lambda x: ae.expm1("a"), TypeError, "not str 'a'"),
@@ -311,7 +313,7 @@ TABLE: dict[str, Bad] = {
     "ae.tanh: str": Bad(lambda x: ae.tanh("a"), TypeError, "not str 'a'"),
     "ae.sigmoid: None": Bad(lambda x: ae.sigmoid(None), TypeError, "not NoneType"),
     "ae.relu: str": Bad(lambda x: ae.relu("a"), TypeError, "not str 'a'"),
-    "ae.clone: str": Bad(lambda x: ae.clone("a"), TypeError, "clone.*Tensor.*str", unclear=_ATTR),
+    "ae.clone: str": Bad(lambda x: ae.clone("a"), TypeError, "clone.*Tensor.*str"),
     "ae.clamp: neither min nor max": Bad(
         lambda x: ae.clamp(x), ValueError, "at least one of min or max"
     ),
@@ -319,7 +321,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.clamp(x, "a"),
         TypeError,
         "clamp.*min.*number",
-        unclear="numpy's UFuncTypeError \"ufunc 'maximum' did not contain a loop with signature\"",
     ),
     "ae.eq: operand of another shape": Bad(
         lambda x: ae.eq(x, t(np.ones((3, 3)))), ValueError, "could not be broadcast"
@@ -328,7 +329,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.ne(x, "a"),
         TypeError,
         "not str 'a'",
-        unclear=f"{_ACCEPTED} (all True); torch raises TypeError",
     ),
     "ae.ge: operand of another shape": Bad(
         lambda x: ae.ge(x, t(np.ones((3, 3)))), ValueError, "could not be broadcast"
@@ -346,19 +346,16 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.logical_and(x > 0, "a"),
         TypeError,
         "not str 'a'",
-        unclear=f"{_ACCEPTED}; torch raises TypeError",
     ),
     "ae.logical_or: str operand": Bad(
         lambda x: ae.logical_or(x > 0, "a"),
         TypeError,
         "not str 'a'",
-        unclear=f"{_ACCEPTED}; torch raises TypeError",
     ),
     "ae.logical_not: str": Bad(
         lambda x: ae.logical_not("a"),
         TypeError,
         "logical_not.*Tensor.*str",
-        unclear="an AttributeError ('_device')",
     ),
     "ae.where: float condition": Bad(
         lambda x: ae.where(x, x, x), TypeError, "where expected condition to be a boolean tensor"
@@ -370,7 +367,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.where(x > 0, "a", x),
         TypeError,
         "not str 'a'",
-        unclear=f"{_ACCEPTED} (a bytes tensor)",
     ),
     "ae.masked_fill: float mask": Bad(
         lambda x: ae.masked_fill(x, t(np.ones((2, 3))), 0.0),
@@ -381,13 +377,11 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.masked_fill(x, x > 0, "a"),
         TypeError,
         "masked_fill.*value.*number",
-        unclear='numpy\'s ValueError "could not convert string to float"',
     ),
     "ae.masked_fill: str input": Bad(
         lambda x: ae.masked_fill("a", x > 0, 0.0),
         TypeError,
         "masked_fill.*Tensor.*str",
-        unclear="an AttributeError ('_device')",
     ),
     # -- reductions ----------------------------------------------------------------------------
     "ae.sum: dim out of range": Bad(
@@ -406,21 +400,18 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.mean("a"),
         TypeError,
         r"mean\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.prod: dim out of range": Bad(lambda x: ae.prod(x, 5), IndexError, "Dimension out of range"),
     "ae.prod: str input": Bad(
         lambda x: ae.prod("a"),
         TypeError,
         r"prod\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.amax: dim out of range": Bad(lambda x: ae.amax(x, 5), IndexError, "Dimension out of range"),
     "ae.amax: str input": Bad(
         lambda x: ae.amax("a", 0),
         TypeError,
         r"amax\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.amin: dim out of range": Bad(lambda x: ae.amin(x, 5), IndexError, "Dimension out of range"),
     "ae.max: dim out of range": Bad(lambda x: ae.max(x, 5), IndexError, "Dimension out of range"),
@@ -428,7 +419,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.max("a"),
         TypeError,
         r"max\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.min: str dim": Bad(lambda x: ae.min(x, "a"), TypeError, "dim must be an int, got str"),
     "ae.logsumexp: dim out of range": Bad(
@@ -438,7 +428,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.logsumexp("a", 0),
         TypeError,
         r"logsumexp\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.softmax: dim out of range": Bad(
         lambda x: ae.softmax(x, 5), IndexError, "Dimension out of range"
@@ -447,7 +436,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.softmax("a", 0),
         TypeError,
         r"softmax\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.log_softmax: dim out of range": Bad(
         lambda x: ae.log_softmax(x, 5), IndexError, "Dimension out of range"
@@ -462,14 +450,12 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.norm("a"),
         TypeError,
         r"norm\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.std: dim out of range": Bad(lambda x: ae.std(x, 5), IndexError, "Dimension out of range"),
     "ae.std: str input": Bad(
         lambda x: ae.std("a"),
         TypeError,
         r"std\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.var: integer input": Bad(
         lambda x: ae.var(ae.tensor([1, 2])), TypeError, "expected a floating point input"
@@ -478,7 +464,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.var("a"),
         TypeError,
         r"var\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     # -- shapes, views, joins, indexing -----------------------------------------------------------
     "ae.reshape: size that does not fit": Bad(
@@ -493,7 +478,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.reshape("a", (1,)),
         TypeError,
         r"reshape\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.flatten: start after end": Bad(
         lambda x: ae.flatten(x, 1, 0), ValueError, "start_dim cannot come after end_dim"
@@ -505,7 +489,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.flatten("a"),
         TypeError,
         r"flatten\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.transpose: dim out of range": Bad(
         lambda x: ae.transpose(x, 0, 5), IndexError, "Dimension out of range"
@@ -523,7 +506,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.permute("a", (0,)),
         TypeError,
         r"permute\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.squeeze: dim out of range": Bad(
         lambda x: ae.squeeze(x, 5), IndexError, "Dimension out of range"
@@ -537,9 +519,8 @@ TABLE: dict[str, Bad] = {
     "ae.expand: size that does not match": Bad(
         lambda x: ae.expand(x, (3, 3)),
         ValueError,
-        r"The expanded size of the tensor \(3\) must match the existing size \(2\)",
-        unclear="numpy's 'operands could not be broadcast together with remapped shapes "
-        "[original->remapped]'",
+        r"The expanded size of the tensor \(3\) must match the existing size \(2\) at "
+        r"non-singleton dimension 0\.  Target sizes: \[3, 3\]\.  Tensor sizes: \[2, 3\]",
     ),
     "ae.expand: fewer sizes than dims": Bad(
         lambda x: ae.expand(x, (3,)),
@@ -550,13 +531,11 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.expand("a", (2,)),
         TypeError,
         r"expand\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.broadcast_to: fewer sizes than dims": Bad(
         lambda x: ae.broadcast_to(x, (3,)),
         ValueError,
         r"the number of sizes provided \(1\) must be greater or equal",
-        unclear="numpy's 'input operand has more dimensions than allowed by the axis remapping'",
     ),
     "ae.cat: tensors of different ndim": Bad(
         lambda x: ae.cat([x, t(np.ones(3))]),
@@ -598,7 +577,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.chunk(x, "a"),
         TypeError,
         "chunks.*int",
-        unclear="Python's \"'str' object cannot be interpreted as an integer\"",
     ),
     "ae.split: zero size": Bad(
         lambda x: ae.split(x, 0), ValueError, "split_size can only be 0 if dimension size is 0"
@@ -615,7 +593,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.split(x, "a"),
         TypeError,
         "split_size.*int",
-        unclear="Python's \"'str' object cannot be interpreted as an integer\"",
     ),
     "ae.unbind: dim out of range": Bad(
         lambda x: ae.unbind(x, 5), IndexError, "Dimension out of range"
@@ -624,7 +601,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.unbind("a"),
         TypeError,
         r"unbind\(\): argument 'input' must be a Tensor",
-        unclear=_ATTR,
     ),
     "ae.narrow: past the end": Bad(
         lambda x: ae.narrow(x, 0, 1, 5),
@@ -649,7 +625,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.select(x, 0, "a"),
         TypeError,
         "index.*int",
-        unclear="Python's \"'str' object cannot be interpreted as an integer\"",
     ),
     "ae.gather: float index": Bad(
         lambda x: ae.gather(x, 0, t([[0.0, 0.0, 0.0]])), TypeError, "Expected dtype int64 for index"
@@ -679,7 +654,6 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.index_select("a", 0, ae.tensor([0])),
         TypeError,
         "index_select.*Tensor.*str",
-        unclear="an AttributeError ('_device')",
     ),
     "ae.take_along_dim: float index": Bad(
         lambda x: ae.take_along_dim(x, t([[0.0]]), 0), TypeError, "Expected dtype int64 for index"
@@ -875,13 +849,11 @@ TABLE: dict[str, Bad] = {
         lambda x: _enter_anomaly("x"),
         TypeError,
         "check_nan.*bool",
-        unclear=f"{_ACCEPTED}; torch raises TypeError when entered",
     ),
     "ae.once_differentiable: not a function": Bad(
         lambda x: ae.once_differentiable(5),
         TypeError,
         "once_differentiable.*callable",
-        unclear=f"{_ACCEPTED} (wraps 5)",
     ),
     "ae.Function: instantiated": Bad(
         lambda x: function_with(lambda ctx, v: v * 1)(),
@@ -897,8 +869,6 @@ TABLE: dict[str, Bad] = {
         lambda x: function_with(lambda ctx, v: (ctx.mark_dirty(3), v * 1)[1]).apply(x),
         TypeError,
         "mark_dirty can only accept tensors",
-        unclear="AutogradError 'Some elements marked as dirty ... were not returned as output' (torch: "
-        "'mark_dirty can only accept variables')",
     ),
     "ae.Function: mark_non_differentiable of a str": Bad(
         lambda x: function_with(lambda ctx, v: (ctx.mark_non_differentiable("a"), v * 1)[1]).apply(
@@ -906,13 +876,11 @@ TABLE: dict[str, Bad] = {
         ),
         TypeError,
         "mark_non_differentiable only accepts tensors",
-        unclear=f"{_ACCEPTED}; torch raises",
     ),
     "ae.Function: set_materialize_grads of a str": Bad(
         lambda x: function_with(lambda ctx, v: (ctx.set_materialize_grads("a"), v * 1)[1]).apply(x),
         TypeError,
         "set_materialize_grads.*bool",
-        unclear=f"{_ACCEPTED}; torch raises TypeError",
     ),
     "ae.Function: a gradient of the wrong shape": Bad(
         lambda x: ae.sync.backward(_wrong_shape_function().apply(x).sum()),
@@ -947,14 +915,11 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.sync.gradcheck(lambda v: v * 2, (x,), eps=0),
         ValueError,
         "eps must be positive",
-        unclear="eps is not checked: numpy's 'invalid value encountered in divide' RuntimeWarning "
-        "escapes (torch: a GradcheckError with a nan numerical Jacobian)",
     ),
     "ae.sync.gradcheck: str eps": Bad(
         lambda x: ae.sync.gradcheck(lambda v: v * 2, (x,), eps="a"),
         TypeError,
         "eps must be a number",
-        unclear="TypeError \"unsupported operand type(s) for -: 'float' and 'str'\" (torch's too)",
     ),
     "ae.sync.gradgradcheck: grad_outputs of another shape": Bad(
         lambda x: ae.sync.gradgradcheck(
@@ -1093,8 +1058,6 @@ TABLE["ae.functional.vjp: called where no event loop runs"] = Bad(
 
 # -- Tensor methods and fields ---------------------------------------------------------------------
 
-_NOT_A_TENSOR = "an AttributeError (\"'str' object has no attribute 'shape'\")"
-
 TABLE.update(
     {
         "Tensor.backward: str gradient": Bad(
@@ -1170,13 +1133,11 @@ TABLE.update(
             lambda x: t([1.0]).requires_grad_("yes"),
             TypeError,
             "requires_grad.*bool",
-            unclear=f"{_ACCEPTED}; torch raises TypeError",
         ),
         "Tensor.requires_grad: set to a str": Bad(
             lambda x: setattr(t([1.0]), "requires_grad", "yes"),
             TypeError,
             "requires_grad must be a bool",
-            unclear=f"{_ACCEPTED}; torch raises",
         ),
         "Tensor.grad: set to a str": Bad(
             lambda x: setattr(x, "grad", "a"),
@@ -1212,13 +1173,29 @@ TABLE.update(
         "Tensor.__bool__: several elements": Bad(
             lambda x: bool(x),
             ValueError,
-            "truth value of a tensor with more than one element is ambiguous",
+            "^Boolean value of Tensor with more than one value is ambiguous",
         ),
         "Tensor.__bool__: the advice it gives can be followed": Bad(
             lambda x: _bool_advice(x),
             ValueError,
             "advice followed",
-            unclear="the message says 'use .any() or .all()', which ae.Tensor does not have",
+        ),
+        "Tensor.__bool__: no elements": Bad(
+            lambda x: bool(ae.ones(0)), ValueError, "^Boolean value of Tensor with no values"
+        ),
+        "Tensor.any: dim out of range": Bad(
+            lambda x: x.any(5),
+            IndexError,
+            r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 5\)",
+        ),
+        "Tensor.any: str dim": Bad(
+            lambda x: x.any("a"), TypeError, "argument 'dim' must be an int"
+        ),
+        "Tensor.all: a dim twice": Bad(
+            lambda x: x.all((0, 0)), ValueError, "appears multiple times in the list of dims"
+        ),
+        "Tensor.all: str keepdim": Bad(
+            lambda x: x.all(0, "a"), TypeError, r"all\(\): argument 'keepdim' must be a bool"
         ),
         "Tensor.data: set to None": Bad(
             lambda x: setattr(nonleaf(x), "data", None),
@@ -1275,25 +1252,21 @@ TABLE.update(
             lambda x: x.view_as("a"),
             TypeError,
             r"view_as\(\): argument 'other' must be a Tensor",
-            unclear=_NOT_A_TENSOR,
         ),
         "Tensor.reshape_as: str": Bad(
             lambda x: x.reshape_as("a"),
             TypeError,
             r"reshape_as\(\): argument 'other' must be a Tensor",
-            unclear=_NOT_A_TENSOR,
         ),
         "Tensor.expand_as: str": Bad(
             lambda x: x.expand_as("a"),
             TypeError,
             r"expand_as\(\): argument 'other' must be a Tensor",
-            unclear=_NOT_A_TENSOR,
         ),
         "Tensor.type_as: str": Bad(
             lambda x: x.type_as("a"),
             TypeError,
             r"type_as\(\): argument 'other' must be a Tensor",
-            unclear="an AttributeError ('dtype')",
         ),
         "Tensor.reshape: str size": Bad(
             lambda x: x.reshape("a"), TypeError, "argument 'shape' must be a tuple of ints"
@@ -1307,9 +1280,13 @@ TABLE.update(
         "Tensor.mT: on a 1-d tensor": Bad(
             lambda x: t([1.0, 2.0]).mT,
             ValueError,
-            "mT is only supported on matrices or batches of matrices",
-            unclear="IndexError 'Dimension out of range ... but got -2' (torch: 'tensor.mT is only "
-            "supported on matrices or batches of matrices. Got 1-D tensor.')",
+            r"^tensor\.mT is only supported on matrices or batches of matrices\. Got 1-D tensor\.$",
+        ),
+        "Tensor.broadcast_to: a size that does not match": Bad(
+            lambda x: x.broadcast_to((2, 4)),
+            ValueError,
+            r"The expanded size of the tensor \(4\) must match the existing size \(3\) at "
+            r"non-singleton dimension 1\.",
         ),
         "Tensor.add_: on a leaf that requires grad": Bad(
             lambda x: x.add_(1),
@@ -1357,7 +1334,6 @@ TABLE.update(
             lambda x: nonleaf(x).fill_("a"),
             TypeError,
             "fill_.*value.*number",
-            unclear="numpy's ValueError \"could not convert string to float: 'a'\"",
         ),
         "Tensor.add_: operand that broadcasts beyond the tensor": Bad(
             lambda x: nonleaf(x).add_(t(np.ones((3, 2, 3)))),
@@ -1417,7 +1393,6 @@ TABLE.update(
             lambda x: x.eq("a"),
             TypeError,
             "not str 'a'",
-            unclear=f"{_ACCEPTED} (all False); torch raises TypeError",
         ),
         "Tensor.ne: operand of another shape": Bad(
             lambda x: x.ne(t(np.ones((3, 3)))), ValueError, "could not be broadcast"
@@ -1502,7 +1477,6 @@ TABLE.update(
             lambda x: x.broadcast_to((3,)),
             ValueError,
             "the number of sizes provided",
-            unclear="numpy's 'input operand has more dimensions than allowed by the axis remapping'",
         ),
         "Tensor.narrow: past the end": Bad(
             lambda x: x.narrow(0, 1, 5), ValueError, "exceeds dimension size"
@@ -1538,8 +1512,7 @@ def _bool_advice(x: ae.Tensor) -> None:
     try:
         bool(x)
     except ValueError:
-        (x > 0).any()  # type: ignore[attr-defined]
-        (x > 0).all()  # type: ignore[attr-defined]
+        assert (x > 0).any().item() and (x > 0).all().item()
         raise ValueError("advice followed") from None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,6 +27,54 @@ def test_engine_settings_are_validated() -> None:
         ae.Engine(workers_per_device=0)
     with pytest.raises(ValueError, match="sim_latency must be >= 0"):
         ae.Engine(sim_latency={"sim:0": -1.0})
+
+
+#: (setting, a bad value, error type, text naming the setting)
+BAD_SETTINGS = [
+    ("time_slice", "a", TypeError, "time_slice must be a number of seconds, got str"),
+    ("time_slice", float("nan"), ValueError, "time_slice must be a finite number of seconds"),
+    ("time_slice", float("inf"), ValueError, "time_slice must be a finite number of seconds"),
+    ("offload", 1, TypeError, "offload must be a bool, got int"),
+    ("offload_threshold", 1.5, TypeError, "offload_threshold must be an int, got float"),
+    ("offload_threads", 2.5, TypeError, "offload_threads must be an int, got float"),
+    ("offload_threads", 0, ValueError, "offload_threads must be >= 1"),
+    ("reentrant_depth_limit", "a", TypeError, "reentrant_depth_limit must be an int, got str"),
+    ("reentrant_depth_limit", True, TypeError, "reentrant_depth_limit must be an int, got bool"),
+    ("reentrant_overflow", 5, TypeError, "reentrant_overflow must be 'thread' or 'task', got int"),
+    ("workers_per_device", 1.0, TypeError, "workers_per_device must be an int, got float"),
+    ("sim_latency", "a", TypeError, "sim_latency must be a number of seconds or a dict"),
+    ("sim_latency", float("nan"), ValueError, "sim_latency must be a finite number of seconds"),
+    ("sim_latency", {"tpu": 0.1}, ValueError, "sim_latency: 'tpu' is not a sim device"),
+    ("sim_latency", {"cpu": 0.1}, ValueError, "sim_latency: 'cpu' is not a sim device"),
+    ("sim_latency", {0: 0.1}, TypeError, "sim_latency: 0 is not a sim device"),
+    ("sim_latency", {"sim:0": "a"}, TypeError, "sim_latency must be a number .* for 'sim:0'"),
+    ("sim_latency", {"sim:0": math.nan}, ValueError, "finite number of seconds, got nan for"),
+    ("on_node", 5, TypeError, r"on_node must be a callable \(node, where\) or None, got int"),
+]
+
+
+@pytest.mark.parametrize(("setting", "value", "exc", "text"), BAD_SETTINGS, ids=str)
+def test_engine_settings_of_the_wrong_kind_are_refused_at_construction(
+    setting: str, value: Any, exc: type[Exception], text: str
+) -> None:
+    with pytest.raises(exc, match=text):
+        ae.Engine(**{setting: value})
+
+
+def test_engine_settings_of_the_right_kinds_are_kept() -> None:
+    eng = ae.Engine(
+        time_slice=1,
+        offload=False,
+        offload_threshold=np.int64(10),
+        offload_threads=np.int64(3),
+        reentrant_depth_limit=np.int32(7),
+        workers_per_device=2,
+        sim_latency={"sim": 0.5, "sim:1": np.float32(0.25)},
+        on_node=print,
+    )
+    assert eng.time_slice == 1.0 and eng.offload is False and eng.offload_threshold == 10
+    assert eng.offload_threads == 3 and eng.reentrant_depth_limit == 7
+    assert eng.sim_latency == {"sim:0": 0.5, "sim:1": 0.25}  # keys are device names
 
 
 @pytest.mark.anyio

@@ -183,7 +183,7 @@ def test_gradgradcheck_every_op(fn, shapes, kind):
 def test_every_exported_op_is_in_the_table():
     """A new differentiable op (function or Tensor method from aengine.ops) needs an entry."""
     not_differentiable = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-                          "logical_not", "MaxResult", "MinResult"}  # fmt: skip
+                          "logical_not", "MaxResult", "MinResult", "any", "all"}  # fmt: skip
     # float() rounds to float32, too coarse for eps=1e-6; backward() is not an op
     not_differentiable |= {"float", "backward"}
     aliases = {"pow": "pow_2", "min": "min_dim", "getitem": "getitem_basic", "to": "to_float64"}
@@ -356,6 +356,18 @@ def test_tolerances_are_used():
     assert ae.sync.gradcheck(bad_square, (x,), rtol=0.6)
     assert ae.sync.gradcheck(bad_square, (x,), atol=2.1, rtol=0.0)
     assert not ae.sync.gradcheck(bad_square, (x,), atol=1.9, rtol=0.0, raise_exception=False)
+
+
+def test_nondet_tol_must_be_a_non_negative_number():
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
+    for check in (ae.sync.gradcheck, ae.sync.gradgradcheck):
+        with pytest.raises(
+            TypeError, match=r"^nondet_tol must be a number \(e\.g\. 1e-10\), got str$"
+        ):
+            check(lambda t: t * t, (x,), nondet_tol="0")
+        with pytest.raises(ValueError, match=r"^nondet_tol must be >= 0, got -1\.0$"):
+            check(lambda t: t * t, (x,), nondet_tol=-1.0)
+        assert check(lambda t: t * t, (x,), nondet_tol=1e-12)
 
 
 # -- custom Functions --------------------------------------------------------------------------------

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
+
+import pytest
 
 import aengine as ae
 from aengine.core import Node, TensorBase
 from aengine.tensors import Tensor
 from aengine.tensors._fields import TensorFields
+from tests.conftest import torch_or_skip
 
 PACKAGE = Path(ae.__file__).parent
 
@@ -70,3 +74,86 @@ def test_every_function_local_import_says_why() -> None:
         if not above.startswith("#")
     ]
     assert missing == []
+
+
+def _declared_methods() -> list[ast.FunctionDef]:
+    """The methods declared for type checkers in Tensor's ``if TYPE_CHECKING:`` block."""
+    tree = ast.parse((PACKAGE / "tensors" / "_tensor.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    blocks = [
+        n for n in cls.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    ]
+    assert len(blocks) == 1
+    return [n for n in blocks[0].body if isinstance(n, ast.FunctionDef)]
+
+
+def _declared_parameters(fn: ast.FunctionDef) -> list[tuple[str, str]]:
+    """(name, kind) of each parameter after ``self``, kinds as ``inspect.Parameter`` names them."""
+    a = fn.args
+    params = [(p.arg, "POSITIONAL_ONLY") for p in a.posonlyargs]
+    params += [(p.arg, "POSITIONAL_OR_KEYWORD") for p in a.args]
+    if a.vararg is not None:
+        params.append((a.vararg.arg, "VAR_POSITIONAL"))
+    params += [(p.arg, "KEYWORD_ONLY") for p in a.kwonlyargs]
+    if a.kwarg is not None:
+        params.append((a.kwarg.arg, "VAR_KEYWORD"))
+    return params[1:]
+
+
+def test_tensor_methods_match_their_type_checking_declarations() -> None:
+    """The functions ops/_methods.py attaches take the parameters _tensor.py declares.
+
+    mypy reads the declarations, the run time calls the attached functions: a
+    parameter named differently (``x.add(other=y)`` declared, ``add(a, b)``
+    attached) passes the type checker and fails at run time.
+    """
+    declared = _declared_methods()
+    assert len(declared) > 100  # the block was found and parsed
+    drift = []
+    for fn in declared:
+        if any(ast.unparse(d) == "property" for d in fn.decorator_list):
+            assert isinstance(inspect.getattr_static(Tensor, fn.name), property), fn.name
+            continue
+        method = getattr(Tensor, fn.name, None)
+        if method is None:
+            drift.append(f"{fn.name}: declared, not attached")
+            continue
+        params = list(inspect.signature(method).parameters.values())[1:]
+        attached = [(p.name, p.kind.name) for p in params]
+        if attached != _declared_parameters(fn):
+            drift.append(f"{fn.name}: declared {_declared_parameters(fn)}, attached {attached}")
+    assert drift == []
+
+
+#: (method, its second parameter's name in PyTorch): callable by keyword in both
+KEYWORD_CALLS = [
+    ("add", "other"), ("sub", "other"), ("mul", "other"), ("div", "other"), ("pow", "exponent"),
+    ("maximum", "other"), ("minimum", "other"), ("matmul", "other"), ("dot", "tensor"),
+    ("eq", "other"), ("ne", "other"), ("lt", "other"), ("le", "other"), ("gt", "other"),
+    ("ge", "other"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("method", "name"), KEYWORD_CALLS)
+def test_binary_methods_take_pytorchs_parameter_names(method: str, name: str) -> None:
+    torch = torch_or_skip()
+    a, b = [1.0, 2.0, 3.0], [3.0, 2.0, 1.0]
+    got = getattr(ae.tensor(a), method)(**{name: ae.tensor(b)})
+    want = getattr(torch.tensor(a), method)(**{name: torch.tensor(b)})
+    assert got.tolist() == want.tolist()
+    # positional use is unchanged
+    assert getattr(ae.tensor(a), method)(ae.tensor(b)).tolist() == want.tolist()
+
+
+def test_functions_and_operators_take_pytorchs_parameter_names() -> None:
+    torch = torch_or_skip()
+    m = [[1.0, 2.0], [3.0, 4.0]]
+    assert ae.ones(2, 2).mm(mat2=ae.tensor(m)).tolist() == (
+        torch.ones(2, 2).mm(mat2=torch.tensor(m)).tolist()
+    )
+    x, tx = ae.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])
+    assert ae.pow(x, exponent=3).tolist() == torch.pow(tx, exponent=3).tolist()
+    assert ae.logical_and(x, other=x > 1).tolist() == torch.logical_and(tx, other=tx > 1).tolist()
+    # the reflected operators (a scalar on the left) are unchanged
+    assert (2 - x).tolist() == [1.0, 0.0] and (2 / x).tolist() == [2.0, 1.0]
+    assert (2**x).tolist() == [2.0, 4.0] and (1 + x).tolist() == [2.0, 3.0]

@@ -588,3 +588,55 @@ def test_max_of_nans_shares_the_gradient():
     x = ae.tensor([1.0, math.nan, 2.0], requires_grad=True)
     (g,) = ae.sync.grad(x.min(), [x], create_graph=True)
     assert g.tolist() == [0.0, 1.0, 0.0]
+
+
+# -- any / all: bool reductions without gradient (what bool(t)'s message advises) ----------------
+ANY_ALL_INPUTS = {
+    "float": [[1.0, 0.0, 2.0], [0.0, 0.0, 0.0]],
+    "bool": [[True, False, True], [True, True, True]],
+    "int": [[1, 2, 0], [3, 4, 5]],
+    "nan": [[math.nan, 0.0, 1.0], [2.0, 3.0, 4.0]],
+}
+ANY_ALL_KWARGS = [
+    {}, {"dim": 0}, {"dim": 1}, {"dim": -1, "keepdim": True}, {"dim": (0, 1)},
+    {"dim": (1, 0), "keepdim": True}, {"dim": ()}, {"keepdim": True},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["any", "all"])
+@pytest.mark.parametrize("data", list(ANY_ALL_INPUTS.values()), ids=list(ANY_ALL_INPUTS))
+@pytest.mark.parametrize("kwargs", ANY_ALL_KWARGS, ids=str)
+def test_any_all_match_torch(method: str, data: list[list[object]], kwargs: dict[str, object]):
+    torch = torch_or_skip()
+    got = getattr(ae.tensor(data), method)(**kwargs)
+    want = getattr(torch.tensor(data), method)(**kwargs)
+    assert got.tolist() == want.tolist()
+    assert got.shape == tuple(want.shape)
+    assert got.dtype == ae.bool_
+    assert got.grad_fn is None and not got.requires_grad
+
+
+@pytest.mark.parametrize("method", ["any", "all"])
+def test_any_all_of_0d_empty_and_uint8_match_torch(method: str) -> None:
+    torch = torch_or_skip()
+    cases = [
+        (lambda lib: lib.tensor(3.0), {}),
+        (lambda lib: lib.tensor(0.0), {"dim": -1}),
+        (lambda lib: lib.tensor(3.0), {"keepdim": True}),
+        (lambda lib: lib.ones(0, 3), {}),
+        (lambda lib: lib.ones(0, 3), {"dim": 0}),
+        (lambda lib: lib.tensor([0, 2], dtype=lib.uint8), {}),
+    ]
+    for make, kwargs in cases:
+        got = getattr(make(ae), method)(**kwargs)
+        want = getattr(make(torch), method)(**kwargs)
+        assert got.tolist() == want.tolist(), (make, kwargs)
+        assert got.shape == tuple(want.shape)
+        assert str(got.dtype) == str(want.dtype).removeprefix("torch.")
+
+
+def test_any_all_follow_the_advice_of_bool() -> None:
+    x = ae.tensor([1.0, -1.0], requires_grad=True)
+    with pytest.raises(ValueError, match=r"use t\.any\(\) or t\.all\(\)"):
+        bool(x > 0)
+    assert bool((x > 0).any()) and not bool((x > 0).all())

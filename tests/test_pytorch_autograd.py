@@ -781,11 +781,6 @@ def test_grad_materialize_grads_gives_zeros_for_unused_inputs(T: _Lib) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torch 2.13 raises RuntimeError '`inputs` argument to `grad()` cannot be empty.'; "
-    "aengine raises ValueError 'grad requires non-empty inputs.'",
-)
 def test_grad_with_empty_inputs_raises(T: _Lib) -> None:
     def program(L: _Lib) -> Any:
         x = L.t([1.0], rg=True)
@@ -1081,11 +1076,6 @@ def test_pow_of_zero_to_the_zero_has_a_zero_gradient(T: _Lib) -> None:
         same(T, _pow_zero_to_the_zero)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aengine's PowBackward1 lets numpy's 'divide by zero encountered in power' "
-    "RuntimeWarning escape (an error where warnings are errors); torch warns nothing",
-)
 def test_pow_of_zero_to_the_zero_backward_emits_no_warning(T: _Lib) -> None:
     same(T, _pow_zero_to_the_zero)
 
@@ -1336,12 +1326,6 @@ def test_in_place_on_a_view_of_a_non_contiguous_clone(T: _Lib) -> None:
     same(T, program)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a view taken before an in-place op that made its base require grad is refreshed "
-    "only when .grad_fn is read: v.requires_grad reads True but v.backward() raises 'element 0 "
-    "of tensors does not require grad'; torch backpropagates through it",
-)
 def test_in_place_on_the_base_makes_earlier_views_require_grad(T: _Lib) -> None:
     def program(L: _Lib) -> Any:
         r = L.ones(1, rg=True)
@@ -1352,6 +1336,20 @@ def test_in_place_on_the_base_makes_earlier_views_require_grad(T: _Lib) -> None:
         after = v.requires_grad
         v.backward()
         return before, after, r.grad
+
+    same(T, program)
+
+
+def test_earlier_views_of_a_base_given_history_in_place_are_roots_and_inputs(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        r = L.ones(1, rg=True)
+        x = L.ones(5)
+        v, w, u = x.select(0, 1), x.select(0, 2), x.select(0, 3)
+        x.mul_(r * 3)
+        (g,) = L.grad(v, [r], retain_graph=True)  # a stale view as the root of grad()
+        unused = L.grad(x.sum(), [w], allow_unused=True, retain_graph=True)  # ... an input
+        L.backward(u * 2, inputs=[r])  # ... read by backward(inputs=)
+        return g, unused, r.grad
 
     same(T, program)
 
@@ -1963,12 +1961,6 @@ def test_multi_grad_hook_all_reports_the_reached_tensors_once(T: _Lib) -> None:
     same(T, program)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with backward(inputs=(t1, t3)) where t1 is not reachable from the output, aengine "
-    "never calls the 'all' multi-grad hook (t3's gradient was computed); torch calls it once "
-    "with [None, grad]",
-)
 def test_multi_grad_hook_all_is_called_when_some_inputs_are_unreachable(T: _Lib) -> None:
     def program(L: _Lib) -> Any:
         t1 = L.rand(2, seed=1, rg=True)
@@ -1979,6 +1971,20 @@ def test_multi_grad_hook_all_is_called_when_some_inputs_are_unreachable(T: _Lib)
         )
         (t3 * 2).sum().backward(inputs=(t1, t3))
         return res
+
+    same(T, program)
+
+
+def test_multi_grad_hook_all_is_called_when_grad_has_unreachable_inputs(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        t1 = L.rand(2, seed=1, rg=True) * 1
+        t3 = L.rand(2, seed=3, rg=True) * 1
+        res: list[Any] = []
+        L.register_multi_grad_hook(
+            (t1, t3), lambda grads: res.append([g is not None for g in grads])
+        )
+        grads = L.grad((t3 * 2).sum(), (t1, t3), allow_unused=True)
+        return res, [g is not None for g in grads]
 
     same(T, program)
 
@@ -2627,12 +2633,6 @@ def test_mark_dirty_of_an_input_not_returned_raises(T: _Lib) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="both raise RuntimeError, but aengine's text is 'mark_dirty on a view is supported "
-    "when the view is the first input of a Function with one output...' where torch says 'your "
-    "Function modifies inplace an input that is a view of another Tensor'",
-)
 def test_mark_dirty_with_several_outputs_on_a_view_input_raises(T: _Lib) -> None:
     def program(L: _Lib) -> Any:
         class BadAdder(L.Function):
@@ -2656,6 +2656,45 @@ def test_mark_dirty_with_several_outputs_on_a_view_input_raises(T: _Lib) -> None
         RuntimeError,
         "your Function modifies inplace an input that is a view of another Tensor",
     )
+
+
+def test_mark_dirty_of_a_view_input_raises_torchs_error_first(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        def adder(outputs: int) -> Any:
+            class Adder(L.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    a.add_(b)
+                    ctx.mark_dirty(a)
+                    return (a, a + b) if outputs == 2 else a
+
+                @staticmethod
+                def backward(ctx, *gs):
+                    return gs[0], gs[0]
+
+            return Adder
+
+        def no_grad_view(t: Any) -> Any:
+            with L.no_grad():
+                return t.view_as(t)
+
+        a = L.ones(2, rg=True)
+        b = L.ones(2, rg=True)
+        views = {
+            "of a leaf": lambda: (a.view_as(a), b),
+            "made under no_grad": lambda: (no_grad_view(a.clone()), b),
+            "of a multi-output op": lambda: (a.clone().split(1)[0], b[:1]),
+        }
+        errors = {}
+        for outputs in (1, 2):
+            for name, make in views.items():
+                try:
+                    adder(outputs).apply(*make())
+                except RuntimeError as err:
+                    errors[outputs, name] = str(err)
+        return errors
+
+    same(T, program)
 
 
 def test_in_place_functions_with_one_and_two_outputs(T: _Lib) -> None:
@@ -3267,12 +3306,6 @@ def _view_function(L: _Lib) -> Any:
     return MyFn
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aengine calls a view returned by a custom Function (of an input not requiring grad) "
-    "'A view was created in no_grad mode'; torch says 'This view was created inside a custom "
-    "Function'",
-)
 def test_an_in_place_op_into_a_function_view_of_a_plain_tensor_raises(T: _Lib) -> None:
     def program(L: _Lib) -> Any:
         view_a = _view_function(L).apply(L.rand(1, 2, seed=1))
@@ -3619,19 +3652,7 @@ def test_in_place_in_inference_mode_on_a_saved_normal_tensor_fails_the_backward(
     same(T, program)
 
 
-_INFERENCE_LEAF_RG = [
-    False,
-    pytest.param(
-        True,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="ops whose inputs are all inference tensors are not recorded in torch (a view "
-            "or product of an inference leaf with requires_grad=True does not require grad; "
-            "outside inference mode c * c is allowed); aengine records them (the view requires "
-            "grad) or refuses them ('Inference tensors cannot be saved for backward')",
-        ),
-    ),
-]
+_INFERENCE_LEAF_RG = [False, True]
 
 
 @pytest.mark.parametrize("rg", _INFERENCE_LEAF_RG)
@@ -3662,6 +3683,25 @@ def test_ops_on_inference_tensors_outside_inference_mode(T: _Lib, rg: bool) -> N
             v.requires_grad,
             v.is_leaf,
         )
+
+    same(T, program)
+
+
+def test_ops_on_inference_tensors_alone_are_not_recorded(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        with L.inference_mode():
+            c = L.ones(3, rg=True)
+        results = {
+            "pow": c**2,
+            "exp": c.exp(),
+            "index": c[0],
+            "sum": c.sum(),
+            "mul": c * c,
+            "detach": c.detach(),
+            "stack": L.stack([c, c]),
+        }
+        flags = {k: (r.requires_grad, r.is_inference(), r.is_leaf) for k, r in results.items()}
+        return c.requires_grad, flags, caught(lambda: c.sum().backward())
 
     same(T, program)
 
@@ -4212,12 +4252,6 @@ def test_accumulator_is_reached_through_a_view_and_holds_the_leaf(T: _Lib) -> No
     same(T, program)
 
 
-def _name_xfail(expected: str, got: str) -> Any:
-    return pytest.mark.xfail(
-        strict=True, reason=f"the node is named {got} in aengine, {expected} in torch"
-    )
-
-
 #: op -> (the op, marks); each builds its output from x (3, 4) and y (3, 4), both requiring grad
 _NODE_NAMES: dict[str, Any] = {
     "add": lambda L, x, y: x + y,
@@ -4269,24 +4303,19 @@ _NODE_NAMES: dict[str, Any] = {
     "stack": lambda L, x, y: L.stack([x, y]),
     "where": lambda L, x, y: L.where(x > 0, x, y),
     "masked_fill": lambda L, x, y: x.masked_fill(x > 0, 0.0),
-    "unsqueeze": pytest.param(
-        lambda L, x, y: x.unsqueeze(0), marks=_name_xfail("UnsqueezeBackward0", "ViewBackward0")
-    ),
-    "squeeze": pytest.param(
-        lambda L, x, y: x.unsqueeze(0).squeeze(0),
-        marks=_name_xfail("SqueezeBackward1", "ViewBackward0"),
-    ),
-    "var": pytest.param(lambda L, x, y: x.var(), marks=_name_xfail("VarBackward0", "DivBackward0")),
-    "std": pytest.param(
-        lambda L, x, y: x.std(), marks=_name_xfail("StdBackward0", "SqrtBackward0")
-    ),
-    "log1p": pytest.param(
-        lambda L, x, y: x.abs().log1p(), marks=_name_xfail("Log1PBackward0", "Log1pBackward0")
-    ),
-    "square": pytest.param(
-        lambda L, x, y: x.square(), marks=_name_xfail("PowBackward0", "SquareBackward0")
-    ),
-    "rdiv": pytest.param(lambda L, x, y: 1 / x, marks=_name_xfail("MulBackward0", "DivBackward0")),
+    "unsqueeze": lambda L, x, y: x.unsqueeze(0),
+    "squeeze": lambda L, x, y: x.unsqueeze(0).squeeze(0),
+    "squeeze all": lambda L, x, y: x.unsqueeze(0).squeeze(),
+    "squeeze dims": lambda L, x, y: x.unsqueeze(0).squeeze((0, 1)),
+    "squeeze axis": lambda L, x, y: x.unsqueeze(-1).squeeze(-1),
+    "var": lambda L, x, y: x.var(),
+    "var dim": lambda L, x, y: x.var(0),
+    "std": lambda L, x, y: x.std(),
+    "std dim keepdim": lambda L, x, y: x.std(1, keepdim=True),
+    "log1p": lambda L, x, y: x.abs().log1p(),
+    "square": lambda L, x, y: x.square(),
+    "rdiv": lambda L, x, y: 1 / x,
+    "rdiv float": lambda L, x, y: 2.5 / x,
 }
 
 
@@ -4855,12 +4884,6 @@ def test_gradcheck_returns_false_instead_of_raising_when_asked(T: _Lib) -> None:
     assert same(T, program) is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torch's gradcheck checks that backward multiplies by grad_output ('backward not "
-    "multiplied by grad_output') and fails a hook adding 1e-2 even with atol=1e-1; aengine's "
-    "gradcheck has no such check and passes",
-)
 def test_gradcheck_checks_that_backward_multiplies_by_grad_output(T: _Lib) -> None:
     raises(
         T,
@@ -4910,11 +4933,6 @@ def test_gradcheck_of_a_function_without_outputs_passes(T: _Lib) -> None:
     assert same(T, lambda L: L.gradcheck(lambda x: (), (L.ones(1, rg=True),))) is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torch's gradcheck runs the backward twice and raises 'Backward is not reentrant' "
-    "when the results differ; aengine's gradcheck does not check this and passes",
-)
 def test_gradcheck_detects_a_non_deterministic_backward(T: _Lib) -> None:
     def program(L: _Lib) -> Any:
         class NonDet(L.Function):
@@ -4933,6 +4951,52 @@ def test_gradcheck_detects_a_non_deterministic_backward(T: _Lib) -> None:
         return ok, caught(lambda: L.gradcheck(lambda x: NonDet.apply(x, 1e-6), inp))
 
     same(T, program)
+
+
+def _counting_jitter(L: _Lib) -> Any:
+    class Jitter(L.Function):
+        """x * 1 whose backward adds 1e-6 * (its call count): deterministic, not reentrant."""
+
+        calls = 0
+
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            Jitter.calls += 1
+            return g * (1 + 1e-6 * Jitter.calls)
+
+    return Jitter
+
+
+def test_gradcheck_names_nondeterminism_and_takes_a_tolerance_for_it(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        fn = _counting_jitter(L).apply
+        L.gradcheck(fn, (L.ones(2, rg=True),))
+
+    raises(T, program, RuntimeError, r"^Backward is not reentrant, i\.e\., running backward with")
+
+    def tolerated(L: _Lib) -> Any:
+        fn = _counting_jitter(L).apply
+        return L.gradcheck(fn, (L.ones(2, rg=True),), nondet_tol=1e-3), L.gradcheck(
+            fn, (L.ones(2, rg=True),), raise_exception=False
+        )
+
+    same(T, tolerated)
+
+
+def test_gradcheck_checks_that_the_backward_multiplies_by_zero_grad_outputs_too(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        def fn(x):
+            y = x * 1
+            y.register_hook(lambda g: g + 1e-2)
+            return y
+
+        return L.gradcheck(fn, (L.ones(2, rg=True),), atol=1e-1, raise_exception=False)
+
+    assert same(T, program) is False
 
 
 def test_gradcheck_uses_the_given_grad_outputs_in_gradgradcheck(T: _Lib) -> None:
@@ -5005,9 +5069,9 @@ def test_assigning_a_grad_checks_it(T: _Lib) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="aengine's .data is the raw numpy array, not a detached Tensor sharing storage "
-    "(no .requires_grad, no version counter); assigning it is not checked (x.data = None is "
-    "accepted)",
+    reason="documented departure (docs/pytorch-differences.md): aengine's .data is the raw "
+    "backend array the engine reads, not a detached Tensor sharing storage (no .requires_grad, "
+    "no in-place methods, assigning it is not checked); .detach() is the Tensor",
 )
 def test_data_is_a_detached_tensor_sharing_storage(T: _Lib) -> None:
     def program(L: _Lib) -> Any:
@@ -5017,6 +5081,22 @@ def test_data_is_a_detached_tensor_sharing_storage(T: _Lib) -> None:
         return d.requires_grad, x, caught(lambda: setattr(x, "data", None))
 
     same(T, program)
+
+
+def test_data_is_the_raw_array_a_documented_departure(T: _Lib) -> None:
+    """aengine's side of the departure above: .data is the backend array itself."""
+    x = AE.randn(3, seed=1, rg=True)
+    d = x.data
+    assert type(d) is np.ndarray and not isinstance(d, ae.Tensor)
+    version = x._version
+    d *= 2  # writes x's memory, unseen by autograd (no version bump)
+    assert x._version == version
+    np.testing.assert_array_equal(x.detach().numpy(), d)
+    # torch's x.data writes through the same way; .detach() is the Tensor spelling of both
+    t = T.randn(3, seed=1, rg=True)
+    t.data.mul_(2)
+    np.testing.assert_array_equal(t.detach().numpy(), d)
+    assert x.detach().requires_grad is t.detach().requires_grad is False
 
 
 def test_grad_fn_called_with_the_wrong_number_of_gradients_raises(T: _Lib) -> None:

@@ -441,8 +441,14 @@ class GraphTask:
         Static: a node already queued on a device worker counts (NOTE
         [Multi-grad hooks] in aengine/_hooks.py).
         """
-        if self.run_set is not None:  # grad() / inputs= with pruning: exactly these run
-            return sum(node in self.run_set for node in nodes)
+        run_set = self.run_set
+        if run_set is not None:  # grad() / inputs= with pruning: these run if reached
+            # (an input that the root does not reach is in run_set, but never runs:
+            # PyTorch's _will_engine_execute_node asks nodes_in_graph too; every
+            # reached node but the root has a dependency count)
+            deps = self.dependencies
+            root = self.reached[0] if self.reached else None
+            return sum(node in run_set and (node in deps or node is root) for node in nodes)
         reached = set(self.reached)  # every node reached runs (captured ones: their hooks)
         needed = self.needed
         skip = needed.skip if isinstance(needed, AllNodesBut) else ()

@@ -432,6 +432,11 @@ class detect_anomaly(_Mode):
     """
 
     def __init__(self, check_nan: bool = True) -> None:
+        if check_nan.__class__ is not bool:  # PyTorch raises this TypeError when entered
+            raise TypeError(
+                f"detect_anomaly(): argument 'check_nan' must be bool, not "
+                f"{type(check_nan).__name__}"
+            )
         super().__init__()
         self.check_nan = check_nan
         warnings.warn(

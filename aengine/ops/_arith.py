@@ -8,10 +8,13 @@ promotes it weakly, as PyTorch does.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, cast
 
+from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype, result_dtype
 from ..tensors._tensor import Tensor
+from ._compare import operand
 from ._core import GradOps, OpNode, as_tensor_arg, node_class, record, same_device
 
 __all__ = [
@@ -80,8 +83,8 @@ SubScalarBackward = node_class("SubBackward0", lambda F, g, s, n: (g, None))
 RsubBackward1 = node_class("RsubBackward1", lambda F, g, s, n: (-g,))
 
 
-def add(a: Any, b: Any) -> Tensor:
-    """``a + b`` with broadcasting.
+def add(a: Any, other: Any) -> Tensor:
+    """``a + other`` with broadcasting.
 
     Example::
 
@@ -90,49 +93,49 @@ def add(a: Any, b: Any) -> Tensor:
         [2.5, 2.5]
     """
     if a.__class__ is not Tensor:
-        a, b = b, a
+        a, other = other, a
         if a.__class__ is not Tensor:
             a = as_tensor_arg(a)
-    if b.__class__ is Tensor:
-        return _tt(AddBackward0, a, b, a.data + b.data, ())
-    if b.__class__ is not float and b.__class__ is not int:
-        a, b = _operands(a, b)
-        if b.__class__ is Tensor:
-            return _tt(AddBackward0, a, b, a.data + b.data, ())
-    out = a.data + b
+    if other.__class__ is Tensor:
+        return _tt(AddBackward0, a, other, a.data + other.data, ())
+    if other.__class__ is not float and other.__class__ is not int:
+        a, other = _operands(a, other)
+        if other.__class__ is Tensor:
+            return _tt(AddBackward0, a, other, a.data + other.data, ())
+    out = a.data + other
     bcast = out.dtype != a.data.dtype
     if bcast:
-        out = _fix_scalar_dtype(a, b, out)
+        out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
-    return record(AddScalarBackward, out, a._device, (a, b), bcast=bcast)
+    return record(AddScalarBackward, out, a._device, (a, other), bcast=bcast)
 
 
-def sub(a: Any, b: Any) -> Tensor:
-    """``a - b`` with broadcasting."""
+def sub(a: Any, other: Any) -> Tensor:
+    """``a - other`` with broadcasting."""
     if a.__class__ is not Tensor:
-        return rsub(b, a)
-    if b.__class__ is Tensor:
-        return _tt(SubBackward0, a, b, a.data - b.data, ())
-    if b.__class__ is not float and b.__class__ is not int:
-        a, b = _operands(a, b)
-        if b.__class__ is Tensor:
-            return _tt(SubBackward0, a, b, a.data - b.data, ())
-    out = a.data - b
+        return rsub(other, a)
+    if other.__class__ is Tensor:
+        return _tt(SubBackward0, a, other, a.data - other.data, ())
+    if other.__class__ is not float and other.__class__ is not int:
+        a, other = _operands(a, other)
+        if other.__class__ is Tensor:
+            return _tt(SubBackward0, a, other, a.data - other.data, ())
+    out = a.data - other
     bcast = out.dtype != a.data.dtype
     if bcast:
-        out = _fix_scalar_dtype(a, b, out)
+        out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
-    return record(SubScalarBackward, out, a._device, (a, b), bcast=bcast)
+    return record(SubScalarBackward, out, a._device, (a, other), bcast=bcast)
 
 
-def rsub(a: Tensor, b: Any) -> Tensor:
-    """``b - a`` for a scalar ``b``."""
-    if b.__class__ is Tensor or not isinstance(b, _SCALARS):
-        return sub(as_tensor_arg(b, a), a)
-    out = b - a.data
+def rsub(a: Tensor, other: Any) -> Tensor:
+    """``other - a`` for a scalar ``other``."""
+    if other.__class__ is Tensor or not isinstance(other, _SCALARS):
+        return sub(as_tensor_arg(other, a), a)
+    out = other - a.data
     bcast = out.dtype != a.data.dtype
     if bcast:
-        out = _fix_scalar_dtype(a, b, out)
+        out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
     return record(RsubBackward1, out, a._device, (a,), bcast=bcast)
 
@@ -193,24 +196,26 @@ MulBackward0 = node_class("MulBackward0", _mul_rule)
 MulScalarBackward = node_class("MulBackward0", lambda F, g, s, n: (g * n.attrs, None))
 
 
-def mul(a: Any, b: Any) -> Tensor:
-    """``a * b`` with broadcasting."""
+def mul(a: Any, other: Any) -> Tensor:
+    """``a * other`` with broadcasting."""
     if a.__class__ is not Tensor:
-        a, b = b, a
+        a, other = other, a
         if a.__class__ is not Tensor:
             a = as_tensor_arg(a)
-    if b.__class__ is Tensor:
-        return keep_saved(_tt(MulBackward0, a, b, a.data * b.data, (a, b)), MUL_READS)
-    if b.__class__ is not float and b.__class__ is not int:
-        a, b = _operands(a, b)
-        if b.__class__ is Tensor:
-            return keep_saved(_tt(MulBackward0, a, b, a.data * b.data, (a, b)), MUL_READS)
-    out = a.data * b
+    if other.__class__ is Tensor:
+        return keep_saved(_tt(MulBackward0, a, other, a.data * other.data, (a, other)), MUL_READS)
+    if other.__class__ is not float and other.__class__ is not int:
+        a, other = _operands(a, other)
+        if other.__class__ is Tensor:
+            return keep_saved(
+                _tt(MulBackward0, a, other, a.data * other.data, (a, other)), MUL_READS
+            )
+    out = a.data * other
     bcast = out.dtype != a.data.dtype
     if bcast:
-        out = _fix_scalar_dtype(a, b, out)
+        out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
-    return record(MulScalarBackward, out, a._device, (a, b), attrs=b, bcast=bcast)
+    return record(MulScalarBackward, out, a._device, (a, other), attrs=other, bcast=bcast)
 
 
 def _div_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
@@ -229,42 +234,46 @@ def _rdiv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 
 DivBackward0 = node_class("DivBackward0", _div_rule)
 DivScalarBackward = node_class("DivBackward0", lambda F, g, s, n: (g / n.attrs, None))
-RdivBackward1 = node_class("DivBackward0", _rdiv_rule)
+# PyTorch computes number / x as x.reciprocal() * number: a MulBackward0 whose
+# next node is a ReciprocalBackward0; aengine folds both into this one node
+RdivBackward1 = node_class("MulBackward0", _rdiv_rule)
 
 
-def div(a: Any, b: Any) -> Tensor:
-    """``a / b`` (true division) with broadcasting."""
+def div(a: Any, other: Any) -> Tensor:
+    """``a / other`` (true division) with broadcasting."""
     if a.__class__ is not Tensor:
-        return rdiv(b, a)
-    if b.__class__ is not Tensor:
-        a, b = _operands(a, b)
-    if b.__class__ is Tensor:
-        out = a.data / b.data
-        if a.data.dtype.kind not in "fc" and b.data.dtype.kind not in "fc":
+        return rdiv(other, a)
+    if other.__class__ is not Tensor:
+        a, other = _operands(a, other)
+    if other.__class__ is Tensor:
+        out = a.data / other.data
+        if a.data.dtype.kind not in "fc" and other.data.dtype.kind not in "fc":
             out = out.astype(get_default_dtype(), copy=False)  # int / int: the default dtype
-            return record(DivBackward0, out, same_device(a, b), (a, b), (a, b), bcast=True)
-        return keep_saved(_tt(DivBackward0, a, b, out, (a, b)), DIV_READS)
-    out = a.data / b
+            return record(
+                DivBackward0, out, same_device(a, other), (a, other), (a, other), bcast=True
+            )
+        return keep_saved(_tt(DivBackward0, a, other, out, (a, other)), DIV_READS)
+    out = a.data / other
     if out.dtype != a.data.dtype:
-        rd = _true_div_dtype(a, b)
+        rd = _true_div_dtype(a, other)
         if out.dtype != rd:
             out = out.astype(rd)
     return record(
-        DivScalarBackward, out, a._device, (a, b), attrs=b, bcast=out.dtype != a.data.dtype
+        DivScalarBackward, out, a._device, (a, other), attrs=other, bcast=out.dtype != a.data.dtype
     )
 
 
-def rdiv(a: Tensor, b: Any) -> Tensor:
-    """``b / a`` for a scalar ``b``."""
-    if b.__class__ is Tensor or not isinstance(b, _SCALARS):
-        return div(as_tensor_arg(b, a), a)
-    out = b / a.data
+def rdiv(a: Tensor, other: Any) -> Tensor:
+    """``other / a`` for a scalar ``other``."""
+    if other.__class__ is Tensor or not isinstance(other, _SCALARS):
+        return div(as_tensor_arg(other, a), a)
+    out = other / a.data
     if out.dtype != a.data.dtype:
-        rd = _true_div_dtype(a, b)
+        rd = _true_div_dtype(a, other)
         if out.dtype != rd:
             out = out.astype(rd)
     return record(
-        RdivBackward1, out, a._device, (a,), (a,), attrs=b, bcast=out.dtype != a.data.dtype
+        RdivBackward1, out, a._device, (a,), (a,), attrs=other, bcast=out.dtype != a.data.dtype
     )
 
 
@@ -274,6 +283,8 @@ NegBackward0 = node_class("NegBackward0", lambda F, g, s, n: (-g,))
 
 def neg(a: Tensor) -> Tensor:
     """``-a``."""
+    if a.__class__ is not Tensor:
+        a = tensor_input(a, "neg")
     return record(NegBackward0, -a.data, a._device, (a,))
 
 
@@ -295,8 +306,11 @@ def _pow_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     need = n.needs
     ga = gb = None
     if need[0]:
-        # d/da a^b = b * a^(b-1); 0 where b == 0 (PyTorch's masked_fill)
-        ga = F.where(b == 0, 0.0, g * b * a ** (b - 1))
+        # d/da a^b = b * a^(b-1); 0 where b == 0 (PyTorch's where).  The exponent is
+        # b - (b != 0): b - 1, but 0 where b == 0, so 0 ** -1 (numpy's divide-by-zero
+        # warning) is never computed for 0 ** 0, at no extra op.
+        nz = b != 0
+        ga = F.where(nz, g * b * a ** (b - nz), 0.0)
     if need[1]:
         # PyTorch's pow_backward_exponent: g * where(a == 0 & b >= 0, 0, out * log(a)),
         # so a zero base with a negative exponent gives -inf (inf * log(0)), not NaN.
@@ -329,45 +343,47 @@ PowBackward1 = node_class("PowBackward1", _pow_rule)
 PowBackward2 = node_class("PowBackward2", _rpow_rule)
 
 
-def pow(a: Any, b: Any) -> Tensor:
-    """``a ** b``: a tensor to a scalar or tensor power (or a scalar to a tensor power)."""
+def pow(a: Any, exponent: Any) -> Tensor:
+    """``a ** exponent``: a tensor to a scalar or tensor power (or a scalar to a tensor power)."""
     if a.__class__ is not Tensor:
         if isinstance(a, _SCALARS):
-            return rpow(b, a)
-        a = as_tensor_arg(a, b if isinstance(b, Tensor) else None)
-    if b.__class__ is not Tensor and not isinstance(b, _SCALARS):
-        b = as_tensor_arg(b, a)
-    if b.__class__ is Tensor:
-        out = a.data**b.data
-        dev = same_device(a, b)
-        if a.data.dtype != b.data.dtype:
-            rd = result_dtype(a, b)
+            return rpow(exponent, a)
+        a = as_tensor_arg(a, exponent if isinstance(exponent, Tensor) else None)
+    if exponent.__class__ is not Tensor and not isinstance(exponent, _SCALARS):
+        exponent = as_tensor_arg(exponent, a)
+    if exponent.__class__ is Tensor:
+        out = a.data**exponent.data
+        dev = same_device(a, exponent)
+        if a.data.dtype != exponent.data.dtype:
+            rd = result_dtype(a, exponent)
             if out.dtype != rd:
                 out = out.astype(rd)
         # both gradients read both inputs; the result is saved whatever needs a gradient
         # (PyTorch saves a result unconditionally, inputs by the gradients that read them)
-        return record(PowBackward1, out, dev, (a, b), (a, b), save_output=True, bcast=True)
-    out = a.data**b
+        return record(
+            PowBackward1, out, dev, (a, exponent), (a, exponent), save_output=True, bcast=True
+        )
+    out = a.data**exponent
     bcast = out.dtype != a.data.dtype
     if bcast:
-        out = _fix_scalar_dtype(a, b, out)
+        out = _fix_scalar_dtype(a, exponent, out)
         bcast = out.dtype != a.data.dtype
-    return record(PowBackward0, out, a._device, (a,), (a,), attrs=b, bcast=bcast)
+    return record(PowBackward0, out, a._device, (a,), (a,), attrs=exponent, bcast=bcast)
 
 
-def rpow(a: Tensor, b: Any) -> Tensor:
-    """``b ** a`` for a scalar ``b``."""
-    out = b**a.data
+def rpow(a: Tensor, other: Any) -> Tensor:
+    """``other ** a`` for a scalar ``other``."""
+    out = other**a.data
     bcast = out.dtype != a.data.dtype
     if bcast:
-        out = _fix_scalar_dtype(a, b, out)
+        out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
     return record(
         PowBackward2,
         out,
         a._device,
         (a,),
-        attrs=b,
+        attrs=other,
         save_output=True,
         bcast=bcast,
     )
@@ -403,14 +419,14 @@ def _minmax(cls: Any, a: Any, b: Any, is_max: bool) -> Tensor:
     return record(cls, out, dev, (a, b), (a, b), attrs=is_max, bcast=True)
 
 
-def maximum(a: Any, b: Any) -> Tensor:
+def maximum(a: Any, other: Any) -> Tensor:
     """Elementwise maximum; ties share the gradient equally (as PyTorch)."""
-    return _minmax(MaximumBackward0, a, b, True)
+    return _minmax(MaximumBackward0, a, other, True)
 
 
-def minimum(a: Any, b: Any) -> Tensor:
+def minimum(a: Any, other: Any) -> Tensor:
     """Elementwise minimum; ties share the gradient equally (as PyTorch)."""
-    return _minmax(MinimumBackward0, a, b, False)
+    return _minmax(MinimumBackward0, a, other, False)
 
 
 def _where_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
@@ -440,8 +456,8 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
         )
     ta = a if isinstance(a, Tensor) else None
     tb = b if isinstance(b, Tensor) else None
-    av = a.data if ta is not None else a
-    bv = b.data if tb is not None else b
+    av = a.data if ta is not None else operand(a, like, "where", "input")
+    bv = b.data if tb is not None else operand(b, like, "where", "other")
     out = xp.where(cond, av, bv)
     if ta is not None and tb is not None:
         same_device(ta, tb)
@@ -475,6 +491,17 @@ def _clamp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 ClampBackward1 = node_class("ClampBackward1", _clamp_rule)
 
 
+def _clamp_bound(value: Any, name: str) -> None:
+    """A bound of clamp that is not a Tensor: None or a real number (as PyTorch's)."""
+    if value is None or value.__class__ is float or value.__class__ is int:
+        return
+    if not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"clamp(): argument '{name}' must be a real number or a Tensor, not "
+            f"{type(value).__name__}"
+        )
+
+
 def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """Limit values to [min, max] (either may be None); gradient 1 inside, 0 outside."""
     if min is None and max is None:
@@ -486,6 +513,8 @@ def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:
         if max is not None:
             out = minimum(out, max)
         return out
+    _clamp_bound(min, "min")
+    _clamp_bound(max, "max")
     xp = a._device.backend.xp
     out = xp.clip(a.data, min, max)
     if out.dtype != a.data.dtype:

@@ -4,36 +4,159 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tensors._tensor import Tensor
+from ..tensors._creation import tensor_input
+from ..tensors._tensor import NUMERIC_KINDS, Tensor, _what
 from ._core import wrap
+from ._shape import _norm_dim
 
-__all__ = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"]
+__all__ = [
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "any",
+    "all",
+]
 
 
-def _v(x: Any) -> Any:
-    return x.data if isinstance(x, Tensor) else x
+_NUMBER = (int, float, complex)  # bool is an int, numpy's float64 a float
 
 
-def _cmp(name: str, fn: Any) -> Any:
-    def op(a: Any, b: Any) -> Tensor:
-        t = a if isinstance(a, Tensor) else b
-        return wrap(fn(_v(a), _v(b)), t._device)
+def operand(x: Any, like: Tensor, name: str, arg: str) -> Any:
+    """The value of ``name``'s operand ``arg`` that is not exactly a Tensor, next to ``like``.
+
+    A number stays as it is and an array-like of numbers becomes an array of
+    ``like``'s backend; anything else (a str, None, an object) is a TypeError,
+    as PyTorch's (which takes a Tensor or a number).  Called only for an
+    operand that is not a Tensor, so a Tensor operand pays nothing for it.
+    """
+    if isinstance(x, Tensor):
+        return x.data
+    if isinstance(x, _NUMBER):
+        return x
+    arr = None
+    if x is not None and not isinstance(x, (str, bytes)):
+        arr = like._device.backend.asarray(x)
+        if arr.dtype.kind in NUMERIC_KINDS:
+            return arr
+    if isinstance(x, (str, bytes)) or (arr is not None and arr.ndim):
+        what = _what(x, arr)  # "str 'a'", the first element that is no number...
+    else:
+        what = type(x).__name__
+    raise TypeError(f"{name}(): argument '{arg}' must be a Tensor or a number, not {what}")
+
+
+def _cmp(name: str, fn: Any) -> tuple[Any, Any]:
+    """The function ``name`` and its Python operator (``x == y``, ``x & y``...)."""
+
+    def op(a: Any, other: Any) -> Tensor:
+        if a.__class__ is Tensor:
+            t, av = a, a.data
+        else:
+            t = a if isinstance(a, Tensor) else other
+            if not isinstance(t, Tensor):
+                t = tensor_input(a, name)  # neither operand is a Tensor: raises
+            av = operand(a, t, name, "input")
+        ov = other.data if other.__class__ is Tensor else operand(other, t, name, "other")
+        return wrap(fn(av, ov), t._device)
+
+    def operator(a: Tensor, other: Any) -> Any:
+        # As PyTorch's: an operand the function refuses gives NotImplemented, so
+        # that Python falls back (``x == None`` is False, ``x < "a"`` a TypeError).
+        if other.__class__ is Tensor:
+            ov = other.data
+        elif isinstance(other, _NUMBER):
+            ov = other
+        else:
+            try:
+                ov = operand(other, a, name, "other")
+            except TypeError:
+                return NotImplemented
+        return wrap(fn(a.data, ov), a._device)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise ``{name}`` comparison: a bool tensor without gradient."
-    return op
+    return op, operator
 
 
-eq = _cmp("eq", lambda a, b: a == b)
-ne = _cmp("ne", lambda a, b: a != b)
-lt = _cmp("lt", lambda a, b: a < b)
-le = _cmp("le", lambda a, b: a <= b)
-gt = _cmp("gt", lambda a, b: a > b)
-ge = _cmp("ge", lambda a, b: a >= b)
-logical_and = _cmp("logical_and", lambda a, b: (a != 0) & (b != 0))
-logical_or = _cmp("logical_or", lambda a, b: (a != 0) | (b != 0))
+eq, _eq = _cmp("eq", lambda a, b: a == b)
+ne, _ne = _cmp("ne", lambda a, b: a != b)
+lt, _lt = _cmp("lt", lambda a, b: a < b)
+le, _le = _cmp("le", lambda a, b: a <= b)
+gt, _gt = _cmp("gt", lambda a, b: a > b)
+ge, _ge = _cmp("ge", lambda a, b: a >= b)
+logical_and, _and = _cmp("logical_and", lambda a, b: (a != 0) & (b != 0))
+logical_or, _or = _cmp("logical_or", lambda a, b: (a != 0) | (b != 0))
+
+#: the Python operators of Tensor (attached in _methods.py)
+OPERATORS = {
+    "__eq__": _eq,
+    "__ne__": _ne,
+    "__lt__": _lt,
+    "__le__": _le,
+    "__gt__": _gt,
+    "__ge__": _ge,
+    "__and__": _and,
+    "__or__": _or,
+}
 
 
 def logical_not(a: Tensor) -> Tensor:
     """Elementwise logical not: a bool tensor."""
+    if a.__class__ is not Tensor:
+        a = tensor_input(a, "logical_not")
     return wrap(a._device.backend.xp.logical_not(a.data), a._device)
+
+
+def _any_all(a: Tensor, dim: Any, keepdim: Any, name: str) -> Tensor:
+    """``any`` / ``all`` over ``dim`` (every dimension when None), as PyTorch's."""
+    if not isinstance(keepdim, bool):
+        raise TypeError(
+            f"{name}(): argument 'keepdim' must be a bool, not {type(keepdim).__name__}"
+        )
+    data = a.data
+    xp = a._device.backend.xp
+    fn = xp.any if name == "any" else xp.all
+    axes = None
+    if dim is not None:
+        dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+        axes = tuple(_norm_dim(d, data.ndim) for d in dims)
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"dim {dim} appears multiple times in the list of dims")
+        if not data.ndim:
+            axes = None
+    out = fn(data, axis=axes, keepdims=keepdim and data.ndim > 0)
+    if data.dtype == xp.uint8:  # as PyTorch: uint8 in, uint8 out
+        out = out.astype(data.dtype)
+    return wrap(out, a._device)
+
+
+def any(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """True where any element (along ``dim``, an int or a tuple) is nonzero; no gradient.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor([[1.0, 0.0], [0.0, 0.0]])
+        >>> (x > 0).any().item(), (x > 0).any(dim=1).tolist()
+        (True, [True, False])
+    """
+    return _any_all(a, dim, keepdim, "any")
+
+
+def all(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """True where every element (along ``dim``, an int or a tuple) is nonzero; no gradient.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor([[1.0, 2.0], [0.0, 3.0]])
+        >>> (x > 0).all().item(), (x > 0).all(dim=1).tolist()
+        (False, [True, False])
+    """
+    return _any_all(a, dim, keepdim, "all")

@@ -242,7 +242,9 @@ def record(
             return _plain(out, dev)
         if x._fn is not None and x._view_meta is None:
             fa, na = x._fn, x.output_nr
-        else:
+        else:  # a leaf or a view: maybe an inference tensor (NOTE [Ops on inference tensors])
+            if x._inference:
+                return _plain(out, dev)
             fa, na = gradient_edge(x)
         next_nodes: tuple[Any, ...] = (fa,)
         next_nrs = _NRS0 if not na else nrs((na,))
@@ -256,6 +258,8 @@ def record(
             if a._fn is not None and a._view_meta is None:
                 fa, na = a._fn, a.output_nr
             else:
+                if a._inference and b.__class__ is Tensor and b._inference:
+                    return _plain(out, dev)
                 fa, na = gradient_edge(a)
             topo = fa.topological_nr + 1
             if rb:
@@ -270,6 +274,8 @@ def record(
                 next_nrs = _NRS00 if not na else nrs((na, 0))
                 needs = _NEEDS_TF
         elif rb:
+            if b._inference and a.__class__ is Tensor and a._inference:
+                return _plain(out, dev)
             fb, nb = gradient_edge(b)
             topo = fb.topological_nr + 1
             next_nodes = (None, fb)
@@ -282,7 +288,8 @@ def record(
             x.__class__ is Tensor and (x._rg or (x._view_meta is not None and _stale_view_rg(x)))
             for x in inputs
         ]
-        if not any(flags):
+        x0 = inputs[0]
+        if not any(flags) or (x0.__class__ is Tensor and x0._inference and _all_inference(inputs)):
             return _plain(out, dev)
         next_nodes, next_nrs = split_edges(
             tuple(gradient_edge(x) if f else None for x, f in zip(inputs, flags))
@@ -366,6 +373,26 @@ def _versions(saved: tuple[Tensor, ...]) -> tuple[int, ...]:
 _new_tensor = object.__new__
 
 
+def _all_inference(inputs: Any) -> bool:
+    """Whether every input is an inference tensor (NOTE [Ops on inference tensors]).
+
+    # NOTE [Ops on inference tensors]
+    # As PyTorch, an op whose inputs are all inference tensors is not recorded,
+    # even outside inference mode and whatever their requires_grad: its result
+    # is a plain tensor.  A Python number among the inputs counts as a normal
+    # tensor (PyTorch wraps the scalar of ``c + 1`` or ``c * 2`` in one, and
+    # records those), so does a constant.  An inference tensor is always a leaf
+    # (nothing is recorded in inference mode, nothing modifies it in place
+    # outside), so ``record`` looks only where it takes a leaf's edge, never on
+    # the path of a non-leaf input; its views are no autograd views
+    # (``as_view``).  An op that mixes it with a normal tensor is recorded.
+    """
+    for x in inputs:
+        if x.__class__ is not Tensor or not x._inference:
+            return False
+    return True
+
+
 def _plain(out: Any, dev: Device) -> Tensor:
     """``out`` (a backend array) as a Tensor that records no node."""
     t = Tensor._make(out, False, dev)
@@ -402,7 +429,7 @@ def record_multi(
         if x.__class__ is Tensor and x._rg:
             rg = True
             break
-    if not rg:
+    if not rg or _all_inference(inputs):
         return ts
     edges = tuple(gradient_edge(x) if x.__class__ is Tensor and x._rg else None for x in inputs)
     node = cls(edges)
@@ -461,7 +488,7 @@ def as_view(t: Tensor, base: Tensor, view_fn: ViewFn, creation: str | None = Non
 
         t._view_fn = composed
     t._vc = own_vc(base)
-    t._inference = base._inference
+    inference = t._inference = base._inference
     # As PyTorch's CreationMeta: views made in no_grad / inference mode are marked
     # whatever the base, and propagate_creation_meta: a view of a restricted view
     # stays restricted unless it is restricted itself (an inference mark stays).
@@ -474,7 +501,7 @@ def as_view(t: Tensor, base: Tensor, view_fn: ViewFn, creation: str | None = Non
     if grad_on and (creation == "no_grad" or creation == "inference") and t._base._rg:
         creation += ":fn"  # a view of a no_grad view, with a grad_fn in PyTorch
     t._creation = creation
-    if t.data.dtype.kind in "fc":
+    if t.data.dtype.kind in "fc" and not inference:  # (NOTE [Ops on inference tensors])
         # the version at which the view's grad_fn was made (see _inplace.py)
         t._view_meta = t._vc[0]
     return t

@@ -22,7 +22,8 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ..tensors._tensor import Tensor
+from ..tensors._creation import tensor_input
+from ..tensors._tensor import _NUMBERS, Tensor
 from ._core import GradOps, as_view, node_class, record, same_device
 from ._shape import _norm_dim, dim_or_axis
 
@@ -353,7 +354,15 @@ def select(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -
     if not shape:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
     d = _norm_dim(dim, x.data.ndim)
-    index = _as_int(index)
+    if index.__class__ is not int:
+        try:
+            if isinstance(index, bool):
+                raise TypeError
+            index = _as_int(index)
+        except TypeError:
+            raise TypeError(
+                f"select(): argument 'index' must be an int, not {type(index).__name__}"
+            ) from None
     size = shape[d]
     if not -size <= index < size:
         raise IndexError(
@@ -431,6 +440,8 @@ def index_select(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = N
         >>> ae.arange(4.0).index_select(0, ae.tensor([3, 0, 3])).tolist()
         [3.0, 0.0, 3.0]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "index_select")
     dim = dim_or_axis(dim, axis, "index_select", required=True)
     _required(index, "index_select", "index")
     it, a = _index_tensor(index, x, "index_select")
@@ -577,6 +588,8 @@ def masked_fill(x: Tensor, mask: Any, value: Any) -> Tensor:
         >>> x.masked_fill(x > 1.5, 0.0).tolist()
         [1.0, 0.0, 0.0]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "masked_fill")
     mt = mask if isinstance(mask, Tensor) else Tensor._make(x._device.backend.asarray(mask))
     if mt._device is not x._device:
         same_device(x, mt)
@@ -596,6 +609,11 @@ def masked_fill(x: Tensor, mask: Any, value: Any) -> Tensor:
         same_device(x, value)
         out = xp.where(m, value.data.astype(dtype), x.data)
         return record(MaskedFillBackward1, out, x._device, (x, value), (mt,), bcast=True)
+    if not isinstance(value, _NUMBERS):
+        raise TypeError(
+            f"masked_fill(): argument 'value' must be a number or a 0-d tensor, not "
+            f"{type(value).__name__}"
+        )
     out = xp.where(m, xp.asarray(value).astype(dtype), x.data)
     return record(MaskedFillBackward0, out, x._device, (x,), (mt,), bcast=True)
 

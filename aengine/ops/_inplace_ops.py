@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core._errors import AutogradError
 from ..tensors._dtype import get_default_dtype, result_dtype
-from ..tensors._tensor import Tensor
+from ..tensors._tensor import _NUMBERS, Tensor
 from ..tensors._views import (
     check_inplace,
     commit_inplace,
@@ -264,6 +264,11 @@ def fill_(self: Tensor, value: Any) -> Tensor:
     As PyTorch, filling an expanded tensor with a number is fine (every
     element reads the value), with a tensor it raises the overlap error.
     """
+    if not isinstance(value, (Tensor, *_NUMBERS)):
+        raise TypeError(
+            f"fill_(): argument 'value' must be a number or a 0-d tensor, not "
+            f"{type(value).__name__}"
+        )
     return _fill(self, value, False)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..core._modes import _grad_enabled
+from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from ..tensors._tensor_ops import ViewFn
 from ._core import GradOps, OpNode, Rule, as_view, node_class, record, record_multi, same_device
@@ -264,6 +265,18 @@ def _dim_of(x: Tensor, dim: int, what: str) -> int:
     return _norm_dim(dim, x.data.ndim)
 
 
+_SIZES = "an int or a list of ints"
+
+
+def _int(v: Any, fn: str, what: str, kind: str = "an int") -> int:
+    """An int argument (a Python or numpy integer, not a bool), with PyTorch's check."""
+    if v.__class__ is int:
+        return v  # type: ignore[no-any-return]
+    if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
+        raise TypeError(f"{fn}(): argument '{what}' must be {kind}, not {type(v).__name__}")
+    return operator.index(v)
+
+
 def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
     """Split into pieces of ``split_size`` (the last may be smaller) or of the given sizes.
 
@@ -280,7 +293,7 @@ def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
     d = _dim_of(x, dim, "split")
     size = x.data.shape[d]
     if isinstance(split_size_or_sections, (list, tuple)):
-        sizes = [operator.index(s) for s in split_size_or_sections]
+        sizes = [_int(s, "split", "split_size_or_sections", _SIZES) for s in split_size_or_sections]
         if any(s < 0 for s in sizes) or sum(sizes) != size:
             raise ValueError(
                 f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
@@ -289,7 +302,7 @@ def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
         if not sizes:
             raise ValueError("split_with_sizes expects at least one split size")
         return _split_sizes(x, d, sizes, "SplitWithSizesBackward0")
-    s = operator.index(split_size_or_sections)
+    s = _int(split_size_or_sections, "split", "split_size_or_sections", _SIZES)
     if s < 0:
         raise ValueError(f"split expects split_size be non-negative, but got split_size={s}")
     if s == 0 and size != 0:
@@ -319,7 +332,7 @@ def chunk(x: Tensor, chunks: int, dim: Any = None, *, axis: Any = None) -> tuple
         dim = dim_or_axis(dim, axis, "chunk")
     if dim is None:
         dim = 0
-    chunks = operator.index(chunks)
+    chunks = _int(chunks, "chunk", "chunks")
     if chunks <= 0:
         raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = _dim_of(x, dim, "chunk")
@@ -338,6 +351,8 @@ def unbind(x: Tensor, dim: Any = None, *, axis: Any = None) -> tuple[Tensor, ...
         >>> [r.tolist() for r in ae.arange(4.0).reshape(2, 2).unbind(1)]
         [[0.0, 2.0], [1.0, 3.0]]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "unbind")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "unbind")
     d = _dim_of(x, 0 if dim is None else dim, "unbind")

@@ -65,8 +65,8 @@ MvBackward0 = node_class("MvBackward0", _matmul_rule)
 DotBackward0 = node_class("DotBackward0", _matmul_rule)
 
 
-def matmul(a: Any, b: Any) -> Tensor:
-    """Matrix product ``a @ b`` (1-d, 2-d, batched and broadcast as PyTorch).
+def matmul(a: Any, other: Any) -> Tensor:
+    """Matrix product ``a @ other`` (1-d, 2-d, batched and broadcast as PyTorch).
 
     Both operands must have the same dtype: as in PyTorch a float32 matrix
     times a float64 one raises (convert one with ``.to(dtype)``).
@@ -78,30 +78,30 @@ def matmul(a: Any, b: Any) -> Tensor:
         [3.0, 3.0]
     """
     if not isinstance(a, Tensor):
-        a = as_tensor_arg(a, b if isinstance(b, Tensor) else None)
-    if not isinstance(b, Tensor):
-        b = as_tensor_arg(b, a)
-    na, nb = a.data.ndim, b.data.ndim
+        a = as_tensor_arg(a, other if isinstance(other, Tensor) else None)
+    if not isinstance(other, Tensor):
+        other = as_tensor_arg(other, a)
+    na, nb = a.data.ndim, other.data.ndim
     if na == 0 or nb == 0:
         raise ValueError(
             f"both arguments to matmul need to be at least 1D, but they are "
             f"{na}D and {nb}D; use * for scalars"
         )
-    dev = same_device(a, b)
+    dev = same_device(a, other)
     ka = a.data.shape[-1]
-    kb = b.data.shape[-2] if nb > 1 else b.data.shape[0]
+    kb = other.data.shape[-2] if nb > 1 else other.data.shape[0]
     if ka != kb:
         raise ValueError(
-            f"matmul: shapes {tuple(a.data.shape)} and {tuple(b.data.shape)} cannot be "
+            f"matmul: shapes {tuple(a.data.shape)} and {tuple(other.data.shape)} cannot be "
             f"multiplied ({ka} != {kb})"
         )
-    if a.data.dtype != b.data.dtype:
-        _same_dtype(a, b)
+    if a.data.dtype != other.data.dtype:
+        _same_dtype(a, other)
     if na == 2:
         cls = MmBackward0 if nb == 2 else MvBackward0 if nb == 1 else MmBackward0
     else:
         cls = DotBackward0 if na == 1 and nb == 1 else MmBackward0
-    return record(cls, a.data @ b.data, dev, (a, b), (a, b))
+    return record(cls, a.data @ other.data, dev, (a, other), (a, other))
 
 
 def _tensor_arg(x: Any, name: str, what: str) -> None:
@@ -112,7 +112,7 @@ def _tensor_arg(x: Any, name: str, what: str) -> None:
         )
 
 
-def mm(a: Tensor, b: Tensor) -> Tensor:
+def mm(a: Tensor, mat2: Tensor) -> Tensor:
     """The product of two matrices (2-D tensors only, same dtype), as ``torch.mm``.
 
     Example::
@@ -122,21 +122,21 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
         (2, 4)
     """
     _tensor_arg(a, "mm", "input")
-    _tensor_arg(b, "mm", "mat2")
+    _tensor_arg(mat2, "mm", "mat2")
     if a.data.ndim != 2:
         raise ValueError(f"self must be a matrix, got a {a.data.ndim}-D tensor; use ae.matmul")
-    if b.data.ndim != 2:
-        raise ValueError(f"mat2 must be a matrix, got a {b.data.ndim}-D tensor; use ae.matmul")
-    (n, k), (kb, m) = a.data.shape, b.data.shape
+    if mat2.data.ndim != 2:
+        raise ValueError(f"mat2 must be a matrix, got a {mat2.data.ndim}-D tensor; use ae.matmul")
+    (n, k), (kb, m) = a.data.shape, mat2.data.shape
     if k != kb:
         raise ValueError(f"mat1 and mat2 shapes cannot be multiplied ({n}x{k} and {kb}x{m})")
-    dev = same_device(a, b)
-    if a.data.dtype != b.data.dtype:
-        _same_dtype(a, b)
-    return record(MmBackward0, a.data @ b.data, dev, (a, b), (a, b))
+    dev = same_device(a, mat2)
+    if a.data.dtype != mat2.data.dtype:
+        _same_dtype(a, mat2)
+    return record(MmBackward0, a.data @ mat2.data, dev, (a, mat2), (a, mat2))
 
 
-def dot(a: Tensor, b: Tensor) -> Tensor:
+def dot(a: Tensor, tensor: Tensor) -> Tensor:
     """The dot product of two 1-D tensors of one dtype (a 0-d tensor), as ``torch.dot``.
 
     Example::
@@ -146,19 +146,19 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
         11.0
     """
     _tensor_arg(a, "dot", "input")
-    _tensor_arg(b, "dot", "tensor")
-    na, nb = a.data.ndim, b.data.ndim
+    _tensor_arg(tensor, "dot", "tensor")
+    na, nb = a.data.ndim, tensor.data.ndim
     if na != 1 or nb != 1:
         raise ValueError(
             f"1D tensors expected, but got {na}D and {nb}D tensors; use ae.matmul for others"
         )
-    if a.data.dtype != b.data.dtype:
-        _same_dtype(a, b)
-    sa, sb = a.data.shape[0], b.data.shape[0]
+    if a.data.dtype != tensor.data.dtype:
+        _same_dtype(a, tensor)
+    sa, sb = a.data.shape[0], tensor.data.shape[0]
     if sa != sb:
         raise ValueError(
             f"inconsistent tensor size, expected tensor [{sa}] and src [{sb}] to have the same "
             f"number of elements, but got {sa} and {sb} elements respectively"
         )
-    dev = same_device(a, b)
-    return record(DotBackward0, a.data @ b.data, dev, (a, b), (a, b))
+    dev = same_device(a, tensor)
+    return record(DotBackward0, a.data @ tensor.data, dev, (a, tensor), (a, tensor))

@@ -32,14 +32,8 @@ _T.__neg__ = _arith.neg
 _T.__matmul__ = _linalg.matmul
 _T.__rmatmul__ = _reflected(_linalg.matmul, "__rmatmul__")
 _T.__abs__ = _unary.abs
-_T.__eq__ = _compare.eq
-_T.__ne__ = _compare.ne
-_T.__lt__ = _compare.lt
-_T.__le__ = _compare.le
-_T.__gt__ = _compare.gt
-_T.__ge__ = _compare.ge
-_T.__and__ = _compare.logical_and
-_T.__or__ = _compare.logical_or
+for _name, _op in _compare.OPERATORS.items():  # ==, <, &...: NotImplemented for a str (as torch)
+    setattr(_T, _name, _op)
 _T.__invert__ = _compare.logical_not
 
 for _fn in (
@@ -52,7 +46,7 @@ for _fn in (
     _shape.reshape, _shape.view, _shape.flatten, _shape.permute, _shape.transpose,
     _shape.expand, _shape.squeeze, _shape.unsqueeze, _shape.clone, _shape.contiguous,
     _shape.to, _shape.broadcast_to, _compare.eq, _compare.ne, _compare.lt, _compare.le,
-    _compare.gt, _compare.ge, _linalg.mm, _linalg.dot, _shape.cpu,
+    _compare.gt, _compare.ge, _linalg.mm, _linalg.dot, _shape.cpu, _compare.any, _compare.all,
 ):  # fmt: skip
     setattr(_T, _fn.__name__, _fn)
 _T.neg = _arith.neg
@@ -78,10 +72,21 @@ _T.T = property(
     lambda self: _shape.permute(self, tuple(reversed(range(self.ndim)))),
     doc="The tensor with its dimensions reversed (a view).",
 )
-_T.mT = property(lambda self: _shape.transpose(self, -2, -1), doc="Transpose of the last two dims.")
-_T.view_as = lambda self, other: _shape.view(self, other.shape)
-_T.reshape_as = lambda self, other: _shape.reshape(self, other.shape)
-_T.expand_as = lambda self, other: _shape.expand(self, other.shape)
+
+
+def _mT(self: Tensor) -> Tensor:
+    if self.data.ndim < 2:  # PyTorch's text (it warns and returns a 0-d tensor itself)
+        raise ValueError(
+            "tensor.mT is only supported on matrices or batches of matrices. "
+            f"Got {self.data.ndim}-D tensor."
+        )
+    return _shape.transpose(self, -2, -1)
+
+
+_T.mT = property(_mT, doc="Transpose of the last two dims (a view; needs at least 2 dims).")
+_T.view_as = _shape.view_as
+_T.reshape_as = _shape.reshape_as
+_T.expand_as = _shape.expand_as
 _T.float = lambda self: _shape.to(self, dtype="float32")
 _T.double = lambda self: _shape.to(self, dtype="float64")
-_T.type_as = lambda self, other: _shape.to(self, dtype=other.dtype)
+_T.type_as = _shape.type_as

@@ -1,7 +1,7 @@
 """Reductions: sum, mean, prod, amax/amin, max/min, var/std, logsumexp, softmax, norm.
 
-Primitives carry a rule; var and std are composites of primitives, and norm
-for p = 1 and +-inf reuses sum / amax / amin.  Module functions named like
+Each op carries a rule (var and std one each, as PyTorch's VarBackward0 and
+StdBackward0), and norm for p = 1 and +-inf reuses sum / amax / amin.  Module functions named like
 builtins (``sum``, ``max``, ``min``) shadow them here: use ``builtins.max``.
 """
 
@@ -16,13 +16,13 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from ..core._errors import AutogradError
-from ..tensors._creation import ones
+from ..tensors._creation import ones, tensor_input
 from ..tensors._tensor import Tensor
-from ._arith import maximum, minimum, where
+from ._arith import maximum, minimum
 from ._core import GradOps, node_class, record, wrap
 from ._raw import RawOps
 from ._shape import dim_or_axis
-from ._unary import abs, sqrt
+from ._unary import abs
 
 __all__ = [
     "sum",
@@ -135,6 +135,8 @@ MeanBackward1 = node_class("MeanBackward1", _mean_rule)
 
 def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
     """Mean over ``dim`` (all dimensions when None; ``axis`` is an alias); floating tensors only."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "mean")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "mean")
     if x.data.dtype.kind not in "fc":
@@ -296,6 +298,8 @@ def prod(
         >>> ae.tensor([[1.0, 2.0], [3.0, 4.0]]).prod(dim=1).tolist()
         [2.0, 12.0]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "prod")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "prod")
     dims = None if dim is None else norm_dims(_one_dim(dim, x.data.ndim, "prod"), x.data.ndim)
@@ -373,6 +377,8 @@ def amax(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None)
         >>> ae.tensor([[1.0, 5.0], [7.0, 2.0]]).amax(dim=1).tolist()
         [5.0, 7.0]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "amax")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "amax")
     return _extreme(AmaxBackward0, x, dim, keepdim, True, "amax")
@@ -389,6 +395,8 @@ def amin(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None)
         >>> ae.tensor([[1.0, 5.0], [7.0, 2.0]]).amin(dim=0).tolist()
         [1.0, 2.0]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "amin")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "amin")
     return _extreme(AminBackward0, x, dim, keepdim, False, "amin")
@@ -462,6 +470,8 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
         >>> v.tolist(), i.tolist()
         ([5.0, 7.0], [1, 0])
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "max")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "max")
     if dim is None:
@@ -482,6 +492,8 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
         >>> ae.tensor([3.0, 1.0, 2.0]).min().item()
         1.0
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "min")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "min")
     if dim is None:
@@ -491,7 +503,39 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
     return _select(x, dim, keepdim, False)
 
 
-# -- var / std (composites) -------------------------------------------------------------------
+# -- var / std -----------------------------------------------------------------------------------
+def _var_grad(F: GradOps, g: Any, x: Any, attrs: Any) -> Any:
+    """PyTorch's var_backward: ``(2 / dof) * g * (x - mean(x))``, g broadcast back."""
+    shape, dims, keepdim, count, dof = attrs
+    if dims is not None and not keepdim:
+        g = F.reshape(g, tuple(1 if i in dims else s for i, s in enumerate(shape)))
+    # the mean over an empty slice is never read: an empty x has an empty gradient
+    centered = x - F.sum(x, axis=dims, keepdims=True) / (count or 1)
+    # the scale goes on the reduced gradient: one full-size product, not two
+    return (g * (2.0 / dof if dof else math.inf) * centered,)
+
+
+def _var_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
+    (x,) = s
+    return _var_grad(F, g, x, n.attrs)
+
+
+def _std_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
+    # PyTorch's std_backward: var's gradient of g / (2 std), 0 where std is 0
+    # (sqrt's slope is infinite there); the zeros are masked only where they are
+    x, out = s
+    zero = _arr(out) == 0
+    if zero.any():
+        g = F.where(zero, 0.0, g / F.where(zero, 1.0, out * 2.0))
+    else:
+        g = g / (out * 2.0)
+    return _var_grad(F, g, x, n.attrs)
+
+
+VarBackward0 = node_class("VarBackward0", _var_rule)
+StdBackward0 = node_class("StdBackward0", _std_rule)
+
+
 def _correction(name: str, unbiased: Any, correction: Any) -> float:
     if unbiased is not None and correction is not None:
         raise TypeError(f"{name}(): pass either unbiased= or correction=, not both")
@@ -513,7 +557,7 @@ def var(
 
     ``axis`` is an alias of ``dim``.
 
-    A composite of mean, sub, mul, sum and div, so derivatives of every order
+    Its rule is written in the ``F`` namespace, so derivatives of every order
     follow.  Fewer elements than ``correction`` + 1 warn and give inf/nan, as PyTorch.
 
     Example::
@@ -522,6 +566,8 @@ def var(
         >>> round(ae.tensor([1.0, 2.0, 3.0, 4.0]).var().item(), 4)
         1.6667
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "var")
     return _var(x, dim, unbiased, keepdim, correction, "var", axis)
 
 
@@ -550,8 +596,17 @@ def _var(
             UserWarning,
             stacklevel=3,
         )
-    centered = x - mean(x, dims, keepdim=True)
-    return sum(centered * centered, dims, keepdim) / dof
+    data = x.data
+    if count:
+        centered = data - data.mean(axis=dims, keepdims=True)
+    else:  # an empty slice: no mean (nor numpy's warning); the result is NaN all the same
+        centered = data
+    out = (centered * centered).sum(axis=dims, keepdims=keepdim) / dof
+    if name == "std":
+        out = x._device.backend.xp.sqrt(out)
+    cls = StdBackward0 if name == "std" else VarBackward0
+    attrs = (x.data.shape, dims, keepdim, count, dof)
+    return record(cls, out, x._device, (x,), (x,), attrs=attrs, save_output=name == "std")
 
 
 def std(
@@ -573,12 +628,9 @@ def std(
         >>> ae.tensor([1.0, 3.0]).std(unbiased=False).item()
         1.0
     """
-    v = _var(x, dim, unbiased, keepdim, correction, "std", axis)
-    zero = v.data == 0
-    if not zero.any():
-        return sqrt(v)
-    # sqrt has an infinite slope at 0: select a flat branch there instead
-    return where(zero, v * 0.0, sqrt(where(zero, 1.0, v)))
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "std")
+    return _var(x, dim, unbiased, keepdim, correction, "std", axis)
 
 
 # -- logsumexp, softmax, log_softmax ---------------------------------------------------------------
@@ -615,6 +667,8 @@ def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = 
         >>> round(ae.tensor([1000.0, 1000.0]).logsumexp(0).item(), 2)
         1000.69
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "logsumexp")
     dim = dim_or_axis(dim, axis, "logsumexp", required=True)
     _check_float(x, "logsumexp")
     dims = norm_dims(dim, x.data.ndim)
@@ -672,6 +726,8 @@ def softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = None) 
         >>> ae.tensor([0.0, 0.0]).softmax(0).tolist()
         [0.5, 0.5]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "softmax")
     x, dims = _softmax_input(x, dim_or_axis(dim, axis, "softmax", True), dtype, "softmax")
     xp = x._device.backend.xp
     e = xp.exp(x.data - _shift(xp, x.data, dims))
@@ -690,6 +746,8 @@ def log_softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = No
         >>> [round(v, 4) for v in ae.tensor([0.0, 0.0]).log_softmax(0).tolist()]
         [-0.6931, -0.6931]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "log_softmax")
     dim = dim_or_axis(dim, axis, "log_softmax", True)
     x, dims = _softmax_input(x, dim, dtype, "log_softmax")
     xp = x._device.backend.xp
@@ -730,6 +788,8 @@ def norm(x: Tensor, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tenso
         >>> ae.tensor([3.0, 4.0]).norm().item()
         5.0
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "norm")
     _check_float(x, "norm")
     if p == "fro":
         p = 2

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from ..tensors._creation import tensor_input
 from ..tensors._device import Device
 from ..tensors._dtype import as_dtype
 from ..tensors._tensor import Tensor
-from ._core import GradOps, as_view, node_class, record, wrap
+from ._core import GradOps, OpNode, as_view, node_class, record, wrap
 from ._raw import sum_to_axes
 
 __all__ = [
@@ -91,6 +92,11 @@ def _reshape_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 ViewBackward0 = node_class("ViewBackward0", _reshape_rule)
 ReshapeAliasBackward0 = node_class("ReshapeAliasBackward0", _reshape_rule)
 UnsafeViewBackward0 = node_class("UnsafeViewBackward0", _reshape_rule)
+UnsqueezeBackward0 = node_class("UnsqueezeBackward0", _reshape_rule)
+# PyTorch's squeeze(), squeeze(dim) and squeeze(dims)
+SqueezeBackward0 = node_class("SqueezeBackward0", _reshape_rule)
+SqueezeBackward1 = node_class("SqueezeBackward1", _reshape_rule)
+SqueezeBackward2 = node_class("SqueezeBackward2", _reshape_rule)
 
 
 def _resolve_shape(shape: tuple[int, ...], numel: int, old: tuple[int, ...]) -> tuple[int, ...]:
@@ -120,6 +126,8 @@ def reshape(x: Tensor, *shape: Any) -> Tensor:
         >>> ae.arange(6.0).reshape(2, -1).shape
         (2, 3)
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "reshape")
     shp = _resolve_shape(_shape_arg(shape), x.data.size, x.data.shape)
     out = x.data.reshape(shp)
     t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
@@ -131,6 +139,8 @@ def reshape(x: Tensor, *shape: Any) -> Tensor:
 
 def view(x: Tensor, *shape: Any) -> Tensor:
     """Like :func:`reshape`, but the result always shares the data (a view)."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "view")
     shp = _resolve_shape(_shape_arg(shape), x.data.size, x.data.shape)
     out = x.data.view()
     try:
@@ -148,6 +158,8 @@ def view(x: Tensor, *shape: Any) -> Tensor:
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dimensions ``start_dim..end_dim`` into one."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "flatten")
     nd = x.data.ndim
     if nd == 0:
         return reshape(x, 1)
@@ -168,11 +180,12 @@ def squeeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     shp = x.data.shape
     if dim is None:
         new = tuple(s for s in shp if s != 1)
-    else:
-        dims = (dim,) if isinstance(dim, int) or hasattr(dim, "__index__") else tuple(dim)
-        nd = {_norm_dim(d, len(shp)) for d in dims}
-        new = tuple(s for i, s in enumerate(shp) if not (i in nd and s == 1))
-    return _view_reshape(x, new)
+        return _view_reshape(x, new, SqueezeBackward0)
+    one = isinstance(dim, int) or hasattr(dim, "__index__")
+    dims = (dim,) if one else tuple(dim)
+    nd = {_norm_dim(d, len(shp)) for d in dims}
+    new = tuple(s for i, s in enumerate(shp) if not (i in nd and s == 1))
+    return _view_reshape(x, new, SqueezeBackward1 if one else SqueezeBackward2)
 
 
 def unsqueeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
@@ -187,12 +200,12 @@ def unsqueeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
         )
     d = dim % nd
     shp = x.data.shape
-    return _view_reshape(x, (*shp[:d], 1, *shp[d:]))
+    return _view_reshape(x, (*shp[:d], 1, *shp[d:]), UnsqueezeBackward0)
 
 
-def _view_reshape(x: Tensor, shp: tuple[int, ...]) -> Tensor:
+def _view_reshape(x: Tensor, shp: tuple[int, ...], cls: type[OpNode] = ViewBackward0) -> Tensor:
     out = x.data.reshape(shp)
-    t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
+    t = record(cls, out, x._device, (x,), attrs=x.data.shape)
     return as_view(t, x, lambda F, v: F.reshape(v, shp))
 
 
@@ -207,6 +220,8 @@ TransposeBackward0 = node_class("TransposeBackward0", _permute_rule)
 
 def permute(x: Tensor, *dims: Any) -> Tensor:
     """Reorder the dimensions (a view)."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "permute")
     axes = _shape_arg(dims, "dims")
     nd = x.data.ndim
     if len(axes) != nd:
@@ -244,24 +259,62 @@ ExpandBackward0 = node_class("ExpandBackward0", _expand_rule)
 
 def expand(x: Tensor, *sizes: Any) -> Tensor:
     """Broadcast to a larger shape without copying (-1 keeps a size); a view."""
-    shp = _shape_arg(sizes, "size")
-    old = x.data.shape
-    if len(shp) < len(old):
-        raise ValueError(
-            f"expand: the number of sizes provided ({len(shp)}) must be greater or equal to "
-            f"the number of dimensions in the tensor ({len(old)})"
-        )
-    lead = len(shp) - len(old)
-    new = tuple((old[i - lead] if s == -1 and i >= lead else s) for i, s in enumerate(shp))
-    return broadcast_to(x, new)
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "expand")
+    return _expand(x, _shape_arg(sizes, "size"))
 
 
 def broadcast_to(x: Tensor, shape: Any) -> Tensor:
-    """Broadcast ``x`` to ``shape`` (a read-only view)."""
-    shp = tuple(int(s) for s in shape)
-    out = x._device.backend.xp.broadcast_to(x.data, shp)
-    t = record(ExpandBackward0, out, x._device, (x,), attrs=x.data.shape)
+    """Broadcast ``x`` to ``shape`` (a read-only view); as ``expand``, -1 keeps a size."""
+    try:
+        sizes = tuple(shape)
+    except TypeError:
+        raise TypeError(
+            f"broadcast_to(): argument 'size' must be a tuple of ints, not {type(shape).__name__}"
+        ) from None
+    return _expand(x, _shape_arg(sizes, "size"))
+
+
+def _expand(x: Tensor, sizes: tuple[int, ...]) -> Tensor:
+    """``x`` broadcast to ``sizes`` (-1 keeps a size), with PyTorch's errors."""
+    old = x.data.shape
+    if len(sizes) < len(old):
+        raise ValueError(
+            f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to "
+            f"the number of dimensions in the tensor ({len(old)})"
+        )
+    shp = sizes
+    if -1 in shp:
+        lead = len(shp) - len(old)
+        shp = tuple((old[i - lead] if s == -1 and i >= lead else s) for i, s in enumerate(shp))
+    try:
+        out = x._device.backend.xp.broadcast_to(x.data, shp)
+    except ValueError:  # numpy's "operands could not be broadcast": say which size, as PyTorch
+        raise ValueError(_expand_error(old, sizes)) from None
+    t = record(ExpandBackward0, out, x._device, (x,), attrs=old)
     return as_view(t, x, lambda F, v: F.broadcast_to(v, shp))
+
+
+def _expand_error(old: tuple[int, ...], sizes: tuple[int, ...]) -> str:
+    """PyTorch's message for sizes that ``old`` cannot be expanded to."""
+    lead = len(sizes) - len(old)
+    for i, s in enumerate(sizes):
+        if i < lead:
+            if s < 0:
+                return (
+                    f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
+                    f"non-existing dimension {i}"
+                )
+        elif old[i - lead] != 1 and s not in (-1, old[i - lead]):
+            return (
+                f"The expanded size of the tensor ({s}) must match the existing size "
+                f"({old[i - lead]}) at non-singleton dimension {i}.  Target sizes: "
+                f"{list(sizes)}.  Tensor sizes: {list(old)}"
+            )
+    return (
+        f"expand: cannot expand a tensor of size {list(old)} to {list(sizes)}: sizes must be "
+        "non-negative (-1 keeps a size)"
+    )
 
 
 SumToBackward0 = node_class("SumToBackward0", lambda F, g, s, n: (F.broadcast_to(g, n.attrs),))
@@ -284,6 +337,8 @@ CloneBackward0 = node_class("CloneBackward0", lambda F, g, s, n: (g,))
 
 def clone(x: Tensor) -> Tensor:
     """A copy of ``x`` with its own data; gradients flow through it."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "clone")
     return record(CloneBackward0, x.data.copy(), x._device, (x,))
 
 
@@ -345,3 +400,32 @@ def cpu(x: Tensor) -> Tensor:
 def astype(x: Tensor, dtype: Any) -> Tensor:
     """``x.to(dtype=dtype)``."""
     return to(x, dtype=dtype)
+
+
+# -- the Tensor methods *_as (attached in _methods.py, not module functions) ---------------------
+def view_as(x: Tensor, other: Tensor) -> Tensor:
+    """``x.view(other.shape)``."""
+    if other.__class__ is not Tensor:
+        other = tensor_input(other, "view_as", "other")
+    return view(x, other.data.shape)
+
+
+def reshape_as(x: Tensor, other: Tensor) -> Tensor:
+    """``x.reshape(other.shape)``."""
+    if other.__class__ is not Tensor:
+        other = tensor_input(other, "reshape_as", "other")
+    return reshape(x, other.data.shape)
+
+
+def expand_as(x: Tensor, other: Tensor) -> Tensor:
+    """``x.expand(other.shape)``."""
+    if other.__class__ is not Tensor:
+        other = tensor_input(other, "expand_as", "other")
+    return expand(x, other.data.shape)
+
+
+def type_as(x: Tensor, other: Tensor) -> Tensor:
+    """``x.to(dtype=other.dtype)``."""
+    if other.__class__ is not Tensor:
+        other = tensor_input(other, "type_as", "other")
+    return to(x, dtype=other.data.dtype)

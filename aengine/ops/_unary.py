@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from ._core import Rule, as_tensor_arg, node_class, record
 
@@ -24,13 +25,14 @@ __all__ = [
 ]
 
 
-def _unary(name: str, fwd: Any, rule: Rule, save: str) -> Any:
+def _unary(name: str, fwd: Any, rule: Rule, save: str, node: str | None = None) -> Any:
     """Define an elementwise op: ``fwd(xp, array)`` and its node rule.
 
     ``rule(F, g, (v,), node)`` returns ``(grad,)`` where ``v`` is the one
-    saved value: the input or the output, as ``save`` says.
+    saved value: the input or the output, as ``save`` says.  The node is
+    named ``node``, by default as PyTorch names most: ``ExpBackward0``.
     """
-    cls = node_class(f"{name.capitalize()}Backward0", rule)
+    cls = node_class(node or f"{name.capitalize()}Backward0", rule)
     save_input = save == "input"
 
     def op(x: Tensor) -> Tensor:
@@ -67,8 +69,17 @@ relu = _unary(
     lambda F, g, s, n: (F.where(s[0] > 0, g, 0.0),),
     "output",
 )
-square = _unary("square", lambda xp, a: a * a, lambda F, g, s, n: (g * 2.0 * s[0],), "input")
-log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda F, g, s, n: (g / (s[0] + 1.0),), "input")
+# PyTorch's square is pow(x, 2): its node is a PowBackward0
+square = _unary(
+    "square", lambda xp, a: a * a, lambda F, g, s, n: (g * 2.0 * s[0],), "input", "PowBackward0"
+)
+log1p = _unary(
+    "log1p",
+    lambda xp, a: xp.log1p(a),
+    lambda F, g, s, n: (g / (s[0] + 1.0),),
+    "input",
+    "Log1PBackward0",
+)
 expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda F, g, s, n: (g * (s[0] + 1.0),), "output")
 abs = _unary("abs", lambda xp, a: xp.abs(a), lambda F, g, s, n: (g * F.sign(s[0]),), "input")
 
@@ -84,5 +95,7 @@ SignBackward0 = node_class("SignBackward0", lambda F, g, s, n: (g * 0.0,))
 
 def sign(x: Tensor) -> Tensor:
     """Elementwise sign (-1, 0 or 1); its gradient is zero."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "sign")
     out = x._device.backend.xp.sign(x.data)
     return record(SignBackward0, out, x._device, (x,))

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import math
+import numbers
 import os
 import sys
 import weakref
@@ -304,6 +306,58 @@ class _DeviceQueue:
         return len(q)
 
 
+def _int_setting(name: str, value: Any, least: int) -> int:
+    """An int setting of ae.Engine (not a bool), at least ``least``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value}")
+    return int(value)
+
+
+def _seconds(name: str, value: Any, where: str = "") -> float:
+    """A duration setting of ae.Engine: a finite real number (the caller checks its sign)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{name} must be a number of seconds, got {type(value).__name__} {value!r}{where}"
+        )
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        raise ValueError(f"{name} must be a finite number of seconds, got {value}{where}")
+    return seconds
+
+
+def _sim_latency(value: Any) -> float | dict[str, float]:
+    """ae.Engine's ``sim_latency``: seconds >= 0, or a dict of them by sim device name."""
+    if isinstance(value, dict):
+        return {_sim_name(key): _latency(v, f" for {key!r}") for key, v in value.items()}
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return _latency(value)
+    raise TypeError(
+        "sim_latency must be a number of seconds or a dict {'sim:N': seconds}, got "
+        f"{type(value).__name__} {value!r}"
+    )
+
+
+def _sim_name(key: Any) -> str:
+    """A key of ``sim_latency``: the name of a sim device ('sim' is 'sim:0')."""
+    hint = f"sim_latency: {key!r} is not a sim device; the keys are names like 'sim:0'"
+    try:
+        dev = Device(key)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{hint} ({exc})") from None
+    if dev.type != "sim":
+        raise ValueError(hint)
+    return str(dev)
+
+
+def _latency(value: Any, where: str = "") -> float:
+    seconds = _seconds("sim_latency", value, where)
+    if seconds < 0:
+        raise ValueError(f"sim_latency must be >= 0 seconds, got {value}{where}")
+    return seconds
+
+
 class Engine:
     """Device queues and workers serving every backward started inside it.
 
@@ -375,31 +429,40 @@ class Engine:
         on_node: Callable[[Node, str], Any] | None = None,
         _ephemeral: bool = False,
     ) -> None:
+        # every setting is checked here, naming it: a wrong one fails now, not in a backward
         if time_slice is None:
             time_slice = DEFAULT_TIME_SLICE
+        time_slice = _seconds("time_slice", time_slice)
         if not time_slice > 0:
             raise ValueError(f"time_slice must be a positive number of seconds, got {time_slice}")
+        if not isinstance(offload, bool):
+            raise TypeError(f"offload must be a bool, got {type(offload).__name__} {offload!r}")
         if offload_threshold is None:
             offload_threshold = DEFAULT_OFFLOAD_MIN_ELEMENTS
-        if offload_threshold < 0:
-            raise ValueError(f"offload_threshold must be >= 0, got {offload_threshold}")
-        if offload_threads is not None and offload_threads < 1:
-            raise ValueError(f"offload_threads must be >= 1, got {offload_threads}")
-        if reentrant_depth_limit < 1:
-            raise ValueError(f"reentrant_depth_limit must be >= 1, got {reentrant_depth_limit}")
+        offload_threshold = _int_setting("offload_threshold", offload_threshold, 0)
+        if offload_threads is not None:
+            offload_threads = _int_setting("offload_threads", offload_threads, 1)
+        reentrant_depth_limit = _int_setting("reentrant_depth_limit", reentrant_depth_limit, 1)
+        if not isinstance(reentrant_overflow, str):
+            raise TypeError(
+                "reentrant_overflow must be 'thread' or 'task', got "
+                f"{type(reentrant_overflow).__name__} {reentrant_overflow!r}"
+            )
         if reentrant_overflow not in ("thread", "task"):
             raise ValueError(
                 f"reentrant_overflow must be 'thread' or 'task', got {reentrant_overflow!r}"
             )
         self.reentrant_overflow = reentrant_overflow
-        if workers_per_device < 1:
-            raise ValueError(f"workers_per_device must be >= 1, got {workers_per_device}")
-        lat = sim_latency.values() if isinstance(sim_latency, dict) else (sim_latency,)
-        if any(v < 0 for v in lat):
-            raise ValueError(f"sim_latency must be >= 0 seconds, got {sim_latency}")
-        self.time_slice = float(time_slice)
-        self.offload = bool(offload)
-        self.offload_threshold = int(offload_threshold)
+        workers_per_device = _int_setting("workers_per_device", workers_per_device, 1)
+        sim_latency = _sim_latency(sim_latency)
+        if on_node is not None and not callable(on_node):
+            raise TypeError(
+                "on_node must be a callable (node, where) or None, got "
+                f"{type(on_node).__name__} {on_node!r}"
+            )
+        self.time_slice = time_slice
+        self.offload = offload
+        self.offload_threshold = offload_threshold
         #: the Scheduler protocol's facts (NOTE [The scheduler protocol])
         self.home = CPU
         self.offload_min = self.offload_threshold if self.offload else NEVER

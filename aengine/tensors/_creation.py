@@ -75,7 +75,11 @@ def _finish(data: Any, dev: Device, requires_grad: bool) -> Tensor:
     t = Tensor._make(data, False, dev)
     if _inference.get():
         t._inference = True
-    if requires_grad:
+    if requires_grad is not False:
+        if requires_grad.__class__ is not bool:  # PyTorch's text
+            raise TypeError(
+                f"argument 'requires_grad' must be bool, not {type(requires_grad).__name__}"
+            )
         t.requires_grad_(True)
     return t
 
@@ -252,6 +256,11 @@ def arange(
     start, end, step = _scalar(start, "start"), _scalar(end, "end"), _scalar(step, "step")
     if step == 0:
         raise ValueError("step must be nonzero")
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise ValueError(
+            f"upper bound and lower bound inconsistent with step sign: arange({start}, {end}, "
+            f"{step}); give a step of the other sign"
+        )
     dt = _dtype(dtype)
     if dt is None:
         ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
@@ -271,7 +280,11 @@ def linspace(
 ) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (default dtype)."""
     dev = Device(device)
-    steps = operator.index(steps)
+    start = _scalar(start, "linspace(): argument 'start'")
+    end = _scalar(end, "linspace(): argument 'end'")
+    steps = _int_arg(steps, "linspace", "steps")
+    if steps < 0:
+        raise ValueError(f"linspace(): number of steps must be non-negative, got {steps}")
     dt = _dtype(dtype) or get_default_dtype()
     arr = dev.backend.xp.linspace(start, end, steps, dtype=dt)
     return _finish(arr, dev, requires_grad)
@@ -287,18 +300,43 @@ def eye(
 ) -> Tensor:
     """The identity matrix of n rows (and m columns), of the default dtype unless ``dtype``."""
     dev = Device(device)
-    n = operator.index(n)
-    m = None if m is None else operator.index(m)
+    n = _int_arg(n, "eye", "n")
+    if n < 0:
+        raise ValueError(f"n must be greater or equal to 0, got {n}")
+    if m is not None:
+        m = _int_arg(m, "eye", "m")
+        if m < 0:
+            raise ValueError(f"m must be greater or equal to 0, got {m}")
     arr = dev.backend.xp.eye(n, m, dtype=_dtype(dtype) or get_default_dtype())
     return _finish(arr, dev, requires_grad)
 
 
+def tensor_input(x: Any, name: str, arg: str = "input") -> Tensor:
+    """``x`` if it is a Tensor, else the TypeError naming ``name``'s argument ``arg``.
+
+    Ops call it only for an argument that is not exactly a Tensor (``if
+    x.__class__ is not Tensor``), so a Tensor argument pays nothing for it.
+    """
+    if isinstance(x, Tensor):
+        return x
+    raise TypeError(
+        f"{name}(): argument '{arg}' must be a Tensor, not {type(x).__name__}; "
+        "convert it first with ae.tensor(...)"
+    )
+
+
+def _int_arg(value: Any, fn: str, name: str) -> int:
+    """An int argument of ``fn`` (a Python or numpy integer, not a bool), as PyTorch's."""
+    if value.__class__ is int:
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+        raise TypeError(f"{fn}(): argument '{name}' must be an int, not {type(value).__name__}")
+    return operator.index(value)
+
+
 def _like(name: str, t: Any, dtype: Any, device: Any) -> tuple[Any, Any]:
-    if not isinstance(t, Tensor):
-        raise TypeError(
-            f"{name}(): argument 'input' must be a Tensor, not {type(t).__name__}; "
-            f"convert it first with ae.tensor(...)"
-        )
+    if t.__class__ is not Tensor:
+        t = tensor_input(t, name)
     return (_dtype(dtype) or t.data.dtype, t._device if device is None else Device(device))
 
 
@@ -352,12 +390,21 @@ class Generator:
     """
 
     def __init__(self, seed: int | None = None) -> None:
-        self._rng = np.random.default_rng(seed)
+        self._rng = np.random.default_rng(None if seed is None else _seed(seed))
 
     def manual_seed(self, seed: int) -> Generator:
         """Re-seed; returns the generator."""
-        self._rng = np.random.default_rng(seed)
+        self._rng = np.random.default_rng(_seed(seed))
         return self
+
+
+def _seed(seed: Any) -> int:
+    """A seed: a non-negative int (a Python or numpy integer, not a bool)."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed must be non-negative, got {seed}")
+    return int(seed)
 
 
 default_generator = Generator(0)
@@ -377,6 +424,7 @@ def _random(
     dtype: Any,
     device: Any,
     requires_grad: bool,
+    name: str | None = None,
 ) -> Tensor:
     if generator is None:
         generator = default_generator
@@ -386,6 +434,11 @@ def _random(
         )
     rng = generator._rng
     dt = _dtype(dtype) or get_default_dtype()
+    if dt.kind not in "fc":  # PyTorch: "check_uniform_bounds" not implemented for 'Long'
+        raise TypeError(
+            f"{name or kind}(): random numbers need a floating point dtype, got {dt}; pass "
+            "dtype=ae.float32 (or ae.float64)"
+        )
     shape = _size(size)
     host = rng.random(shape) if kind == "rand" else rng.standard_normal(shape)
     dev = Device(device)
@@ -425,7 +478,7 @@ def rand_like(
 ) -> Tensor:
     """Uniform random numbers shaped like ``t``."""
     dt, dev = _like("rand_like", t, dtype, device)
-    return _random("rand", t.data.shape, generator, dt, dev, requires_grad)
+    return _random("rand", t.data.shape, generator, dt, dev, requires_grad, "rand_like")
 
 
 def randn_like(
@@ -438,4 +491,4 @@ def randn_like(
 ) -> Tensor:
     """Standard normal random numbers shaped like ``t``."""
     dt, dev = _like("randn_like", t, dtype, device)
-    return _random("randn", t.data.shape, generator, dt, dev, requires_grad)
+    return _random("randn", t.data.shape, generator, dt, dev, requires_grad, "randn_like")

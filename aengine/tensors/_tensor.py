@@ -140,7 +140,7 @@ def _to_array(data: Any, dtype: Any, dev: Device, copy: bool = True) -> Any:
         src = data._device.backend
         arr = data.data if src is backend else backend.from_numpy(src.to_numpy(data.data))
     elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in _flat(data)):
-        arr = backend.asarray(_unwrap(data))
+        arr = _unwrap(data)  # nested lists of numbers, converted below
     else:
         arr = data
     xp = backend.xp
@@ -153,6 +153,11 @@ def _to_array(data: Any, dtype: Any, dev: Device, copy: bool = True) -> Any:
             f"value cannot be converted to {dtype} without overflow; pass a dtype "
             "that holds it (e.g. dtype=ae.float64)"
         ) from exc
+    except ValueError:  # numpy's "inhomogeneous shape": say where, as PyTorch
+        ragged = _ragged(arr) if isinstance(arr, (list, tuple)) else None
+        if ragged is None:
+            raise
+        raise ragged from None
     kind = out.dtype.kind
     if kind == "O":  # Python objects: not numbers, or ints numpy could not fit
         out = _from_objects(data, out, xp, copy, backend)
@@ -171,6 +176,45 @@ _OVERFLOW = (
     "value cannot be converted to int64 without overflow (an int outside "
     "[-2**63, 2**63 - 1]); pass floats or dtype=ae.float64"
 )
+
+
+def _ragged(data: list[Any] | tuple[Any, ...]) -> Exception | None:
+    """The error PyTorch gives nested sequences of unequal lengths or depths; None if even.
+
+    The shape is read along the first elements, as PyTorch does; the first
+    sequence that differs from it (depth first) is reported.
+    """
+    seqs = (list, tuple, np.ndarray)
+    shape: list[int] = []
+    item: Any = data
+    while isinstance(item, seqs) and not (isinstance(item, np.ndarray) and item.ndim == 0):
+        shape.append(len(item))
+        if not len(item):
+            break
+        item = item[0]
+    hint = "nested lists must have equal lengths (pad them, or make a tensor of each)"
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        seq, dim = stack.pop()
+        is_seq = isinstance(seq, seqs) and not (isinstance(seq, np.ndarray) and seq.ndim == 0)
+        if dim == len(shape):
+            if is_seq:
+                return TypeError(
+                    f"must be real number, not {type(seq).__name__}: a sequence at dim {dim}, "
+                    f"where the first elements hold numbers; {hint}"
+                )
+            continue
+        if not is_seq:
+            return TypeError(
+                f"not a sequence: expected a sequence of length {shape[dim]} at dim {dim}, "
+                f"got {type(seq).__name__} {seq!r:.20}; {hint}"
+            )
+        if len(seq) != shape[dim]:
+            return ValueError(
+                f"expected sequence of length {shape[dim]} at dim {dim} (got {len(seq)}); {hint}"
+            )
+        stack.extend((item, dim + 1) for item in reversed(seq))
+    return None
 
 
 def _what(data: Any, out: Any) -> str:
@@ -255,8 +299,8 @@ class Tensor(TensorFields):
         dev = CPU if device is None else Device(device)
         self.data = _to_array(data, None, dev)
         self._init_fields(dev)
-        if requires_grad:
-            self.requires_grad_(True)
+        if requires_grad is not False:
+            self.requires_grad_(requires_grad)
 
     def _init_fields(self, dev: Device) -> None:
         self._rg = False
@@ -358,10 +402,17 @@ class Tensor(TensorFields):
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
+        if flag.__class__ is not bool:  # PyTorch: a RuntimeError with this text
+            raise TypeError(f"requires_grad must be a bool, not {type(flag).__name__}")
         self.requires_grad_(flag)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place on a leaf; returns ``self``."""
+        if requires_grad.__class__ is not bool:  # PyTorch's text
+            raise TypeError(
+                "requires_grad_(): argument 'requires_grad' must be bool, not "
+                f"{type(requires_grad).__name__}"
+            )
         if self._fn is not None:
             if requires_grad:
                 return self
@@ -571,9 +622,9 @@ class Tensor(TensorFields):
 
     def __bool__(self) -> bool:
         if self.data.size != 1:
+            many = "more than one value" if self.data.size else "no values"
             raise ValueError(
-                "the truth value of a tensor with more than one element is ambiguous; "
-                "use .any() or .all()"
+                f"Boolean value of Tensor with {many} is ambiguous; use t.any() or t.all()"
             )
         return bool(self.data.item())
 
@@ -618,7 +669,7 @@ class Tensor(TensorFields):
         def __rmul__(self, other: Any) -> Tensor: ...
         def __truediv__(self, other: Any) -> Tensor: ...
         def __rtruediv__(self, other: Any) -> Tensor: ...
-        def __pow__(self, other: Any) -> Tensor: ...
+        def __pow__(self, exponent: Any) -> Tensor: ...
         def __rpow__(self, other: Any) -> Tensor: ...
         def __matmul__(self, other: Any) -> Tensor: ...
         def __rmatmul__(self, other: Any) -> Tensor: ...
@@ -639,7 +690,7 @@ class Tensor(TensorFields):
         def sub(self, other: Any) -> Tensor: ...
         def mul(self, other: Any) -> Tensor: ...
         def div(self, other: Any) -> Tensor: ...
-        def pow(self, other: Any) -> Tensor: ...
+        def pow(self, exponent: Any) -> Tensor: ...
         def neg(self) -> Tensor: ...
         def maximum(self, other: Any) -> Tensor: ...
         def minimum(self, other: Any) -> Tensor: ...
@@ -714,13 +765,15 @@ class Tensor(TensorFields):
         def to(self, device: Any = None, dtype: Any = None, *, copy: bool = False) -> Tensor: ...
         def cpu(self) -> Tensor: ...
         def mm(self, mat2: Tensor) -> Tensor: ...
-        def dot(self, other: Tensor) -> Tensor: ...
+        def dot(self, tensor: Tensor) -> Tensor: ...
         def eq(self, other: Any) -> Tensor: ...
         def ne(self, other: Any) -> Tensor: ...
         def lt(self, other: Any) -> Tensor: ...
         def le(self, other: Any) -> Tensor: ...
         def gt(self, other: Any) -> Tensor: ...
         def ge(self, other: Any) -> Tensor: ...
+        def any(self, dim: Any = None, keepdim: bool = False) -> Tensor: ...
+        def all(self, dim: Any = None, keepdim: bool = False) -> Tensor: ...
         def view_as(self, other: Tensor) -> Tensor: ...
         def reshape_as(self, other: Tensor) -> Tensor: ...
         def expand_as(self, other: Tensor) -> Tensor: ...
