@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import sys
 import warnings
@@ -461,10 +462,23 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
         except StopIteration as stop:
             return stop.value
 
+    # help() and editors show the call's result, not the generator's type
+    signature = inspect.signature(gen_fn)
+    signature = signature.replace(return_annotation=_result_type(signature.return_annotation))
     for fn in (async_fn, sync_fn):
         fn.__name__ = fn.__qualname__ = name
         fn.__wrapped__ = gen_fn  # type: ignore[attr-defined]
+        fn.__signature__ = signature  # type: ignore[attr-defined]
+        fn.__annotations__ = {**gen_fn.__annotations__, "return": signature.return_annotation}
     return async_fn, sync_fn
+
+
+def _result_type(annotation: Any) -> Any:
+    """``X`` of a generator's ``Generator[GraphTask, None, X]`` annotation (a string here)."""
+    text = str(annotation)
+    if text.startswith("Generator[") and text.endswith("]"):
+        return text[len("Generator[") : -1].split(", ", 2)[2]
+    return "Any"
 
 
 def _async_runner(

@@ -314,7 +314,7 @@ def _gradcheck(
     rtol: float = 1e-3,
     raise_exception: bool = True,
     nondet_tol: float = 0.0,
-) -> Gen:
+) -> Generator[Any, None, bool]:
     inputs = _as_tuple(inputs, "inputs")
     _check_eps(eps)
     _check_nondet_tol(nondet_tol)
@@ -336,7 +336,7 @@ def _gradgradcheck(
     rtol: float = 1e-3,
     raise_exception: bool = True,
     nondet_tol: float = 0.0,
-) -> Gen:
+) -> Generator[Any, None, bool]:
     inputs = _as_tuple(inputs, "inputs")
     _check_eps(eps)
     _check_nondet_tol(nondet_tol)

@@ -249,7 +249,7 @@ def _vjp(
     v: Any = None,
     create_graph: bool = False,
     strict: bool = False,
-) -> Gen:
+) -> Generator[GraphTask, None, tuple[Any, Any]]:
     with enable_grad():
         is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "vjp")
         ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
@@ -274,7 +274,7 @@ def _jvp(
     v: Any = None,
     create_graph: bool = False,
     strict: bool = False,
-) -> Gen:
+) -> Generator[GraphTask, None, tuple[Any, Any]]:
     with enable_grad():
         is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
         ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
@@ -446,7 +446,7 @@ def _vhp(
     v: Any = None,
     create_graph: bool = False,
     strict: bool = False,
-) -> Gen:
+) -> Generator[GraphTask, None, tuple[Any, Any]]:
     with enable_grad():
         setup = yield from _scalar_fn_setup(func, inputs, v, create_graph, strict, "vhp")
         is_inputs_tuple, ins, vt, is_outputs_tuple, outs, jac = setup
@@ -464,7 +464,7 @@ def _hvp(
     v: Any = None,
     create_graph: bool = False,
     strict: bool = False,
-) -> Gen:
+) -> Generator[GraphTask, None, tuple[Any, Any]]:
     with enable_grad():
         setup = yield from _scalar_fn_setup(func, inputs, v, create_graph, strict, "hvp")
         is_inputs_tuple, ins, vt, is_outputs_tuple, outs, jac = setup

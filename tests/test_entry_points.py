@@ -323,3 +323,20 @@ async def test_sync_twin_in_a_loop_still_warns_and_works() -> None:
     with pytest.warns(RuntimeWarning, match=r"ae\.sync\.grad\(\) called inside a running"):
         (g,) = ae.sync.grad(_sq(x), [x])
     assert g.tolist() == [2.0, 4.0]
+
+
+def test_entry_points_show_their_result_type_not_a_generator() -> None:
+    """help() and editors read the result of a call, for both twins."""
+    import inspect
+
+    for async_fn, sync_fn, result in [
+        (ae.grad, ae.sync.grad, "tuple[Tensor | None, ...]"),
+        (ae.backward, ae.sync.backward, "None"),
+        (ae.gradcheck, ae.sync.gradcheck, "bool"),
+        (ae.functional.vjp, ae.sync.functional.vjp, "tuple[Any, Any]"),
+    ]:
+        for fn in (async_fn, sync_fn):
+            shown = inspect.signature(fn).return_annotation
+            assert shown == result, (fn, shown)
+            assert "Generator" not in str(fn.__annotations__["return"])
+    assert "annotations" not in dir(ae)
