@@ -610,3 +610,23 @@ def test_gradcheck_of_default_float_inputs_warns_as_torch() -> None:
     with pytest.warns(UserWarning, match=msg):
         assert ae.sync.gradcheck(lambda t: t * 2.0, (x,), eps=1e-2, atol=1e-2)
     assert ae.sync.gradcheck(lambda t: t * 2.0, (x.detach().double().requires_grad_(),))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "log1p", "expm1", "relu", "abs",
+     "square", "sign"],
+)  # fmt: skip
+@pytest.mark.parametrize("kind", ["int64", "int32", "bool"])
+def test_unary_functions_of_integer_tensors_give_torchs_dtype(name: str, kind: str) -> None:
+    torch = torch_or_skip()
+    if kind == "bool" and name in ("relu", "abs", "square", "sign"):
+        pytest.skip("integer-valued functions of bools: not covered")
+    data = [1, 4, 9] if kind != "bool" else [True, True]
+    tt = torch.tensor(data, dtype=getattr(torch, kind))
+    try:
+        expected = getattr(torch, name)(tt).dtype
+    except RuntimeError:
+        pytest.skip(f"torch has no {name} for {kind}")
+    got = getattr(ae, name)(ae.tensor(np.array(data, dtype=kind))).dtype
+    assert str(got) == str(expected).replace("torch.", "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tensors._creation import tensor_input
+from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
 from ._core import Rule, as_tensor_arg, node_class, record
 
@@ -25,12 +26,17 @@ __all__ = [
 ]
 
 
-def _unary(name: str, fwd: Any, rule: Rule, save: str, node: str | None = None) -> Any:
+def _unary(
+    name: str, fwd: Any, rule: Rule, save: str, node: str | None = None, floating: bool = True
+) -> Any:
     """Define an elementwise op: ``fwd(xp, array)`` and its node rule.
 
     ``rule(F, g, (v,), node)`` returns ``(grad,)`` where ``v`` is the one
     saved value: the input or the output, as ``save`` says.  The node is
     named ``node``, by default as PyTorch names most: ``ExpBackward0``.
+    A ``floating`` function of an integer or bool tensor gives the default
+    dtype, as PyTorch's (numpy would give float64; such tensors never
+    require grad, so nothing is recorded for them).
     """
     cls = node_class(node or f"{name.capitalize()}Backward0", rule)
     save_input = save == "input"
@@ -39,7 +45,10 @@ def _unary(name: str, fwd: Any, rule: Rule, save: str, node: str | None = None) 
         if x.__class__ is not Tensor:
             x = as_tensor_arg(x)
         dev = x._device
-        out = fwd((dev._backend or dev.backend).xp, x.data)
+        data = x.data
+        if floating and data.dtype.kind in "biu":
+            data = data.astype(get_default_dtype())
+        out = fwd((dev._backend or dev.backend).xp, data)
         if save_input:
             return record(cls, out, dev, (x,), (x,))
         return record(cls, out, dev, (x,), save_output=True)
@@ -68,10 +77,16 @@ relu = _unary(
     lambda xp, a: xp.maximum(a, 0).astype(a.dtype, copy=False),
     lambda F, g, s, n: (F.where(s[0] > 0, g, 0.0),),
     "output",
+    floating=False,
 )
 # PyTorch's square is pow(x, 2): its node is a PowBackward0
 square = _unary(
-    "square", lambda xp, a: a * a, lambda F, g, s, n: (g * 2.0 * s[0],), "input", "PowBackward0"
+    "square",
+    lambda xp, a: a * a,
+    lambda F, g, s, n: (g * 2.0 * s[0],),
+    "input",
+    "PowBackward0",
+    floating=False,
 )
 log1p = _unary(
     "log1p",
@@ -81,7 +96,9 @@ log1p = _unary(
     "Log1PBackward0",
 )
 expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda F, g, s, n: (g * (s[0] + 1.0),), "output")
-abs = _unary("abs", lambda xp, a: xp.abs(a), lambda F, g, s, n: (g * F.sign(s[0]),), "input")
+abs = _unary(
+    "abs", lambda xp, a: xp.abs(a), lambda F, g, s, n: (g * F.sign(s[0]),), "input", floating=False
+)
 
 
 def _sigmoid(xp: Any, a: Any) -> Any:
