@@ -3,6 +3,11 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+# `make demo` has its own, small environment: the package's runtime
+# dependencies (numpy, anyio, sniffio) and trio, without the dev tools.
+DEMO_VENV  := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+DEMO_PIP   := install -q --disable-pip-version-check -e . 'trio>=0.25'
 
 .PHONY: all demo test lint typecheck unit bench bench-quick clean
 
@@ -18,8 +23,19 @@ $(STAMP): pyproject.toml
 	-$(BIN)/python -m pip install -q autograd mygrad || echo "autograd/mygrad not installable: their benchmark columns will be empty"
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/python -m aengine._demo
+# python3's own pip installs into the demo venv where it can (pip >= 22.3:
+# --python), which saves bootstrapping a pip inside it; else the venv gets one.
+$(DEMO_STAMP): pyproject.toml
+	$(PY) -m venv --without-pip $(DEMO_VENV)
+	if $(PY) -m pip --python $(DEMO_VENV)/bin/python --version >/dev/null 2>&1; then \
+		$(PY) -m pip --python $(DEMO_VENV)/bin/python $(DEMO_PIP); \
+	else \
+		$(DEMO_VENV)/bin/python -m ensurepip >/dev/null && $(DEMO_VENV)/bin/python -m pip $(DEMO_PIP); \
+	fi
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/python -m aengine._demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check aengine adapters tests bench
@@ -41,4 +57,4 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m bench --quick
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_VENV) build *.egg-info .mypy_cache .ruff_cache

@@ -1056,6 +1056,37 @@ TABLE["ae.functional.vjp: called where no event loop runs"] = Bad(
     lambda x: ae.functional.vjp(lambda a: a, x, x), ae.AutogradError, r"ae\.sync\.functional\.vjp"
 )
 
+# -- ae.viz ----------------------------------------------------------------------------------------
+
+TABLE.update(
+    {
+        "ae.viz.to_dot: an array": Bad(
+            lambda x: ae.viz.to_dot(x.data), TypeError, "expected a Tensor or a sequence"
+        ),
+        "ae.viz.to_dot: a list with a float": Bad(
+            lambda x: ae.viz.to_dot([x, 1.0]), TypeError, "element 1 is float"
+        ),
+        "ae.viz.to_dot: an empty list": Bad(
+            lambda x: ae.viz.to_dot([]), ValueError, "pass at least one Tensor"
+        ),
+        "ae.viz.to_dot: params a list of tensors": Bad(
+            lambda x: ae.viz.to_dot(x, params=[x]), TypeError, r"\(name, Tensor\) pairs"
+        ),
+        "ae.viz.to_dot: params with an array": Bad(
+            lambda x: ae.viz.to_dot(x, params={"x": x.data}), TypeError, "must be a Tensor"
+        ),
+        "ae.viz.to_dot: show_saved not a bool": Bad(
+            lambda x: ae.viz.to_dot(x, show_saved="yes"), TypeError, "show_saved must be a bool"
+        ),
+        "ae.viz.render: a tensor as dot": Bad(
+            lambda x: ae.viz.render(x, "g.svg"), TypeError, "dot must be DOT text"
+        ),
+        "ae.viz.render: pdf": Bad(
+            lambda x: ae.viz.render(ae.viz.to_dot(x), "g.pdf", "pdf"), ValueError, "'svg' or 'png'"
+        ),
+    }
+)
+
 # -- Tensor methods and fields ---------------------------------------------------------------------
 
 TABLE.update(
@@ -1552,6 +1583,7 @@ NO_BAD_INPUT: dict[str, str] = {
     "__version__": "a string",
     "sync": "a module: its entry points have rows (ae.sync.*)",
     "functional": "a module: its entry points have rows (ae.functional.*)",
+    "viz": "a module: its entry points have rows (ae.viz.*)",
     "AccumulateGrad": "a node type, made by the engine",
     "Node": "the node base type, made by the engine",
     "BackwardCFunction": "the node type of custom Functions, made by Function.apply",
@@ -1612,6 +1644,7 @@ def _public_entry_points() -> list[str]:
     names += [f"sync.{n}" for n in ae.sync.__all__ if n != "functional"]
     names += [f"sync.functional.{n}" for n in ("vjp", "jvp", "jacobian", "hessian", "vhp", "hvp")]
     names += [f"functional.{n}" for n in ("vjp", "jvp", "jacobian", "hessian", "vhp", "hvp")]
+    names += [f"viz.{n}" for n in ae.viz.__all__]
     for name, member in inspect.getmembers(ae.Tensor):
         settable = isinstance(member, property) and member.fset is not None
         if name.startswith("_") or not (callable(member) or settable):

@@ -18,8 +18,14 @@ from tests.conftest import torch_or_skip
 # -- a chain of graphs, each hook running the backward of the next -------------------------
 
 
-def make_chain(n: int, mode: str, log: list[tuple[int, int, Any]]) -> tuple[ae.Tensor, list[Any]]:
-    """Level k: y = 3 * (2 * x_k); y's hook runs the backward of level k + 1."""
+def make_chain(
+    n: int, mode: str, log: list[tuple[int, int, Any]], slow_from: int | None = None
+) -> tuple[ae.Tensor, list[Any]]:
+    """Level k: y = 3 * (2 * x_k); y's hook runs the backward of level k + 1.
+
+    From level ``slow_from`` on, an async hook sleeps 50 ms first (so that a
+    test can cancel in the middle whatever the machine's load).
+    """
     leaves: list[ae.Tensor] = []
 
     def level(k: int) -> ae.Tensor:
@@ -43,6 +49,8 @@ def make_chain(n: int, mode: str, log: list[tuple[int, int, Any]]) -> tuple[ae.T
                     gt = current_graph_task()
                     assert gt is not None
                     log.append((k, gt.depth, threading.get_ident()))
+                    if slow_from is not None and k >= slow_from:
+                        await anyio.sleep(0.05)
                     if k < n:
                         await ae.backward(level(k + 1))
 
@@ -124,7 +132,7 @@ async def test_deep_async_overflow_to_tasks(n: int) -> None:
 async def test_cancelling_the_caller_stops_a_nested_backward_in_a_thread() -> None:
     entered = anyio.Event()
     log: list[Any] = []
-    root, leaves = make_chain(200, "async", log)
+    root, leaves = make_chain(200, "async", log, slow_from=100)
     with anyio.move_on_after(30) as scope:  # a bound only: cancelled below
         async with anyio.create_task_group() as tg:
 
