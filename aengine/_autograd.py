@@ -16,17 +16,14 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
-import sys
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any
 
-import sniffio
-
 from .core import AutogradError, GraphTask, current_graph_task, gradient_edge, to_tensor
 from .core._modes import is_anomaly_enabled
 from .ops import ones_like, zeros_like
-from .runtime import drive_async_entry, drive_sync_entry, time_slice
+from .runtime import drive_async_entry, drive_sync_entry, loop_here, time_slice
 from .tensors import Tensor
 
 __all__ = ["backward", "grad", "sync_backward", "sync_grad", "queue_callback"]
@@ -257,7 +254,7 @@ def _grad(
 def _warn_if_in_loop(name: str) -> None:
     if current_graph_task() is not None:
         return  # reentrant call from a backward function: nests, no warning
-    lib = _loop_here()
+    lib = loop_here()
     if lib is None:
         return
     warnings.warn(
@@ -370,46 +367,6 @@ _DONE = _Done()
 _new_call = object.__new__
 
 
-#: the name trio sets while its loop runs in this thread (NOTE [Detecting the event
-#: loop] in runtime/_loop.py)
-_sniffio_thread = sniffio.thread_local
-
-
-def _find_asyncio_loop() -> Any:
-    """asyncio's running loop in this thread, or None.
-
-    Until asyncio is imported no asyncio loop can run (aengine does not
-    import it); once it is, ``_running_loop`` becomes asyncio's own
-    ``_get_running_loop`` (a C function).
-    """
-    global _running_loop
-    get = getattr(sys.modules.get("asyncio"), "_get_running_loop", None)
-    if get is None:
-        return None
-    _running_loop = get
-    return get()
-
-
-_running_loop: Callable[[], Any] = _find_asyncio_loop
-
-
-def _loop_here() -> str | None:
-    """``"trio"`` or ``"asyncio"`` when that event loop runs in this thread, else None.
-
-    # NOTE [Is a loop running here]
-    # The entry points ask on every call, so the test is two reads: the
-    # name trio sets in its thread for the whole run (``sniffio.thread_local``)
-    # and asyncio's running loop of this thread (an asyncio callback, outside
-    # any task, counts).  Unlike sniffio's context variable, which anyio sets
-    # and ``asyncio.to_thread`` copies into a worker thread, neither leaks
-    # into threads: a worker thread of a running loop has no loop.
-    """
-    name = _sniffio_thread.name
-    if name:
-        return str(name)
-    return "asyncio" if _running_loop() is not None else None
-
-
 def _no_loop_here(public: str) -> None:
     """Raise for an async entry point called where no event loop runs.
 
@@ -444,7 +401,7 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
 
     @functools.wraps(gen_fn)
     def async_fn(*args: Any, **kwargs: Any) -> Any:
-        if not _sniffio_thread.name and _running_loop() is None:  # NOTE [Is a loop running here]
+        if loop_here() is None:  # NOTE [Is a loop running here]
             _no_loop_here(public)
         call = _new_call(_Call)  # no __init__: a Python frame less per call
         call._coro = run(gen_fn(*args, **kwargs))  # the generator does nothing until run
@@ -582,7 +539,7 @@ def _tensor_backward(
         >>> x.grad.item()
         8.0
     """
-    if _loop_here() is None and current_graph_task() is None:
+    if loop_here() is None and current_graph_task() is None:
         for gt in _backward(self, gradient, retain_graph, create_graph, inputs):
             drive_sync_entry(gt)
         return _DONE

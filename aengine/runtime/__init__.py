@@ -9,6 +9,7 @@ from ._drivers import run_detached as run_detached
 from ._engine import Engine as Engine
 from ._engine import current_engine as current_engine
 from ._loop import async_library as async_library
+from ._loop import loop_here as loop_here
 from ._loop import loop_running as loop_running
 from ._reentrant import drive_async_entry as drive_async_entry
 from ._reentrant import drive_sync_entry as drive_sync_entry

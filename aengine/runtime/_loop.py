@@ -20,11 +20,18 @@ import sniffio
 from anyio.lowlevel import checkpoint as _checkpoint
 from anyio.lowlevel import checkpoint_if_cancelled as _checkpoint_if_cancelled
 
-__all__ = ["async_library", "loop_running", "asyncio_cancelling", "yield_slice", "end_checkpoint"]
+__all__ = [
+    "async_library",
+    "loop_here",
+    "loop_running",
+    "asyncio_cancelling",
+    "yield_slice",
+    "end_checkpoint",
+]
 
 
 def async_library() -> str | None:
-    """``"asyncio"``, ``"trio"``, ... when an event loop runs in this thread, else None."""
+    """The async library running the current task (``"asyncio"``, ``"trio"``...), else None."""
     name = sniffio.thread_local.name or sniffio.current_async_library_cvar.get()
     if name is not None:
         return name
@@ -37,8 +44,34 @@ def async_library() -> str | None:
         return None
 
 
+def loop_here() -> str | None:
+    """``"trio"`` or ``"asyncio"`` when that event loop runs in this thread, else None.
+
+    # NOTE [Is a loop running here]
+    # Not the same question as ``async_library`` (which library runs this
+    # task, as sniffio says): whether an event loop runs in this *thread*,
+    # i.e. whether an async entry point may be called here (the entry points
+    # ask on every call).  Two reads: the name trio sets in
+    # its thread for the whole run (``sniffio.thread_local``) and asyncio's
+    # running loop of this thread (an asyncio callback, outside any task,
+    # counts).  Unlike sniffio's context variable, which anyio sets and
+    # ``asyncio.to_thread`` copies into a worker thread, neither leaks into
+    # threads: a worker thread of a running loop has no loop.  (Where
+    # sniffio's variable did leak, ``anyio.run`` refuses to start a loop,
+    # so ``loop_running``, which decides between awaiting async user code and
+    # running it in a loop of its own, keeps sniffio's answer.)
+    """
+    name = sniffio.thread_local.name
+    if name:
+        return str(name)
+    asyncio = sys.modules.get("asyncio")  # not imported: no asyncio loop can run
+    if asyncio is not None and asyncio._get_running_loop() is not None:
+        return "asyncio"
+    return None
+
+
 def loop_running() -> bool:
-    """Whether an async library (asyncio, trio) runs an event loop in this thread."""
+    """Whether an async library runs the current task (else ``anyio.run`` may start one)."""
     return async_library() is not None
 
 
