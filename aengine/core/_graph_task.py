@@ -149,12 +149,6 @@ class ReadyQueue:
     def __len__(self) -> int:
         return len(self.heap)
 
-    def clear(self) -> int:
-        """Drop every entry; return how many there were."""
-        n = len(self.heap)
-        self.heap.clear()
-        return n
-
 
 # -- the scheduler --------------------------------------------------------------------------
 
