@@ -136,7 +136,15 @@ async def test_cancellation_fuzz_leaves_grads_bit_identical_and_leaks_nothing(
                 assert q.queues == {} and not q.rr and q.blocked == 0 and q.workers == 1
             assert _living_tasks(anyio_backend) == tasks0
             assert threading.active_count() <= threads0 + 1
-        assert _living_tasks(anyio_backend) == tasks0 - len(engine._queues)
+            # the loop's share is free again, nobody waits for it or for admission
+            share = engine._share
+            assert share is not None and not share.held and not share.waiters
+            assert not engine._admitted and not engine._admission
+            stats = engine.stats()
+            assert stats.backwards_done == done + 2 and stats.backwards_cancelled == cancelled
+            assert stats.backwards_inflight == stats.backwards_waiting == 0
+        # its workers and its loop-lag probe are gone
+        assert _living_tasks(anyio_backend) == tasks0 - len(engine._queues) - 1
 
 
 @pytest.mark.anyio
@@ -345,13 +353,11 @@ def test_small_backward_sees_asyncio_task_cancel() -> None:
 
     async def main() -> None:
         nonlocal finished
-        from aengine.runtime._settings import _time_slice
-
-        _time_slice.set(60.0)
-        await ae.grad(y, [x], retain_graph=True)  # this task yielded just now
-        asyncio.current_task().cancel()  # type: ignore[union-attr]
-        await ae.grad(y, [x], retain_graph=True)
-        finished = True
+        async with ae.Engine(time_slice=60.0):
+            await ae.grad(y, [x], retain_graph=True)  # this task yielded just now
+            asyncio.current_task().cancel()  # type: ignore[union-attr]
+            await ae.grad(y, [x], retain_graph=True)
+            finished = True
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(main())

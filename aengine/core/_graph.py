@@ -337,8 +337,10 @@ class Node:
     #: number of forward outputs (gradients this node receives)
     num_outputs: int = 1
     #: the device its gradients are computed on (None: the host); an op's node
-    #: records its result's device and size (``numel``), facts from which the
-    #: runtime decides where the node runs (NOTE [Where a node runs])
+    #: records its result's device and the cost of its kernel in elements
+    #: touched (``numel``: the result's size, a matrix product's scaled by its
+    #: depth), facts from which the runtime decides where the node runs (NOTE
+    #: [Where a node runs])
     dev: Any = None
     numel: int = 0
     #: True for nodes whose apply may return an awaitable (async backward)

@@ -60,6 +60,28 @@ def _matmul_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (ga, gb)
 
 
+#: a product's backward costs about this many elementwise operations per
+#: multiply-add of its forward (two products of the same size, against the
+#: cheapest transcendental kernels): NOTE [Kernel offload policy]
+_MACS_PER_ELEMENT = 16
+
+
+def _product(cls: Any, out: Any, dev: Any, a: Tensor, b: Tensor, k: int) -> Tensor:
+    """Record a matrix product whose inner dimension is ``k``.
+
+    Its node's ``numel``, the measure of its kernel's cost from which the
+    runtime decides to run it off the event loop, counts the product's
+    work: the result's size times ``k`` over ``_MACS_PER_ELEMENT``, not the
+    result's size alone (a 64x512 result of a 512-deep product costs as
+    much as an elementwise kernel of a million elements).
+    """
+    t = record(cls, out, dev, (a, b), (a, b))
+    node = t._fn
+    if node is not None and k > _MACS_PER_ELEMENT:
+        node.numel = t.data.size * k // _MACS_PER_ELEMENT
+    return t
+
+
 MmBackward0 = node_class("MmBackward0", _matmul_rule)
 MvBackward0 = node_class("MvBackward0", _matmul_rule)
 DotBackward0 = node_class("DotBackward0", _matmul_rule)
@@ -101,7 +123,7 @@ def matmul(a: Any, other: Any) -> Tensor:
         cls = MmBackward0 if nb == 2 else MvBackward0 if nb == 1 else MmBackward0
     else:
         cls = DotBackward0 if na == 1 and nb == 1 else MmBackward0
-    return record(cls, a.data @ other.data, dev, (a, other), (a, other))
+    return _product(cls, a.data @ other.data, dev, a, other, ka)
 
 
 def _tensor_arg(x: Any, name: str, what: str) -> None:
@@ -133,7 +155,7 @@ def mm(a: Tensor, mat2: Tensor) -> Tensor:
     dev = same_device(a, mat2)
     if a.data.dtype != mat2.data.dtype:
         _same_dtype(a, mat2)
-    return record(MmBackward0, a.data @ mat2.data, dev, (a, mat2), (a, mat2))
+    return _product(MmBackward0, a.data @ mat2.data, dev, a, mat2, k)
 
 
 def dot(a: Tensor, tensor: Tensor) -> Tensor:
@@ -161,4 +183,4 @@ def dot(a: Tensor, tensor: Tensor) -> Tensor:
             f"number of elements, but got {sa} and {sb} elements respectively"
         )
     dev = same_device(a, tensor)
-    return record(DotBackward0, a.data @ tensor.data, dev, (a, tensor), (a, tensor))
+    return _product(DotBackward0, a.data @ tensor.data, dev, a, tensor, sa)

@@ -7,6 +7,7 @@ or on the calling thread.  See docs/architecture.md.
 from ._drivers import drive_sync as drive_sync
 from ._drivers import run_detached as run_detached
 from ._engine import Engine as Engine
+from ._engine import EngineStats as EngineStats
 from ._engine import current_engine as current_engine
 from ._loop import async_library as async_library
 from ._loop import loop_here as loop_here

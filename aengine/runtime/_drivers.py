@@ -20,9 +20,17 @@ from ..core import wrap_node_error as _wrap
 from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
 from ..core._node_hooks import AWAIT
-from ._engine import NEED_ENGINE, Engine, cancelled_graph_error, mark_released, scheduler_for
+from ._engine import (
+    LAZY,
+    NEED_ENGINE,
+    Engine,
+    cancelled_graph_error,
+    mark_released,
+    scheduler_for,
+)
 from ._loop import end_checkpoint, loop_running, yield_slice
 from ._settings import DEFAULT_TIME_SLICE
+from ._share import loop_share
 
 __all__ = ["run_sync", "run_async", "drive_sync", "run_detached"]
 
@@ -107,17 +115,64 @@ def run_sync(gt: GraphTask) -> None:
 
 
 async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> None:
-    """Execute ``gt`` in the current task, yielding to the loop per time slice."""
+    """Execute ``gt`` in the current task, yielding to the loop per time slice.
+
+    Its slices run while it holds the loop's share (NOTE [The loop's share]
+    in _share.py): one backward's slice at a time between two turns of the
+    loop, the backwards in flight taking turns.
+    """
     # the Engine's device queues, or a lazy scheduler that asks for one when a
     # non-cpu node shows up (NOTE [Device queues] in _engine.py)
     sched = scheduler_for(gt)
+    if sched is not LAZY:
+        assert isinstance(sched, Engine)
+        admission = sched.admit(gt)  # NOTE [Admission] in _engine.py
+        if admission is not None:
+            try:
+                await admission
+            except BaseException as exc:  # cancelled while waiting: nothing ran
+                gt.fail(None, exc)
+                gt.finish()
+                raise
     gt.attach(sched, node_hook=sched.node_hook())
     token = _grad_enabled.set(gt.create_graph)
+    share = loop_share()
+    held = False
     yielded = False
     try:
         while True:
             try:
-                step = gt.run(perf_counter() + time_slice)
+                # not held and running: a nested backward started inside
+                # its parent's slice runs in it (NOTE [The loop's share])
+                if not held and not share.running:
+                    if not share.try_take():
+                        yielded = True
+                        await share.take()
+                    held = True
+                start = perf_counter()
+                outer = share.running
+                share.running = True
+                try:
+                    step = gt.run(start + time_slice)
+                finally:
+                    share.running = outer
+                if step is YIELD:
+                    # the share is kept while the loop turns (NOTE [Yielding a
+                    # time slice]), then handed to the next backward, if any
+                    yielded = True
+                    if held:
+                        share.count(start, time_slice)
+                        await yield_slice()
+                        if share.waiters:
+                            held = False
+                            share.give()
+                    else:
+                        await yield_slice()
+                    continue
+                if held:
+                    held = False
+                    share.count(start, time_slice)
+                    share.give()
                 if step is None:
                     if gt.error is not None:
                         raise gt.error  # failed on a device worker, or the Engine closed
@@ -134,28 +189,30 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                             continue
                     break
                 yielded = True
-                if step is YIELD:
-                    await yield_slice()
-                elif step is NEED_ENGINE:
+                if step is NEED_ENGINE:
                     # first non-cpu node and no Engine: run the rest in a short-lived one
                     async with Engine(time_slice=time_slice, _ephemeral=True):
                         await run_async(gt, time_slice)
                     return
-                else:
-                    # async user code resumed here still runs inside gt (nested
-                    # backward, queue_callback): GraphTask.run reset it on return
-                    tok = _current.set(gt)
-                    try:
-                        await step
-                    finally:
-                        _current.reset(tok)
+                # async user code resumed here still runs inside gt (nested
+                # backward, queue_callback): GraphTask.run reset it on return
+                tok = _current.set(gt)
+                try:
+                    await step
+                finally:
+                    _current.reset(tok)
             except BaseException as exc:
+                if held:
+                    held = False
+                    share.give()
                 gt.fail(None, exc)  # a cancellation: stop scheduling this graph task
                 _raise_node_error(gt, exc)
         gt.check_complete()
         if gt.staged or gt.callbacks:
             await _post(gt)
     finally:
+        if held:
+            share.give()
         _grad_enabled.reset(token)
         gt.finish()
         sched.release(gt)

@@ -40,6 +40,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import itertools
 import math
 import numbers
@@ -47,13 +48,14 @@ import os
 import sys
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
 from time import perf_counter
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
-from anyio.lowlevel import RunVar, checkpoint
+from anyio.lowlevel import RunVar, checkpoint, checkpoint_if_cancelled
 
 from ..core import (
     ERR_BACKWARD_TWICE,
@@ -65,18 +67,22 @@ from ..core import (
 from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
 from ..tensors import CPU, Device
+from . import _blas
 from ._loop import yield_slice
 from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, run_kernel
 from ._settings import (
     DEFAULT_REENTRANT_DEPTH_LIMIT,
     DEFAULT_TIME_SLICE,
-    _reentrant_depth_limit,
-    _reentrant_overflow,
-    _time_slice,
+    _block,
+    loop_engine,
+    set_loop_engine,
 )
+from ._share import LoopShare, loop_share
 
 __all__ = [
     "Engine",
+    "EngineStats",
+    "LAZY",
     "NEED_ENGINE",
     "current_engine",
     "node_device",
@@ -109,11 +115,25 @@ _released_by_failure: weakref.WeakSet[Node] = weakref.WeakSet()
 
 
 def current_engine() -> Engine | None:
-    """The Engine serving backwards started in this task (innermost ``async with``)."""
+    """The Engine serving backwards started here, or None.
+
+    The innermost ``async with ae.Engine()`` block of this task, else the
+    Engine serving this event loop (the first one opened on it and still
+    open: a request handler gets the Engine its app opened in its lifespan).
+
+    Example::
+
+        >>> import aengine as ae, anyio
+        >>> async def main():
+        ...     async with ae.Engine() as engine:
+        ...         return ae.current_engine() is engine
+        >>> anyio.run(main)
+        True
+    """
     eng = _engine_var.get()
     if eng is not None and not eng._closed:
         return eng
-    return _loop_engine()
+    return loop_engine()  # type: ignore[no-any-return]
 
 
 def node_device(node: Node) -> Device:
@@ -176,9 +196,6 @@ def _loop_limiter() -> anyio.CapacityLimiter:
 
 
 _LIMITER_VAR: RunVar[anyio.CapacityLimiter] = RunVar("aengine_cpu_limiter")
-#: the Engine serving a loop's backwards (created when the first Engine
-#: opens: until then no backward pays for looking it up on every call)
-_LOOP_ENGINE_VAR: RunVar[Engine | None] | None = None
 
 
 class _Lazy:
@@ -217,18 +234,6 @@ class _Lazy:
 
 
 LAZY = _Lazy()
-
-
-def _loop_engine() -> Engine | None:
-    if _LOOP_ENGINE_VAR is None:
-        return None
-    try:
-        eng = _LOOP_ENGINE_VAR.get()
-    except RuntimeError:  # no event loop
-        return None
-    if eng is None or eng._closed:
-        return None
-    return eng
 
 
 def _default_threads() -> int:
@@ -358,27 +363,106 @@ def _latency(value: Any, where: str = "") -> float:
     return seconds
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """What an Engine has done since it opened (``engine.stats()``).
+
+    * ``backwards_done``, ``backwards_failed``, ``backwards_cancelled``:
+      top-level backwards (``await ae.backward/grad`` and the other entry
+      points; nested ones belong to their parent) ended each way.
+    * ``backwards_inflight``: admitted and running; ``backwards_waiting``:
+      waiting for admission (``max_inflight``).
+    * ``queue_depth``: by device, the work waiting: for ``"cpu"`` the
+      backwards waiting for their turn on the event loop (NOTE [The loop's
+      share]), for other devices the nodes in their queue.
+    * ``kernels_offloaded``: node kernels run in compute threads;
+      ``calls_run``: functions run by ``engine.run``.
+    * ``slices``: time slices run by backwards on this loop;
+      ``slices_overran``: those that lasted more than twice ``time_slice``
+      (a single node longer than that cannot be cut).
+    * ``worst_loop_lag``: the latest a 10 ms timer of the loop fired, in
+      seconds: how long the event loop was kept from other tasks at worst.
+    * ``blas_threads``: the BLAS/OpenMP thread cap in force (None: none).
+
+    Example::
+
+        >>> import aengine as ae, anyio
+        >>> async def main():
+        ...     async with ae.Engine() as engine:
+        ...         x = ae.ones(3, requires_grad=True)
+        ...         await ae.grad(x.sum(), [x])
+        ...         return engine.stats()
+        >>> anyio.run(main).backwards_done
+        1
+    """
+
+    backwards_done: int = 0
+    backwards_failed: int = 0
+    backwards_cancelled: int = 0
+    backwards_inflight: int = 0
+    backwards_waiting: int = 0
+    queue_depth: dict[str, int] = field(default_factory=dict)
+    kernels_offloaded: int = 0
+    calls_run: int = 0
+    slices: int = 0
+    slices_overran: int = 0
+    worst_loop_lag: float = 0.0
+    blas_threads: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures as a plain dict (JSON-ready)."""
+        return asdict(self)
+
+
+#: seconds between two loop-lag probes of an Engine
+LAG_PROBE_PERIOD = 0.01
+
+
 class Engine:
-    """Device queues and workers serving every backward started inside it.
+    """The scheduler serving every backward of an event loop or of a block.
 
-    ``async with ae.Engine() as engine:`` opens one task group; each non-cpu
-    device used by a backward (``sim:N``, ``cuda:N``) gets a ready queue shared
-    by all graph tasks and ``workers_per_device`` worker tasks draining it.
-    Every ``await ae.backward/grad`` started inside the block (or, after
-    entering, from any task of the same event loop that has no Engine of its
-    own: a web server's request handlers) uses them.  Without an Engine, an
-    async backward that meets a non-cpu node runs its own short-lived one; a
-    cpu-only backward needs none.  Leaving the block cancels the workers;
-    backwards still waiting on them fail with an AutogradError.
+    ``async with ae.Engine() as engine:`` opens one task group.  Every
+    ``await ae.backward/grad`` started inside the block, and, once it is
+    open, every one started by any task of the same event loop that has no
+    Engine of its own (a web server's request handlers: open the Engine in
+    the app's lifespan), uses its settings and its queues:
 
-    Settings:
+    * the backwards on the loop take turns, one time slice at a time between
+      two turns of the event loop, however many are in flight (NOTE [The
+      loop's share]), so other tasks stay responsive under load;
+    * ``max_inflight`` bounds how many run at once, the others waiting in
+      order (NOTE [Admission]);
+    * heavy kernels run in compute threads (one per core by default), so the
+      backwards of concurrent requests use every core; ``await
+      engine.run(fn, *args)`` runs a function there too (a request's
+      forward);
+    * each non-cpu device used (``sim:N``, ``cuda:N``) gets a ready queue
+      shared by all backwards and ``workers_per_device`` worker tasks.
+
+    Without an Engine a cpu backward runs as well (an async backward that
+    meets a non-cpu node opens a short-lived Engine of its own).  Leaving the
+    block cancels the workers; backwards still waiting on them fail with an
+    AutogradError.  ``ae.current_engine()`` is the Engine serving the caller;
+    ``engine.stats()`` says what it has done.
+
+    Settings (each checked here: a wrong one raises at once, naming it):
 
     * ``time_slice``: seconds a backward or a worker runs before it yields to
       the event loop (default ``DEFAULT_TIME_SLICE``, 1 ms).
-    * ``offload``: run heavy kernels in worker threads (default True);
-      ``offload_threshold``: result size in elements from which a node of a
-      backward this Engine runs counts as heavy (NOTE [Kernel offload policy]);
-      ``offload_threads``: threads per device (a CapacityLimiter each).
+    * ``max_inflight``: backwards (top-level ones) running at once; the
+      others wait, cancellably, in the order they came (default None: no
+      limit).
+    * ``offload``: run heavy kernels in compute threads (default True);
+      ``offload_threshold``: the size, in elements touched, from which a
+      node's kernel counts as heavy (NOTE [Kernel offload policy]);
+      ``offload_threads``: compute threads per device (default: the number
+      of cores, at least 2), shared by offloaded kernels and ``engine.run``.
+    * ``blas_threads``: BLAS/OpenMP pool size while the Engine is open
+      (default 1: the compute threads give the parallelism; NOTE [BLAS
+      threads]); None leaves the pools as they are.
     * ``reentrant_depth_limit``: nested graph tasks on one stack before a
       nested backward moves off it (default 60, PyTorch's MAX_DEPTH);
       ``reentrant_overflow``: where a nested *async* backward goes then:
@@ -390,15 +474,16 @@ class Engine:
     * ``on_node``: debug callable ``(node, where)`` called before each node runs,
       ``where`` being the worker's name (``'sim:0#0'``) or ``'owner'``.
 
-    Example (a Starlette/FastAPI service)::
+    A web service opens one Engine in its lifespan (the complete, tested
+    examples are in the repository's ``examples/`` folder)::
 
         import contextlib, aengine as ae
         from fastapi import FastAPI
 
         @contextlib.asynccontextmanager
         async def lifespan(app):
-            async with ae.Engine(time_slice=0.002):
-                yield          # request handlers' backwards share its workers
+            async with ae.Engine(max_inflight=64):
+                yield      # every request handler's backward uses it
 
         app = FastAPI(lifespan=lifespan)
 
@@ -419,9 +504,11 @@ class Engine:
         self,
         *,
         time_slice: float | None = None,
+        max_inflight: int | None = None,
         offload: bool = True,
         offload_threshold: int | None = None,
         offload_threads: int | None = None,
+        blas_threads: int | None = 1,
         reentrant_depth_limit: int = DEFAULT_REENTRANT_DEPTH_LIMIT,
         reentrant_overflow: str = "thread",
         workers_per_device: int = 1,
@@ -435,6 +522,8 @@ class Engine:
         time_slice = _seconds("time_slice", time_slice)
         if not time_slice > 0:
             raise ValueError(f"time_slice must be a positive number of seconds, got {time_slice}")
+        if max_inflight is not None:
+            max_inflight = _int_setting("max_inflight", max_inflight, 1)
         if not isinstance(offload, bool):
             raise TypeError(f"offload must be a bool, got {type(offload).__name__} {offload!r}")
         if offload_threshold is None:
@@ -442,6 +531,8 @@ class Engine:
         offload_threshold = _int_setting("offload_threshold", offload_threshold, 0)
         if offload_threads is not None:
             offload_threads = _int_setting("offload_threads", offload_threads, 1)
+        if blas_threads is not None:
+            blas_threads = _int_setting("blas_threads", blas_threads, 1)
         reentrant_depth_limit = _int_setting("reentrant_depth_limit", reentrant_depth_limit, 1)
         if not isinstance(reentrant_overflow, str):
             raise TypeError(
@@ -461,12 +552,14 @@ class Engine:
                 f"{type(on_node).__name__} {on_node!r}"
             )
         self.time_slice = time_slice
+        self.max_inflight = max_inflight
         self.offload = offload
         self.offload_threshold = offload_threshold
         #: the Scheduler protocol's facts (NOTE [The scheduler protocol])
         self.home = CPU
         self.offload_min = self.offload_threshold if self.offload else NEVER
         self.offload_threads = offload_threads or _default_threads()
+        self.blas_threads = blas_threads
         self.reentrant_depth_limit = int(reentrant_depth_limit)
         self.workers_per_device = int(workers_per_device)
         self.sim_latency = sim_latency
@@ -481,6 +574,17 @@ class Engine:
         self._ctx = contextvars.Context()
         self._closed = True
         self._entered = False
+        self._capped = False
+        # NOTE [Admission]: the top-level backwards admitted and running, and
+        # the events of those waiting for a place, in order
+        self._admitted: set[GraphTask] = set()
+        self._admission: deque[anyio.Event] = deque()
+        # stats: outcomes, kernels, the share's counts when we opened
+        self._done_ok = self._failed = self._cancelled = 0
+        self._kernels = self._calls = 0
+        self._worst_lag = 0.0
+        self._share: LoopShare | None = None
+        self._share_base = (0, 0)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running"
@@ -500,21 +604,19 @@ class Engine:
         await tg.__aenter__()
         self._tg = tg
         self._closed = False
-        self._tokens = [
-            (_engine_var, _engine_var.set(self)),
-            (_time_slice, _time_slice.set(self.time_slice)),
-            (_reentrant_depth_limit, _reentrant_depth_limit.set(self.reentrant_depth_limit)),
-            (_reentrant_overflow, _reentrant_overflow.set(self.reentrant_overflow)),
-        ]
+        self._tokens = [(_engine_var, _engine_var.set(self)), (_block, _block.set(self))]
         # workers start from the Engine's context, not from the context of
         # whichever backward first used a device (its graph task, modes...)
         self._ctx = contextvars.copy_context()
+        share = self._share = loop_share()
+        self._share_base = (share.slices, share.overran)
         if not self._ephemeral:
-            global _LOOP_ENGINE_VAR
-            if _LOOP_ENGINE_VAR is None:
-                _LOOP_ENGINE_VAR = RunVar("aengine_loop_engine", default=None)
-            if _loop_engine() is None:
-                _LOOP_ENGINE_VAR.set(self)
+            if loop_engine() is None:
+                set_loop_engine(self)
+            if self.blas_threads is not None:
+                _blas.cap(self.blas_threads)
+                self._capped = True
+            tg.start_soon(self._probe_lag, name="aengine-loop-lag-probe")
         return self
 
     async def __aexit__(
@@ -527,8 +629,11 @@ class Engine:
         for var, token in reversed(self._tokens):
             var.reset(token)
         self._tokens = []
-        if _LOOP_ENGINE_VAR is not None and _loop_engine() is self:
-            _LOOP_ENGINE_VAR.set(None)
+        if not self._ephemeral and loop_engine() is self:
+            set_loop_engine(None)
+        if self._capped:
+            self._capped = False
+            _blas.uncap()
         # Backwards still waiting on our workers cannot finish: fail them.
         for gt in list(self._inflight):
             gt.fail(
@@ -553,6 +658,73 @@ class Engine:
                 raise
         return False
 
+    # -- the public calls -----------------------------------------------------------------------
+    async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` in one of the Engine's compute threads; return its result.
+
+        For the work of a request that would hold the event loop: the forward
+        of a model made of large kernels runs here while the loop serves
+        other tasks, and the kernels of concurrent requests run on every core
+        (numpy releases the GIL inside them).  ``fn`` sees a copy of the
+        caller's context (grad mode, ``ae.no_grad()``...), so the graph it
+        records is the caller's to differentiate.  Cancelling the caller waits
+        for ``fn`` to return (a thread cannot be stopped), then raises.
+
+        Example::
+
+            >>> import aengine as ae, anyio
+            >>> async def main():
+            ...     async with ae.Engine() as engine:
+            ...         w = ae.ones(2, 2, requires_grad=True)
+            ...         y = await engine.run(lambda x: (x @ w).sum(), ae.ones(3, 2))
+            ...         (g,) = await ae.grad(y, [w])
+            ...         return g.tolist()
+            >>> anyio.run(main)
+            [[3.0, 3.0], [3.0, 3.0]]
+        """
+        if not callable(fn):
+            raise TypeError(
+                f"engine.run(fn, *args) takes a callable first, got {type(fn).__name__} {fn!r}"
+            )
+        if self._closed:
+            raise AutogradError(
+                "engine.run() was called on a closed ae.Engine; call it inside the "
+                "`async with ae.Engine()` block"
+            )
+        self._calls += 1
+        call = functools.partial(fn, *args, **kwargs) if kwargs else fn
+        result = await anyio.to_thread.run_sync(
+            call, *args if not kwargs else (), limiter=self._cpu()
+        )
+        # cancelled while fn ran: its result is dropped, the cancellation raised
+        await checkpoint_if_cancelled()
+        return result
+
+    def stats(self) -> EngineStats:
+        """What this Engine has done since it opened (see ``EngineStats``)."""
+        depth = {"cpu": 0 if self._share is None else len(self._share.waiters)}
+        for dev, q in self._queues.items():
+            depth[str(dev)] = sum(len(r) for r in q.queues.values())
+        share = self._share
+        slices = overran = 0
+        if share is not None:
+            slices = share.slices - self._share_base[0]
+            overran = share.overran - self._share_base[1]
+        return EngineStats(
+            backwards_done=self._done_ok,
+            backwards_failed=self._failed,
+            backwards_cancelled=self._cancelled,
+            backwards_inflight=len(self._admitted),
+            backwards_waiting=len(self._admission),
+            queue_depth=depth,
+            kernels_offloaded=self._kernels,
+            calls_run=self._calls,
+            slices=slices,
+            slices_overran=overran,
+            worst_loop_lag=self._worst_lag,
+            blas_threads=_blas.current_cap(),
+        )
+
     # -- the Scheduler protocol (aengine.core) and the drivers' calls ---------------------------
     def node_hook(self) -> Callable[[Node], None] | None:
         """The ``on_node`` debug callable as a graph task's node hook, or None."""
@@ -560,6 +732,43 @@ class Engine:
         if on_node is None:
             return None
         return lambda node: on_node(node, _worker_var.get() or "owner")
+
+    def admit(self, gt: GraphTask) -> Awaitable[None] | None:
+        """Admit a backward before it runs; an awaitable when it must wait for a place.
+
+        # NOTE [Admission]
+        # ``max_inflight`` bounds the top-level backwards running at once
+        # (a nested backward belongs to a running one and is never held
+        # back: it would wait for its own parent).  The others wait in the
+        # order they came, each on an event; a backward that ends hands its
+        # place to the first waiter.  A waiter cancelled before its turn
+        # leaves the line; one cancelled as its turn came passes the place on.
+        """
+        if gt.depth:
+            return None
+        limit = self.max_inflight
+        if limit is None or (len(self._admitted) < limit and not self._admission):
+            self._admitted.add(gt)
+            return None
+        return self._wait_admission(gt)
+
+    async def _wait_admission(self, gt: GraphTask) -> None:
+        ev = anyio.Event()
+        self._admission.append(ev)
+        try:
+            await ev.wait()
+        except BaseException:
+            if ev.is_set():
+                self._let_in()  # our place came with the cancellation: pass it on
+            else:
+                self._admission.remove(ev)
+            raise
+        self._admitted.add(gt)
+
+    def _let_in(self) -> None:
+        """A place is free: the first waiter gets it."""
+        if self._admission:
+            self._admission.popleft().set()
 
     def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
         """Queue a node that became ready on the general path."""
@@ -595,25 +804,49 @@ class Engine:
                 del self._waiters[gt]
 
     def release(self, gt: GraphTask) -> None:
-        """gt ended: drop its queued device nodes."""
+        """gt ended: drop its queued device nodes, count it, free its place."""
         for q in self._queues.values():
             n = q.discard(gt)
             if n:
                 self._done(gt, n)
         self._waiters.pop(gt, None)
+        if gt in self._admitted:
+            self._admitted.discard(gt)
+            err = gt.error
+            if err is None:
+                self._done_ok += 1
+            elif isinstance(err, anyio.get_cancelled_exc_class()):
+                self._cancelled += 1
+            else:
+                self._failed += 1
+            self._let_in()
 
     async def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
-        """Run an offloaded node's apply in a thread (device limiter)."""
+        """Run an offloaded node's apply in a compute thread (the device's limiter)."""
+        self._kernels += 1
         dev = node_device(node)
         if dev is CPU:
-            lim = self._cpu_limiter
-            if lim is None:
-                lim = self._cpu_limiter = anyio.CapacityLimiter(self.offload_threads)
-            return await run_kernel(node, inputs, gt.create_graph, lim)
+            return await run_kernel(node, inputs, gt.create_graph, self._cpu())
         q = self._queue(dev)
         return await run_kernel(node, inputs, gt.create_graph, q.limiter, q.select)
 
     # -- internals ------------------------------------------------------------------------------
+    def _cpu(self) -> anyio.CapacityLimiter:
+        lim = self._cpu_limiter
+        if lim is None:
+            lim = self._cpu_limiter = anyio.CapacityLimiter(self.offload_threads)
+        return lim
+
+    async def _probe_lag(self) -> None:
+        """Record how late a periodic timer fires: the loop's worst lag."""
+        period = LAG_PROBE_PERIOD
+        while True:
+            start = perf_counter()
+            await anyio.sleep(period)
+            lag = perf_counter() - start - period
+            if lag > self._worst_lag:
+                self._worst_lag = lag
+
     def _put(self, gt: GraphTask, node: Node, buffer: list[Any], dev: Device) -> None:
         if self._closed:
             raise AutogradError(
@@ -656,6 +889,10 @@ class Engine:
 
     async def _worker(self, q: _DeviceQueue, name: str) -> None:
         _worker_var.set(name)
+        share = loop_share()
+        time_slice = self.time_slice
+        held = False  # the loop's share: taken per slice, never held across an await
+        start = 0.0
         try:
             while True:
                 if not q.rr:
@@ -666,54 +903,93 @@ class Engine:
                         ev = q.event = anyio.Event()
                     await ev.wait()
                     continue
-                deadline = perf_counter() + self.time_slice
                 while q.rr:
                     gt, node, buffer = q.take()
                     if gt.error is not None or gt.done:
                         self._done(gt)
                         continue
                     if q.latency:
+                        if held:
+                            held = False
+                            share.count(start, time_slice)
+                            share.give()
                         await anyio.sleep(q.latency)
                         if gt.error is not None or gt.done:
                             self._done(gt)
                             continue
-                    await self._run(q, gt, node, buffer)
-                    if perf_counter() > deadline:
+                    if not held:
+                        if not share.try_take():
+                            await share.take()
+                        held = True
+                        start = perf_counter()
+                    share.running = True
+                    try:
+                        step = self._start(q, gt, node, buffer)
+                    finally:
+                        share.running = False
+                    if step is not None:
+                        held = False
+                        share.count(start, time_slice)
+                        share.give()
+                        await self._wait(q, gt, step)
+                    elif perf_counter() - start > time_slice:
                         break
-                if q.rr:  # the slice is over: NOTE [Yielding a time slice]
-                    await yield_slice()
-                else:
-                    await checkpoint()
+                if held:  # the slice is over (NOTE [The loop's share])
+                    share.count(start, time_slice)
+                    if q.rr:
+                        await yield_slice()  # holding it: NOTE [Yielding a time slice]
+                        if share.waiters:
+                            held = False
+                            share.give()
+                        else:
+                            start = perf_counter()
+                        continue
+                    held = False
+                    share.give()
+                await checkpoint()
         finally:
+            if held:
+                share.give()
             q.workers -= 1
 
-    async def _run(self, q: _DeviceQueue, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        """Run one node of ``gt`` on this worker, as the owner would."""
+    def _start(
+        self, q: _DeviceQueue, gt: GraphTask, node: Node, buffer: list[Any]
+    ) -> Awaitable[Any] | None:
+        """Run one node of ``gt`` on this worker, as the owner would; what to await, if any."""
         t1 = _current.set(gt)
         t2 = _grad_enabled.set(gt.create_graph)
-        cancelled = anyio.get_cancelled_exc_class()
+        step = None
         try:
             if q.select is None:
                 step = gt.run_node(node, buffer)
             else:
                 with q.select():  # cuda: this device, in this thread
                     step = gt.run_node(node, buffer)
-            if step is not None:
-                # a worker that waits inside a node is replaced meanwhile
-                q.blocked += 1
-                if q.workers - q.blocked < q.target:
-                    self._spawn(q)
-                try:
-                    await step
-                except cancelled:
-                    raise  # this worker is cancelled (the Engine closes)
-                except BaseException:
-                    # recorded on gt (GraphTask.fail), KeyboardInterrupt and
-                    # SystemExit too: the owner raises them as they are
-                    pass
-                finally:
-                    q.blocked -= 1
         finally:
+            _grad_enabled.reset(t2)
+            _current.reset(t1)
+            if step is None:
+                self._done(gt)
+        return step
+
+    async def _wait(self, q: _DeviceQueue, gt: GraphTask, step: Awaitable[Any]) -> None:
+        """Wait inside a node (kernel, async hook, nested backward); replaced meanwhile."""
+        t1 = _current.set(gt)
+        t2 = _grad_enabled.set(gt.create_graph)
+        cancelled = anyio.get_cancelled_exc_class()
+        q.blocked += 1
+        if q.workers - q.blocked < q.target:
+            self._spawn(q)
+        try:
+            await step
+        except cancelled:
+            raise  # this worker is cancelled (the Engine closes)
+        except BaseException:
+            # recorded on gt (GraphTask.fail), KeyboardInterrupt and
+            # SystemExit too: the owner raises them as they are
+            pass
+        finally:
+            q.blocked -= 1
             _grad_enabled.reset(t2)
             _current.reset(t1)
             self._done(gt)

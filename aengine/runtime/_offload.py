@@ -4,37 +4,44 @@
 # A node whose kernel would block the event loop for long runs through
 # ``anyio.to_thread.run_sync`` with the device's ``CapacityLimiter``; small
 # kernels run inline on the loop thread.  The decision is the runtime's,
-# made when the node runs: an op's node records the size of its result
-# (``node.numel``, a fact), the scheduler of the backward exposes
-# ``offload_min`` (``ae.Engine(offload_threshold=...)``, default
+# made when the node runs: an op's node records the cost of its kernel in
+# elements touched (``node.numel``, a fact: its result's size; a matrix
+# product's result size times its inner dimension over 16, see
+# ``_product`` in aengine/ops/_linalg.py), the scheduler of the backward
+# exposes ``offload_min`` (``ae.Engine(offload_threshold=...)``, default
 # ``DEFAULT_OFFLOAD_MIN_ELEMENTS``; never with ``offload=False``), and the
-# graph task hands nodes at least that large to it (NOTE [Where a node runs]
-# in aengine/core/_graph_task.py).  A sync backward runs every kernel inline.
+# graph task hands nodes at least that costly to it (NOTE [Where a node
+# runs] in aengine/core/_graph_task.py).  A sync backward runs every kernel
+# inline.
 #
 # Why 2**16 elements: a thread hop costs about as much as the cheapest
 # elementwise kernel of that size, and an expensive one (a transcendental
 # and its product) far more; below it offloading only adds latency,
 # above it the loop would stall for a time slice or more (figures in
-# docs/performance.md).  The size of the result is the measure: a
-# reduction's backward, which expands a small gradient, is a cheap
-# broadcast; a matmul with a huge inner dimension but a small result is
-# under-estimated (lower the threshold for such workloads).
+# docs/engineering-log.md).  The size of the result is the measure of an
+# elementwise kernel: a reduction's backward, which expands a small
+# gradient, is a cheap broadcast.  A product's result size alone would
+# under-estimate it (a 64x512 result of a 512-deep product costs as much as
+# a million-element elementwise kernel), hence its own measure.
 #
 # Only ``node.apply`` runs in the thread (numpy releases the GIL inside its
 # kernels, so kernels of different backwards overlap); routing, staging and
 # every GraphTask field stay on the loop thread.  The thread gets a copy of
 # the caller's contextvars (grad mode, current graph task).  A cancelled
 # caller waits for the kernel already running (threads cannot be killed),
-# then stops.  BLAS pools are not capped here: several concurrent matmul
-# kernels want one BLAS thread each (OPENBLAS_NUM_THREADS=1).
+# then stops.  An open Engine caps the BLAS pools (NOTE [BLAS threads] in
+# _blas.py): several concurrent matmul kernels want one BLAS thread each.
 """
 
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 from anyio import to_thread
+
+from ..core import _trace
 
 __all__ = ["DEFAULT_OFFLOAD_MIN_ELEMENTS", "run_kernel", "stats", "reset_stats"]
 
@@ -98,4 +105,8 @@ async def run_kernel(
     (the cuda backend selects the node's device there: device selection is
     per thread).
     """
+    rec = _trace.active
+    if rec is not None:  # a profile times the kernel (NOTE [Profiling seam])
+        run = partial(to_thread.run_sync, limiter=limiter)
+        return await rec.offload(node, run, _in_thread, node, inputs, create_graph, select)
     return await to_thread.run_sync(_in_thread, node, inputs, create_graph, select, limiter=limiter)

@@ -1,12 +1,28 @@
-"""Engine settings visible to the current task (set by ``ae.Engine``), and their defaults."""
+"""The Engine settings that apply to a backward, and their defaults.
+
+# NOTE [Which Engine's settings apply]
+# A backward uses the settings of the innermost ``async with ae.Engine()``
+# block its task runs in (task-local context variables, set on entering the
+# block), else those of the Engine serving the event loop (the first Engine
+# opened on this loop that is still open: a web server's request handlers
+# run in tasks started outside the app's lifespan block, and still get its
+# settings), else the defaults.  The loop's Engine is kept in a RunVar made
+# when the first Engine opens, so that a program without an Engine never
+# pays for looking it up.
+"""
 
 from __future__ import annotations
 
 import contextvars
+from typing import Any, Protocol
+
+from anyio.lowlevel import RunVar
 
 __all__ = [
     "DEFAULT_REENTRANT_DEPTH_LIMIT",
     "DEFAULT_TIME_SLICE",
+    "loop_engine",
+    "set_loop_engine",
     "reentrant_depth_limit",
     "reentrant_overflow",
     "time_slice",
@@ -19,29 +35,61 @@ DEFAULT_TIME_SLICE = 0.001
 #: (PyTorch's MAX_DEPTH); see NOTE [Reentrant stacks] in _reentrant.py
 DEFAULT_REENTRANT_DEPTH_LIMIT = 60
 
-_time_slice: contextvars.ContextVar[float] = contextvars.ContextVar(
-    "aengine_time_slice", default=DEFAULT_TIME_SLICE
-)
+
+class EngineSettings(Protocol):
+    """What this module reads of an ``ae.Engine``."""
+
+    time_slice: float
+    reentrant_depth_limit: int
+    reentrant_overflow: str
+    _closed: bool
+
+
+#: the settings of the innermost Engine block of this task (None outside any)
+_block: contextvars.ContextVar[Any] = contextvars.ContextVar("aengine_engine_block", default=None)
+#: the Engine serving the running loop's backwards (made when the first Engine opens)
+_LOOP_ENGINE_VAR: RunVar[Any] | None = None
+
+
+def loop_engine() -> Any:
+    """The open Engine serving this event loop's backwards, or None."""
+    if _LOOP_ENGINE_VAR is None:
+        return None
+    try:
+        eng = _LOOP_ENGINE_VAR.get()
+    except RuntimeError:  # no event loop
+        return None
+    if eng is None or eng._closed:
+        return None
+    return eng
+
+
+def set_loop_engine(engine: EngineSettings | None) -> None:
+    """Make ``engine`` the one serving this event loop (None: no longer any)."""
+    global _LOOP_ENGINE_VAR
+    if _LOOP_ENGINE_VAR is None:
+        _LOOP_ENGINE_VAR = RunVar("aengine_loop_engine", default=None)
+    _LOOP_ENGINE_VAR.set(engine)
+
+
+def settings_here() -> EngineSettings | None:
+    """The Engine whose settings apply here (NOTE [Which Engine's settings apply])."""
+    eng = _block.get()
+    if eng is not None and not eng._closed:
+        return eng  # type: ignore[no-any-return]
+    return loop_engine()  # type: ignore[no-any-return]
 
 
 def time_slice() -> float:
     """Seconds an async backward runs before yielding to the event loop."""
-    return _time_slice.get()
-
-
-_reentrant_depth_limit: contextvars.ContextVar[int] = contextvars.ContextVar(
-    "aengine_reentrant_depth_limit", default=DEFAULT_REENTRANT_DEPTH_LIMIT
-)
+    eng = settings_here()
+    return DEFAULT_TIME_SLICE if eng is None else eng.time_slice
 
 
 def reentrant_depth_limit() -> int:
     """Graph tasks nested on one stack before a nested backward moves off it."""
-    return _reentrant_depth_limit.get()
-
-
-_reentrant_overflow: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "aengine_reentrant_overflow", default="thread"
-)
+    eng = settings_here()
+    return DEFAULT_REENTRANT_DEPTH_LIMIT if eng is None else eng.reentrant_depth_limit
 
 
 def reentrant_overflow() -> str:
@@ -51,4 +99,5 @@ def reentrant_overflow() -> str:
     ``anyio.to_thread``; "task": a fresh task of the same loop.  See NOTE
     [Reentrant stacks] in _reentrant.py.
     """
-    return _reentrant_overflow.get()
+    eng = settings_here()
+    return "thread" if eng is None else eng.reentrant_overflow

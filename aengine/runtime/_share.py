@@ -1,0 +1,110 @@
+"""The loop's share: one backward time slice at a time between two turns of the loop.
+
+# NOTE [The loop's share]
+# Every async backward of a thread's event loop (the drivers' slices and the
+# device workers' slices) computes only while it holds this thread's
+# ``LoopShare``.  Without it, N backwards in flight would each run a slice
+# per turn of the loop, and a request handler or a timer woken meanwhile
+# would wait behind N slices: the loop's responsiveness would fall as the
+# load rises.  With it:
+#
+# * A backward takes the share at once when nobody holds it and nobody
+#   waits (the fast path: a lone backward drains inline, as before).
+#   Otherwise it waits in a FIFO; the holder, at the end of its slice,
+#   hands the share to the first waiter (``give``) and then queues again if
+#   it has more work.  The waiter wakes through an event, i.e. on a later
+#   turn of the loop, after the loop polled for I/O: so at most about one
+#   slice runs between two turns, however many backwards are in flight, and
+#   the backwards take turns slice by slice (round robin; inside one
+#   backward PyTorch's order is kept by its own ready queue).
+# * The share is never held across an await: before a driver awaits a node
+#   (an offloaded kernel, an async hook, a nested backward) it gives the
+#   share back, and takes it again after.  So a nested backward never waits
+#   for its parent, and kernels in threads overlap with other backwards'
+#   slices.
+# * A slice may start a nested backward synchronously: the first steps of
+#   an ``async def`` backward or hook run inside the node, inside the slice.
+#   Such a backward finds ``running`` set (a slice is executing on this
+#   thread right now, and nothing else can run on the thread meanwhile, so
+#   it is the enclosing one of the same task) and runs within its
+#   enclosing slice, without taking the share: waiting for it would wait
+#   for itself.  Once it suspends, its parent's driver gives the share back
+#   before awaiting it, and the nested one takes it as any other.
+# * A waiter that is cancelled leaves the queue; one cancelled after the
+#   share was handed to it passes it on.
+# * One share per thread: an event loop runs in one thread, and one thread
+#   runs at most one loop at a time (a nested backward moved to a new
+#   thread has a loop, and a share, of its own).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from time import perf_counter
+
+import anyio
+
+__all__ = ["LoopShare", "loop_share"]
+
+
+class LoopShare:
+    """The right to run a backward time slice on this thread's event loop."""
+
+    __slots__ = ("held", "overran", "running", "slices", "waiters")
+
+    def __init__(self) -> None:
+        self.held = False
+        #: True while a slice executes (synchronously) on this thread
+        self.running = False
+        self.waiters: deque[anyio.Event] = deque()
+        #: slices run; slices longer than twice their time slice
+        self.slices = 0
+        self.overran = 0
+
+    def try_take(self) -> bool:
+        """Take the share if it is free and nobody waits for it (no checkpoint)."""
+        if self.held or self.waiters:
+            return False
+        self.held = True
+        return True
+
+    async def take(self) -> None:
+        """Wait for the share in FIFO order (a checkpoint, cancellable)."""
+        ev = anyio.Event()
+        self.waiters.append(ev)
+        try:
+            await ev.wait()
+        except BaseException:
+            if ev.is_set():  # handed to us as we were cancelled: pass it on
+                self.give()
+            else:
+                self.waiters.remove(ev)
+            raise
+
+    def give(self) -> None:
+        """Hand the share to the first waiter, else free it."""
+        waiters = self.waiters
+        if waiters:
+            waiters.popleft().set()  # still held: ownership moves to the waiter
+        else:
+            self.held = False
+
+    def count(self, start: float, time_slice: float) -> None:
+        """Record a slice that began at ``start`` (perf_counter)."""
+        self.slices += 1
+        if perf_counter() - start > 2 * time_slice:
+            self.overran += 1
+
+
+class _PerThread(threading.local):
+    def __init__(self) -> None:
+        self.share = LoopShare()
+
+
+_here = _PerThread()
+
+
+def loop_share() -> LoopShare:
+    """This thread's share (NOTE [The loop's share])."""
+    return _here.share
