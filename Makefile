@@ -8,8 +8,10 @@ STAMP   := $(VENV)/.installed
 DEMO_VENV  := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 DEMO_PIP   := install -q --disable-pip-version-check -e . 'trio>=0.25'
+# `make docs` adds the site generator (the `docs` extra) to .venv.
+DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: all demo test lint typecheck unit bench bench-quick clean
+.PHONY: all demo docs test lint typecheck unit bench bench-quick clean
 
 all: test
 
@@ -37,6 +39,15 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/python -m aengine._demo
 
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+# The site (mkdocs.yml) into site/; --strict: a broken link, anchor or API
+# reference fails the build.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: $(STAMP)
 	$(BIN)/ruff check aengine adapters tests bench
 	$(BIN)/ruff format --check aengine adapters
@@ -57,4 +68,4 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m bench --quick
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) build *.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_VENV) build site *.egg-info .mypy_cache .ruff_cache

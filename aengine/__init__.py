@@ -20,6 +20,7 @@ from ._checkpoint import checkpoint
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
 from ._gradcheck import gradcheck, gradgradcheck
 from ._hooks import register_multi_grad_hook
+from ._profile import profile
 from .core import (
     AccumulateGrad,
     AutogradError,
@@ -109,7 +110,7 @@ from .ops import (
     var,
     where,
 )
-from .runtime import Engine
+from .runtime import Engine, EngineStats, current_engine
 from .tensors._creation import (
     Generator,
     arange,
@@ -174,4 +175,6 @@ __all__ = [
     "cat", "chunk", "gather", "index_select", "masked_fill", "narrow", "select", "split",
     "stack", "take_along_dim", "unbind",
     "complex64", "complex128", "get_default_dtype", "set_default_dtype", "mm", "dot",
+    "EngineStats", "current_engine",
+    "profile",
 ]  # fmt: skip

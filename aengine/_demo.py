@@ -19,11 +19,18 @@ every period: the forward pass and the weight update are plain numpy work
 that holds the loop between two awaits, and a slice ends only after the
 node it is running.
 
+It ends by profiling two more training steps with ``ae.profile()`` and
+writing the trace to a file to open in the Perfetto UI or chrome://tracing:
+each node, the backward's time slices, and the yields to the loop between
+them (docs/profiling.md).
+
 Run it with ``make demo`` or ``python -m aengine._demo``.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -114,12 +121,22 @@ async def measure(steps: int, depth: int, width: int, blocking: bool) -> Result:
     return Result(end - start, len(seen), worst_gap, loss)
 
 
-def main(steps: int = 25, depth: int = 100, width: int = 64) -> None:
-    """Run the comparison under asyncio and trio and print it.
+async def profile_steps(steps: int, depth: int, width: int) -> ae.profile:
+    """A profile of ``steps`` training steps with ``await ae.grad``."""
+    x, y, params = make_model(depth, width)
+    async with ae.profile() as p:
+        await train(x, y, params, steps, blocking=False)
+    return p
+
+
+def main(steps: int = 25, depth: int = 100, width: int = 64, trace: str | None = None) -> None:
+    """Run the comparison under asyncio and trio and print it; then write a trace.
 
     The default model is deep and narrow: its backward has many short nodes
     (a few ms in all), and its matrices are too small for numpy's BLAS to use
     threads, which stall when other processes keep the cores busy.
+    ``trace``: where the trace goes (default: aengine-demo-trace.json in the
+    temporary directory).
     """
     print(
         f"{steps} training steps of an MLP ({depth} hidden layers of width {width}) "
@@ -137,6 +154,18 @@ def main(steps: int = 25, depth: int = 100, width: int = 64) -> None:
         "`await ae.grad` lets the loop run other tasks about every millisecond of a backward\n"
         "(the forward pass and the update still hold it in between); `ae.sync.grad` in a\n"
         "coroutine holds the loop for the whole backward: use it only where no loop runs."
+    )
+    if trace is None:
+        trace = os.path.join(tempfile.gettempdir(), "aengine-demo-trace.json")
+    p = anyio.run(profile_steps, 2, depth, width)
+    p.export_chrome_trace(trace)
+    nodes = sum(1 for e in p.events if e["cat"] == "node")
+    print(
+        f"ae.profile() of 2 more steps (asyncio): {nodes:,} nodes in 2 backwards, written to\n"
+        f"  {trace}\n"
+        "Open it in the Perfetto UI (https://ui.perfetto.dev, 'Open trace file') or in Chrome\n"
+        "at chrome://tracing ('Load'): a row per backward with its time slices and the yields\n"
+        "to the loop, a row with the nodes of the training task, arrows from forward to backward."
     )
 
 

@@ -38,6 +38,17 @@ import aengine as ae
 F64 = ae.float64
 
 
+async def _engine_run(fn: Any) -> Any:
+    async with ae.Engine() as engine:
+        return await engine.run(fn)
+
+
+async def _closed_engine_run() -> Any:
+    async with ae.Engine() as engine:
+        pass
+    return await engine.run(print)
+
+
 def t(data: Any, **kwargs: Any) -> ae.Tensor:
     """A float64 tensor (explicit dtype: nothing depends on the default dtype)."""
     return ae.tensor(np.asarray(data, dtype=np.float64), dtype=F64, **kwargs)
@@ -238,6 +249,41 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.Engine(sim_latency={"tpu": 0.1}),
         ValueError,
         "sim_latency: 'tpu' is not a sim device",
+    ),
+    "ae.Engine: zero max_inflight": Bad(
+        lambda x: ae.Engine(max_inflight=0), ValueError, "max_inflight must be >= 1, got 0"
+    ),
+    "ae.Engine: float max_inflight": Bad(
+        lambda x: ae.Engine(max_inflight=2.5), TypeError, "max_inflight must be an int"
+    ),
+    "ae.Engine: zero blas_threads": Bad(
+        lambda x: ae.Engine(blas_threads=0), ValueError, "blas_threads must be >= 1, got 0"
+    ),
+    "ae.Engine: str blas_threads": Bad(
+        lambda x: ae.Engine(blas_threads="1"), TypeError, "blas_threads must be an int"
+    ),
+    "ae.Engine: negative time_slice": Bad(
+        lambda x: ae.Engine(time_slice=-1), ValueError, "time_slice must be a positive number"
+    ),
+    "ae.Engine.run: not callable": Bad(
+        lambda x: anyio.run(_engine_run, 5),
+        TypeError,
+        r"engine.run\(fn, \*args\) takes a callable first, got int 5",
+    ),
+    "ae.Engine.run: engine closed": Bad(
+        lambda x: anyio.run(_closed_engine_run),
+        ae.AutogradError,
+        "engine.run\\(\\) was called on a closed ae.Engine",
+    ),
+    "ae.profile: progress not a callable": Bad(
+        lambda x: ae.profile(progress="yes"),
+        TypeError,
+        "progress must be True, False or a callable",
+    ),
+    "ae.profile: progress_every not positive": Bad(
+        lambda x: ae.profile(progress_every=0),
+        ValueError,
+        "progress_every must be a positive number",
     ),
     "ae.Engine: nan sim_latency": Bad(
         lambda x: ae.Engine(sim_latency=float("nan")),
@@ -1581,6 +1627,8 @@ def test_bad_input_raises_a_clear_error_and_leaves_grad_untouched(row: Bad) -> N
 #: public names with no argument to get wrong, or covered under another name, with the reason
 NO_BAD_INPUT: dict[str, str] = {
     "__version__": "a string",
+    "current_engine": "takes no argument",
+    "EngineStats": "a result type, made by engine.stats()",
     "sync": "a module: its entry points have rows (ae.sync.*)",
     "functional": "a module: its entry points have rows (ae.functional.*)",
     "viz": "a module: its entry points have rows (ae.viz.*)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -14,10 +15,11 @@ LINE = re.compile(
 )
 
 
-def test_main_prints_the_comparison_under_asyncio_and_trio(capsys):
+def test_main_prints_the_comparison_under_asyncio_and_trio(capsys, tmp_path):
     # a small model: the same code paths in milliseconds (warnings are errors
     # here, so the blocking variant's RuntimeWarning must be silenced by it)
-    _demo.main(steps=3, depth=4, width=8)
+    trace = tmp_path / "trace.json"
+    _demo.main(steps=3, depth=4, width=8, trace=str(trace))
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (
         "3 training steps of an MLP (4 hidden layers of width 8) "
@@ -31,7 +33,13 @@ def test_main_prints_the_comparison_under_asyncio_and_trio(capsys):
         assert blocking[2] == "0"  # the blocking variant never lets the ticker run
         assert awaited[5] == blocking[5]  # the same gradients, the same final loss
     assert lines[7].startswith("`await ae.grad` lets the loop run other tasks")
-    assert len(lines) == 10
+    # then a profile of two steps, written as a trace, and how to open it
+    assert lines[10].startswith("ae.profile() of 2 more steps (asyncio): ")
+    assert lines[11] == f"  {trace}"
+    assert "https://ui.perfetto.dev" in lines[12] and "chrome://tracing" in lines[13]
+    assert len(lines) == 15
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e["cat"] == "node" for e in events) == int(lines[10].split()[6].replace(",", ""))
 
 
 @pytest.mark.anyio

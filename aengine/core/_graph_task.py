@@ -35,8 +35,9 @@
 # NOTE [Where a node runs]
 # A node runs in the hot loop of ``run`` (apply, release, route: no
 # coroutine) unless it takes the general path: hooks, retained gradients,
-# grad() captures, anomaly mode, a node hook, or a node class that always
-# does (AccumulateGrad, async custom Functions).  Under an async driver the
+# grad() captures, anomaly mode, a node hook, a profile (NOTE [Profiling
+# seam] in _trace.py), or a node class that always does (AccumulateGrad,
+# async custom Functions).  Under an async driver the
 # scheduler (a runtime object, NOTE [The scheduler protocol]) also receives
 # every node that is not on its ``home`` device or whose result has at least
 # ``offload_min`` elements: the runtime alone decides where those run (a
@@ -54,6 +55,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, Protocol
 
+from . import _trace
 from ._anomaly import check_nan, report_error
 from ._errors import AutogradError, BackwardError
 from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
@@ -191,6 +193,9 @@ class Scheduler(Protocol):
 
 class GraphTask:
     """The state of one backward call (see NOTE [Scheduler invariants])."""
+
+    #: the profile recording now, set on the class (NOTE [Profiling seam])
+    prof: _trace.Recorder | None = None
 
     __slots__ = (
         "anomaly",
@@ -397,6 +402,8 @@ class GraphTask:
     def finish(self) -> None:
         """The driver is done with this task (success, error or cancellation)."""
         self.done = True
+        if self.prof is not None:
+            self.prof.graph_task_end(self)
 
     def adopt(self, child: GraphTask) -> None:
         """Register a nested graph task: this one's failure stops it."""
@@ -458,6 +465,9 @@ class GraphTask:
     # -- the hot loop ------------------------------------------------------------------------
     def run(self, deadline: float = float("inf")) -> Any:
         """Run ready nodes; return None (drained), YIELD or an awaitable to await."""
+        prof = self.prof
+        if prof is not None and not prof.inside(self):
+            return prof.run(self, deadline)  # timed; it calls run again
         if self.pending is not None:
             for _ in self.pending:
                 if time.perf_counter() > deadline:
@@ -468,7 +478,7 @@ class GraphTask:
         tie = self.ready.tie
         deps = self.dependencies
         not_ready = self.not_ready
-        slow = self._slow_nodes()
+        slow = self._slow_nodes() if prof is None else EVERY_NODE
         # NOTE [Where a node runs]: with a scheduler, nodes off its home
         # device or with large results go to it (two loads and compares).
         sched = self.sched
@@ -575,7 +585,8 @@ class GraphTask:
         """The nodes that take the general path though not ``_special`` (None: none).
 
         Captured ones (unless all are special anyway: ``_special`` is never
-        cleared), or every node when anomaly mode or a node hook is on.
+        cleared), or every node when anomaly mode or a node hook is on (or a
+        profile: the callers ask ``prof`` first).
         """
         if self.anomaly or self.node_hook is not None:
             return EVERY_NODE
@@ -602,7 +613,8 @@ class GraphTask:
         no cancellation of the worker comes through this call).
         """
         try:
-            slow = self._slow_nodes()  # the hot loop's rule, but for the device
+            # the hot loop's rule, but for the device
+            slow = self._slow_nodes() if self.prof is None else EVERY_NODE
             if node._special or (slow is not None and node in slow) or self._heavy(node):
                 return self.evaluate_general(node, buffer)
             self.running_node = node
@@ -642,6 +654,8 @@ class GraphTask:
                         captured[idx] = buffer[slot]
                     return None
         coro = self._evaluate(node, buffer)
+        if self.prof is not None:
+            coro = self.prof.node(self, node, coro)
         try:
             first = coro.send(None)
         except StopIteration:
@@ -684,7 +698,9 @@ class GraphTask:
                 outs = await sched.kernel(self, node, inputs)  # NOTE [Where a node runs]
             else:
                 outs = node.apply(inputs, create_graph)
-            if inspect.isawaitable(outs):
+            if inspect.isawaitable(outs):  # an async backward
+                if self.prof is not None:
+                    outs = self.prof.wait(outs, f"await the async backward of {node.name()}")
                 outs = await outs
             if not self.keep_graph:
                 node.release_variables()

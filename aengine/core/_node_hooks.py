@@ -23,6 +23,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from . import _trace
 from ._errors import AutogradError
 from ._graph import AccumulateGrad, Node, TensorBase, host_device, to_raw, to_tensor
 
@@ -38,12 +39,19 @@ AWAIT = object()
 async def await_user(value: Any, detach: Detach | None) -> Any:
     """The result of user code: awaited if awaitable (or run by ``detach`` when it can)."""
     if inspect.isawaitable(value):
-        if detach is not None:
-            res = detach(value)
-            if res is not AWAIT:
-                return res
-        return await value
+        rec = _trace.active
+        if rec is not None:  # a profile times the wait (NOTE [Profiling seam])
+            return await rec.wait(_await(value, detach), value)
+        return await _await(value, detach)
     return value
+
+
+async def _await(value: Awaitable[Any], detach: Detach | None) -> Any:
+    if detach is not None:
+        res = detach(value)
+        if res is not AWAIT:
+            return res
+    return await value
 
 
 def node_device(node: Node, slot: int) -> Any:
