@@ -4,6 +4,9 @@ python -m bench                    # everything, full sizes (several minutes)
 python -m bench --quick            # tiny sizes, one repeat: a smoke test
 python -m bench --only chain,wide  # some workloads (a family or an exact name)
 python -m bench --repeats 3        # fewer repeats than the defaults
+python -m bench --only service     # the HTTP service under load (bench/http_service.py)
+
+Progress bars go to stderr when it is a terminal (``--quiet``: none).
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ import os
 import platform
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from . import _progress
+from . import http_service as _http
 from .harness import OK, check_grads, interleave, summarize
 from .report import evaluate_targets, markdown
 from .service import run_concurrency, run_fixedcost, run_looplag, run_memory
@@ -28,7 +34,7 @@ from .workloads import GraphWorkload, chain, mlp, wide
 
 __all__ = ["main", "FULL", "QUICK"]
 
-FAMILIES = ("chain", "wide", "mlp", "looplag", "concurrency", "fixedcost", "memory")
+FAMILIES = ("chain", "wide", "mlp", "looplag", "concurrency", "fixedcost", "memory", "service")
 
 #: sizes and repeats of the full run
 FULL: dict[str, Any] = {
@@ -42,6 +48,8 @@ FULL: dict[str, Any] = {
     "concurrency": {"requests": 16, "width": 512, "depth": 3, "batch": 64, "repeats": 7},
     "fixedcost": {"calls": 2000, "repeats": 7},
     "memory": {"depth": 64, "width": 256, "batch": 64, "repeats": 2},
+    # 32 clients, 1,000 requests per system and round, 3 rounds (bench/http_service.py)
+    "service": _http.FULL,
     "pause": 0.1,
 }
 
@@ -54,6 +62,7 @@ QUICK: dict[str, Any] = {
     "concurrency": {"requests": 4, "width": 32, "depth": 3, "batch": 8, "repeats": 1},
     "fixedcost": {"calls": 20, "repeats": 1},
     "memory": {"depth": 4, "width": 32, "batch": 8, "repeats": 1},
+    "service": _http.QUICK,
     "pause": 0.0,
 }
 
@@ -67,7 +76,16 @@ def run_graph(
 ) -> dict[str, Any]:
     """Time one graph workload on every available system; check gradients vs torch."""
     avail = [s for s in systems if s.available]
-    runs = interleave({s.name: (lambda s=s: s.trial(wl)) for s in avail}, repeats, pause, 1, log)
+    with _progress.bar(len(avail) * (repeats + 1), f"  {wl.name}", unit="trial") as bar:
+
+        def trial(s: System) -> dict[str, Any]:
+            bar.set_postfix_str(s.name)
+            try:
+                return s.trial(wl)
+            finally:
+                bar.update()
+
+        runs = interleave({s.name: partial(trial, s) for s in avail}, repeats, pause, 1, log)
     ref_rec = runs.get(REFERENCE)
     ref = None if ref_rec is None else ref_rec["extras"].get("grads")
     keys = ["forward", "backward"] if wl.timing == "split" else ["step"]
@@ -188,9 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--threads",
         type=int,
-        help="BLAS/OpenMP threads for every system (numpy, torch); default: the libraries' own",
+        help="BLAS/OpenMP threads for every system (numpy, torch); default: the libraries' own "
+        "(the service workload's servers: 1)",
     )
     p.add_argument("--out", default=str(Path(__file__).parent / "results"), help="output folder")
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     pause = cfg["pause"] if args.pause is None else args.pause
@@ -198,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     def reps(n: int) -> int:
         return n if args.repeats is None else max(1, args.repeats)
 
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
+    _progress.enable(not args.quiet)
+    log = _progress.write
 
     if args.threads is not None:
         import os
@@ -221,13 +241,6 @@ def main(argv: list[str] | None = None) -> int:
         graph.append((wide(branches), role, n))
     for (width, depth, batch), role, n in cfg["mlp"]:
         graph.append((mlp(width, depth, batch), role, n))
-    for wl, role, n in graph:
-        if not _wanted(args.only, wl.family, wl.name):
-            continue
-        log(f"[bench] {wl.name}: {wl.description} ({reps(n)} repeats)")
-        rec = run_graph(wl, systems, reps(n), pause, log)
-        rec["role"] = role
-        workloads.append(rec)
     special = [
         ("looplag", lambda c: run_looplag(c["nodes"], reps(c["repeats"]), pause, log)),
         (
@@ -241,13 +254,29 @@ def main(argv: list[str] | None = None) -> int:
             "memory",
             lambda c: run_memory(c["depth"], c["width"], c["batch"], reps(c["repeats"]), log),
         ),
+        (
+            "service",
+            lambda c: _http.run_http_service(c, log, args.threads, rounds=reps(c["rounds"])),
+        ),
     ]
+    graph = [g for g in graph if _wanted(args.only, g[0].family, g[0].name)]
+    special = [sp for sp in special if _wanted(args.only, sp[0], sp[0])]
+    overall = _progress.bar(len(graph) + len(special), "bench", unit="workload", leave=True)
+    for wl, role, n in graph:
+        overall.set_postfix_str(wl.name)
+        log(f"[bench] {wl.name}: {wl.description} ({reps(n)} repeats)")
+        rec = run_graph(wl, systems, reps(n), pause, log)
+        rec["role"] = role
+        workloads.append(rec)
+        overall.update()
     for family, fn in special:
-        if _wanted(args.only, family, family):
-            log(f"[bench] {family}")
-            rec = fn(cfg[family])
-            rec["role"] = family
-            workloads.append(rec)
+        overall.set_postfix_str(family)
+        log(f"[bench] {family}")
+        rec = fn(cfg[family])
+        rec["role"] = family
+        workloads.append(rec)
+        overall.update()
+    overall.close()
 
     cmd = "python -m bench" + ("" if argv is None else " " + " ".join(argv)).rstrip()
     if argv is None:

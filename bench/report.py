@@ -7,7 +7,7 @@ from typing import Any
 
 from .systems import FLOOR, REFERENCE
 
-__all__ = ["markdown", "evaluate_targets"]
+__all__ = ["markdown", "workload_table", "evaluate_targets"]
 
 
 def _row(rows: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
@@ -39,13 +39,15 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 
 
 def _table(wl: dict[str, Any]) -> list[str]:
-    ref = wl.get("reference", REFERENCE)
+    # "references": several ratio columns (the service workload: torch in the
+    # handler and torch in threads); else the one "reference"
+    refs = wl.get("references") or [wl.get("reference", REFERENCE)]
     has_floor = _row(wl["rows"], FLOOR) is not None and wl.get("reference") != FLOOR
     head = ["system", "check"]
     for m in wl["metrics"]:
         head.append(f"{m['key']} ({m['unit']}) median (min-max)")
         if wl.get("ratios", True) and m.get("ratio", True):
-            head.append(f"x {ref}")
+            head += [f"x {ref}" for ref in refs]
             if has_floor:
                 head.append("x floor")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -62,11 +64,16 @@ def _table(wl: dict[str, Any]) -> list[str]:
                 )
             if wl.get("ratios", True) and m.get("ratio", True):
                 value = _stat(wl, r["system"], m["key"]) if st else None
-                for other in [ref] + ([FLOOR] if has_floor else []):
+                for other in refs + ([FLOOR] if has_floor else []):
                     base = _stat(wl, other, m["key"])
                     cells.append(f"{value / base:.2f}" if value is not None and base else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def workload_table(wl: dict[str, Any]) -> str:
+    """One workload's section: its name, description and table (markdown)."""
+    return "\n".join([f"## {wl['name']}", "", wl["description"], "", *_table(wl)]) + "\n"
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -265,7 +272,39 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     wl = wls.get("memory")
     if wl is not None:
         add("memory: peak vs numpy floor", ratio(wl, ae, FLOOR, "peak"), 1.2, "{:.2f}x")
+    wl = wls.get("service")
+    if wl is not None:
+        _service_targets(wl, add, ratio, scaled)
     return targets
+
+
+def _service_targets(wl: dict[str, Any], add: Any, ratio: Any, scaled: Any) -> None:
+    """The HTTP service's targets (bench/http_service.py): ``subject`` against ``references``."""
+    refs = wl.get("references", [])
+    if "subject" not in wl or len(refs) < 2:
+        return
+    ae, handler, threads = wl["subject"], refs[0], refs[1]
+    add(
+        "service: /health p99 under load, aengine example",
+        scaled(wl, ae, "health_p99", 1e3),
+        10.0,
+        "{:.1f} ms",
+    )
+    for ref in (handler, threads):
+        add(
+            f"service: throughput, aengine example vs {ref}",
+            ratio(wl, ae, ref, "throughput"),
+            1.3,
+            "{:.2f}x",
+            higher=True,
+        )
+
+    def p99_vs_best(stat: str) -> float | None:
+        mine = _stat(wl, ae, "post_p99", stat)
+        others = [v for v in (_stat(wl, r, "post_p99", stat) for r in (handler, threads)) if v]
+        return None if mine is None or not others else mine / min(others)
+
+    add("service: POST p99, aengine example vs torch's best", p99_vs_best, 1.0, "{:.2f}x")
 
 
 if __name__ == "__main__":  # python -m bench.report bench/results/latest.json
