@@ -94,7 +94,7 @@ async def test_cancellation_fuzz_leaves_grads_bit_identical_and_leaks_nothing(
         return loss
 
     with anyio.fail_after(120):
-        async with ae.Engine(sim_latency=0.00005, offload_threshold=64) as engine:
+        async with ae.Engine(sim_latency=0.00005, offload_threshold=64, offload_backward=False) as engine:
             # reference gradients of each kind of graph (the leaves never change)
             refs = {
                 h: [
@@ -268,7 +268,7 @@ async def test_cancel_while_a_kernel_runs_in_a_thread(monkeypatch: pytest.Monkey
         release.wait(5)
 
     x = ae.tensor(np.ones(32), requires_grad=True)
-    async with ae.Engine(offload_threshold=32):
+    async with ae.Engine(offload_threshold=32, offload_backward=False):
         loss = (ae.sin(x) * 3).sum()
         real = _offload._apply
 

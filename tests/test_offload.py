@@ -45,7 +45,7 @@ async def test_engine_threshold_applies_to_the_backwards_it_runs() -> None:
     """The Engine's setting decides, wherever the graph was recorded."""
     x = ae.ones(8, requires_grad=True)
     y = (ae.sin(x) * 2).sum()  # recorded outside any Engine
-    async with ae.Engine(offload_threshold=8):
+    async with ae.Engine(offload_threshold=8, offload_backward=False):
         await ae.backward(y, retain_graph=True)
     assert _offload.stats.kernels == 2  # mul and sin backward
     _offload.reset_stats()
@@ -57,7 +57,7 @@ async def test_engine_threshold_applies_to_the_backwards_it_runs() -> None:
 async def test_heavy_kernels_run_in_threads_and_give_the_same_gradients() -> None:
     main = threading.get_ident()
     x = ae.tensor(np.linspace(0, 1, 64), requires_grad=True)
-    async with ae.Engine(offload_threshold=64):
+    async with ae.Engine(offload_threshold=64, offload_backward=False):
         loss = (ae.sin(x) * ae.exp(x)).sum()
         (g,) = await ae.grad(loss, [x])
     x0 = np.linspace(0, 1, 64)
@@ -69,7 +69,7 @@ async def test_heavy_kernels_run_in_threads_and_give_the_same_gradients() -> Non
 @pytest.mark.anyio
 async def test_sync_backward_and_offload_false_run_inline() -> None:
     x = ae.tensor(np.linspace(0, 1, 64), requires_grad=True)
-    async with ae.Engine(offload_threshold=64, offload=False):
+    async with ae.Engine(offload_threshold=64, offload=False, offload_backward=False):
         loss = (ae.sin(x) * 3).sum()
         await ae.backward(loss, retain_graph=True)
     await anyio.to_thread.run_sync(ae.sync.backward, loss)  # sync, off the loop
@@ -85,7 +85,7 @@ async def test_kernels_of_two_backwards_overlap_in_threads(monkeypatch: pytest.M
     hook_kernels(monkeypatch, lambda node: barrier.wait())
     a = ae.tensor(np.linspace(0, 1, 64), requires_grad=True)
     b = ae.tensor(np.linspace(1, 2, 64), requires_grad=True, device="sim:0")
-    async with ae.Engine(offload_threshold=64):
+    async with ae.Engine(offload_threshold=64, offload_backward=False):
         la = ae.sin(a).sum()  # cpu: kernel offloaded by its owner
         lb = ae.sin(b).sum()  # sim:0: kernel offloaded by the device worker
         async with anyio.create_task_group() as tg:
@@ -101,7 +101,7 @@ async def test_two_cpu_backwards_overlap(monkeypatch: pytest.MonkeyPatch) -> Non
     barrier = threading.Barrier(2, timeout=10)
     hook_kernels(monkeypatch, lambda node: barrier.wait())
     xs = [ae.tensor(np.full(64, float(i)), requires_grad=True) for i in range(2)]
-    async with ae.Engine(offload_threshold=64):
+    async with ae.Engine(offload_threshold=64, offload_backward=False):
         losses = [(x * 3.0).sum() for x in xs]
         async with anyio.create_task_group() as tg:
             for loss in losses:
@@ -127,7 +127,7 @@ async def test_kernel_errors_in_threads_reach_the_caller(monkeypatch: pytest.Mon
 
     hook_kernels(monkeypatch, boom)
     x = ae.tensor(np.ones(8), requires_grad=True)
-    async with ae.Engine(offload_threshold=8):
+    async with ae.Engine(offload_threshold=8, offload_backward=False):
         loss = (ae.sin(x) * 2).sum()
         with pytest.raises(ae.BackwardError, match="ValueError: kernel failed"):
             await ae.backward(loss)
@@ -138,7 +138,7 @@ async def test_kernel_errors_in_threads_reach_the_caller(monkeypatch: pytest.Mon
 async def test_create_graph_through_offloaded_kernels_and_sim_devices() -> None:
     x0 = np.linspace(0, 1, 64)
     x = ae.tensor(x0, requires_grad=True)
-    async with ae.Engine(offload_threshold=64):
+    async with ae.Engine(offload_threshold=64, offload_backward=False):
         y = (ae.sin(x.to("sim:0")) * x.to("sim:0")).to("cpu").sum()
         (g,) = await ae.grad(y, [x], create_graph=True)  # kernels record a graph in threads
         (gg,) = await ae.grad(g.sum(), [x])

@@ -31,6 +31,7 @@ from ._engine import (
 from ._loop import end_checkpoint, loop_running, yield_slice
 from ._settings import DEFAULT_TIME_SLICE
 from ._share import loop_share
+from ._threaded import BACK, TO_THREAD
 
 __all__ = ["run_sync", "run_async", "drive_sync", "run_detached"]
 
@@ -173,6 +174,13 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                     held = False
                     share.count(start, time_slice)
                     share.give()
+                if step is TO_THREAD:
+                    # NOTE [A backward in a compute thread]: the rest runs there
+                    assert isinstance(sched, Engine)  # only an Engine moves backwards
+                    yielded = True
+                    step = await sched.in_thread(gt)
+                    if step is None or step is BACK:
+                        continue  # drained, or a device node to dispatch from the loop
                 if step is None:
                     if gt.error is not None:
                         raise gt.error  # failed on a device worker, or the Engine closed

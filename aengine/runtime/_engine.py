@@ -59,6 +59,7 @@ from anyio.lowlevel import RunVar, checkpoint, checkpoint_if_cancelled
 
 from ..core import (
     ERR_BACKWARD_TWICE,
+    YIELD,
     AutogradError,
     GraphTask,
     Node,
@@ -78,6 +79,7 @@ from ._settings import (
     set_loop_engine,
 )
 from ._share import LoopShare, loop_share
+from ._threaded import IN_THREAD, TO_THREAD, movable, run_slice
 
 __all__ = [
     "Engine",
@@ -379,7 +381,9 @@ class EngineStats:
       backwards waiting for their turn on the event loop (NOTE [The loop's
       share]), for other devices the nodes in their queue.
     * ``kernels_offloaded``: node kernels run in compute threads;
-      ``calls_run``: functions run by ``engine.run``.
+      ``backwards_in_threads``: backwards whose nodes moved to a compute
+      thread (``offload_backward``); ``calls_run``: functions run by
+      ``engine.run``.
     * ``slices``: time slices run by backwards on this loop;
       ``slices_overran``: those that lasted more than twice ``time_slice``
       (a single node longer than that cannot be cut).
@@ -406,6 +410,7 @@ class EngineStats:
     backwards_waiting: int = 0
     queue_depth: dict[str, int] = field(default_factory=dict)
     kernels_offloaded: int = 0
+    backwards_in_threads: int = 0
     calls_run: int = 0
     slices: int = 0
     slices_overran: int = 0
@@ -459,7 +464,11 @@ class Engine:
       ``offload_threshold``: the size, in elements touched, from which a
       node's kernel counts as heavy (NOTE [Kernel offload policy]);
       ``offload_threads``: compute threads per device (default: the number
-      of cores, at least 2), shared by offloaded kernels and ``engine.run``.
+      of cores, at least 2), shared by offloaded kernels and ``engine.run``;
+      ``offload_backward``: once a backward meets a heavy cpu node, run the
+      rest of it in a compute thread when nothing in it needs the event
+      loop (no hooks, no ``async def`` backward; NOTE [A backward in a
+      compute thread]; default True).
     * ``blas_threads``: BLAS/OpenMP pool size while the Engine is open
       (default 1: the compute threads give the parallelism; NOTE [BLAS
       threads]); None leaves the pools as they are.
@@ -508,6 +517,7 @@ class Engine:
         offload: bool = True,
         offload_threshold: int | None = None,
         offload_threads: int | None = None,
+        offload_backward: bool = True,
         blas_threads: int | None = 1,
         reentrant_depth_limit: int = DEFAULT_REENTRANT_DEPTH_LIMIT,
         reentrant_overflow: str = "thread",
@@ -531,6 +541,11 @@ class Engine:
         offload_threshold = _int_setting("offload_threshold", offload_threshold, 0)
         if offload_threads is not None:
             offload_threads = _int_setting("offload_threads", offload_threads, 1)
+        if not isinstance(offload_backward, bool):
+            raise TypeError(
+                "offload_backward must be a bool, got "
+                f"{type(offload_backward).__name__} {offload_backward!r}"
+            )
         if blas_threads is not None:
             blas_threads = _int_setting("blas_threads", blas_threads, 1)
         reentrant_depth_limit = _int_setting("reentrant_depth_limit", reentrant_depth_limit, 1)
@@ -559,6 +574,7 @@ class Engine:
         self.home = CPU
         self.offload_min = self.offload_threshold if self.offload else NEVER
         self.offload_threads = offload_threads or _default_threads()
+        self.offload_backward = offload_backward and offload
         self.blas_threads = blas_threads
         self.reentrant_depth_limit = int(reentrant_depth_limit)
         self.workers_per_device = int(workers_per_device)
@@ -581,7 +597,9 @@ class Engine:
         self._admission: deque[anyio.Event] = deque()
         # stats: outcomes, kernels, the share's counts when we opened
         self._done_ok = self._failed = self._cancelled = 0
-        self._kernels = self._calls = 0
+        self._kernels = self._calls = self._moved = 0
+        #: whether a graph task may move to a compute thread (asked once each)
+        self._movable: dict[GraphTask, bool] = {}
         self._worst_lag = 0.0
         self._share: LoopShare | None = None
         self._share_base = (0, 0)
@@ -718,6 +736,7 @@ class Engine:
             backwards_waiting=len(self._admission),
             queue_depth=depth,
             kernels_offloaded=self._kernels,
+            backwards_in_threads=self._moved,
             calls_run=self._calls,
             slices=slices,
             slices_overran=overran,
@@ -785,9 +804,35 @@ class Engine:
         """Send a node that left the owner's hot loop to its device queue; False if cpu's."""
         dev = node_device(node)
         if dev is CPU:
+            if self.offload_backward and node.numel >= self.offload_min:
+                ok = self._movable.get(gt)
+                if ok is None:
+                    ok = self._movable[gt] = movable(gt)
+                if ok and gt not in self._inflight:
+                    gt.ready.push(node, buffer)  # it runs first, in the thread
+                    return TO_THREAD
             return False
         self._put(gt, node, buffer, dev)
         return None
+
+    async def in_thread(self, gt: GraphTask) -> Any:
+        """Run ``gt`` in a compute thread until it drains or needs the loop; its last step.
+
+        See NOTE [A backward in a compute thread].
+        """
+        self._moved += 1
+        detach = gt.detach
+        limiter = self._cpu()
+        while True:
+            gt.attach(IN_THREAD, detach)
+            try:
+                step = await anyio.to_thread.run_sync(run_slice, gt, limiter=limiter)
+            finally:
+                gt.attach(self, detach)
+            # the thread cannot be interrupted: a cancellation is seen between slices
+            await checkpoint_if_cancelled()
+            if step is not YIELD:
+                return step
 
     def busy(self, gt: GraphTask) -> bool:
         """True while some of gt's nodes are queued on or run by device workers."""
@@ -810,6 +855,7 @@ class Engine:
             if n:
                 self._done(gt, n)
         self._waiters.pop(gt, None)
+        self._movable.pop(gt, None)
         if gt in self._admitted:
             self._admitted.discard(gt)
             err = gt.error

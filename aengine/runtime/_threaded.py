@@ -1,0 +1,114 @@
+"""A backward that runs in a compute thread: heavy work off the event loop in one hop.
+
+# NOTE [A backward in a compute thread]
+# Offloading each heavy kernel costs two thread hops per node and leaves the
+# bookkeeping between kernels on the event loop: with many requests in
+# flight the loop thread became the bottleneck while the compute threads
+# idled (16 concurrent MLP requests ran 1.6x faster with their backwards in
+# threads than with their kernels in threads).  So when the hot loop meets
+# a heavy cpu node of a backward served by an Engine (``offload_backward``,
+# default True), the Engine moves the rest of the backward into one of its
+# compute threads, if nothing left in it must run on the event loop:
+#
+# * eligible: a top-level backward, no anomaly mode, no node hook
+#   (``on_node``), no profile, at most ``MAX_NODES`` nodes (a long graph
+#   of small nodes would hold the GIL in the thread in long pure-Python
+#   stretches, delaying the loop thread's own turns), and no node that
+#   runs user code that may need the loop: hooks of any kind, retained
+#   gradients, ``async def`` backward functions.  A sync custom Function's
+#   backward may run in the thread (as PyTorch runs backward functions on
+#   its device threads).
+# * In the thread the graph task runs with ``IN_THREAD`` as its scheduler:
+#   every kernel inline, time slices of ``THREAD_SLICE``; between two of
+#   them the owner checks for cancellation on the loop.  A non-cpu node
+#   sends the backward back to the loop (``BACK``), which dispatches it
+#   to its device queue as usual.  Nothing else touches the graph task
+#   meanwhile: its owner awaits the thread, and no device worker holds a
+#   node of it (checked before it moves).
+# * The loop's share is not held while the thread runs: the loop serves
+#   other tasks, and the commit of ``.grad`` and the final callbacks run on
+#   the loop as always.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Any
+
+from ..core import AccumulateGrad, GraphTask, Node
+from ..tensors import CPU
+
+__all__ = ["IN_THREAD", "TO_THREAD", "BACK", "MAX_NODES", "THREAD_SLICE", "movable", "run_slice"]
+
+#: returned by ``Engine.dispatch``: run the rest of this backward in a compute thread
+TO_THREAD = object()
+#: returned by ``GraphTask.run`` in the thread: a non-cpu node, back to the loop
+BACK = object()
+
+#: the most nodes a backward may have to move into a thread
+MAX_NODES = 512
+#: seconds a backward runs in the thread before its owner checks for cancellation
+THREAD_SLICE = 0.02
+
+#: ``offload_min`` of a scheduler that never offloads
+_NEVER = 1 << 62
+
+
+class _InThread:
+    """The scheduler of a graph task while it runs in a compute thread."""
+
+    __slots__ = ()
+    home = CPU
+    offload_min = _NEVER
+
+    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
+        gt.ready.push(node, buffer)
+
+    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
+        dev = node.dev
+        if dev is None or dev is CPU:
+            return False
+        gt.ready.push(node, buffer)
+        return BACK
+
+    def busy(self, gt: GraphTask) -> bool:
+        return False
+
+    def release(self, gt: GraphTask) -> None:
+        pass
+
+    async def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
+        raise AssertionError("a backward in a compute thread runs its kernels inline")
+
+
+IN_THREAD = _InThread()
+
+
+def _user_code(node: Node) -> bool:
+    """Whether running ``node`` may call user code other than a sync backward function."""
+    if not node._special:
+        return False
+    if type(node) is not AccumulateGrad:
+        return True  # hooks, a retained gradient, an async backward function
+    return bool(
+        node._pre_hooks
+        or node._post_hooks
+        or node._tensor_pre_hooks
+        or node._retains_grad
+        or node.variable._hooks
+    )
+
+
+def movable(gt: GraphTask) -> bool:
+    """Whether the rest of ``gt`` may run in a compute thread (see the NOTE)."""
+    if gt.depth or gt.anomaly or gt.node_hook is not None or gt.prof is not None:
+        return False
+    nodes = gt.dependencies
+    if len(nodes) > MAX_NODES:
+        return False
+    return not any(_user_code(node) for node in nodes)
+
+
+def run_slice(gt: GraphTask) -> Any:
+    """One slice of ``gt`` in the compute thread (the caller set its scheduler)."""
+    return gt.run(perf_counter() + THREAD_SLICE)
