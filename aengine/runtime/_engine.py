@@ -45,7 +45,6 @@ import itertools
 import math
 import numbers
 import os
-import sys
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -70,7 +69,7 @@ from ..core._modes import _grad_enabled
 from ..tensors import CPU, Device
 from . import _blas
 from ._loop import yield_slice
-from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, run_kernel
+from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, NEVER, run_kernel
 from ._settings import (
     DEFAULT_REENTRANT_DEPTH_LIMIT,
     DEFAULT_TIME_SLICE,
@@ -97,6 +96,10 @@ __all__ = [
 #: Engine meets its first non-cpu node: the driver opens a short-lived Engine
 NEED_ENGINE = object()
 
+#: the Engine whose queues serve backwards of this task (innermost block);
+#: its settings are read through ``_settings._block``, which a nested
+#: backward moved to a thread of its own keeps while it drops this one (the
+#: queues belong to the caller's loop, the settings do not)
 _engine_var: contextvars.ContextVar[Engine | None] = contextvars.ContextVar(
     "aengine_engine", default=None
 )
@@ -182,9 +185,6 @@ def cancelled_graph_error(gt: GraphTask, exc: BaseException) -> BaseException | 
 
 
 # -- where a node runs ------------------------------------------------------------------------
-
-#: ``offload_min`` of a scheduler that never offloads
-NEVER = sys.maxsize
 
 
 def _loop_limiter() -> anyio.CapacityLimiter:

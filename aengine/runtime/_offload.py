@@ -35,6 +35,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from functools import partial
 from typing import Any
@@ -43,10 +44,12 @@ from anyio import to_thread
 
 from ..core import _trace
 
-__all__ = ["DEFAULT_OFFLOAD_MIN_ELEMENTS", "run_kernel", "stats", "reset_stats"]
+__all__ = ["DEFAULT_OFFLOAD_MIN_ELEMENTS", "NEVER", "run_kernel", "stats", "reset_stats"]
 
 #: result size (elements) from which a node's kernel runs in a worker thread
 DEFAULT_OFFLOAD_MIN_ELEMENTS = 1 << 16
+#: ``offload_min`` of a scheduler that never offloads
+NEVER = sys.maxsize
 
 _lock = threading.Lock()
 _running = 0

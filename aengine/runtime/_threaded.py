@@ -37,6 +37,7 @@ from typing import Any
 
 from ..core import AccumulateGrad, GraphTask, Node
 from ..tensors import CPU
+from ._offload import NEVER
 
 __all__ = ["IN_THREAD", "TO_THREAD", "BACK", "MAX_NODES", "THREAD_SLICE", "movable", "run_slice"]
 
@@ -50,16 +51,13 @@ MAX_NODES = 512
 #: seconds a backward runs in the thread before its owner checks for cancellation
 THREAD_SLICE = 0.02
 
-#: ``offload_min`` of a scheduler that never offloads
-_NEVER = 1 << 62
-
 
 class _InThread:
     """The scheduler of a graph task while it runs in a compute thread."""
 
     __slots__ = ()
     home = CPU
-    offload_min = _NEVER
+    offload_min = NEVER
 
     def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
         gt.ready.push(node, buffer)
