@@ -256,6 +256,11 @@ TABLE: dict[str, Bad] = {
     "ae.Engine: float max_inflight": Bad(
         lambda x: ae.Engine(max_inflight=2.5), TypeError, "max_inflight must be an int"
     ),
+    "ae.Engine: offload_backward not a bool": Bad(
+        lambda x: ae.Engine(offload_backward="yes"),
+        TypeError,
+        "offload_backward must be a bool, got str 'yes'",
+    ),
     "ae.Engine: zero blas_threads": Bad(
         lambda x: ae.Engine(blas_threads=0), ValueError, "blas_threads must be >= 1, got 0"
     ),

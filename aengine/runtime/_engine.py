@@ -710,10 +710,8 @@ class Engine:
                 "`async with ae.Engine()` block"
             )
         self._calls += 1
-        call = functools.partial(fn, *args, **kwargs) if kwargs else fn
-        result = await anyio.to_thread.run_sync(
-            call, *args if not kwargs else (), limiter=self._cpu()
-        )
+        call = functools.partial(fn, *args, **kwargs)
+        result = await anyio.to_thread.run_sync(call, limiter=self._cpu())
         # cancelled while fn ran: its result is dropped, the cancellation raised
         await checkpoint_if_cancelled()
         return result
