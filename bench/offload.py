@@ -8,7 +8,11 @@ tables (markdown) that ``docs/performance.md`` quotes:
     against the bound "one time slice plus the longest inline kernel";
 (b) two large backwards (kernels that release the GIL) run one after the
     other, then concurrently in one Engine: on 2 cores the concurrent run
-    takes clearly less time.
+    takes clearly less time;
+(c) 16 concurrent MLP requests (forward in ``engine.run``, ``await
+    ae.grad``) in one warm Engine: each backward moved to a compute thread
+    (``offload_backward``, the default), its heavy kernels offloaded one by
+    one, or everything but the forward on the loop.
 
 Both run under asyncio and trio.  Medians over repetitions; other processes
 on the machine show up as noise, so the tables give min-max too.
@@ -30,7 +34,7 @@ import aengine as ae
 from aengine.runtime._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
 from aengine.runtime._settings import DEFAULT_TIME_SLICE
 
-__all__ = ["loop_lag", "overlap", "longest_inline_kernel", "main"]
+__all__ = ["loop_lag", "overlap", "requests", "longest_inline_kernel", "main"]
 
 
 def _big_graph(n_small: int, n_big: int, big: int) -> tuple[ae.Tensor, ae.Tensor]:
@@ -170,6 +174,39 @@ def overlap(backend: str, reps: int, n_big: int, size: int) -> dict[str, Any]:
     }
 
 
+def requests(backend: str, reps: int, settings: dict[str, Any], n: int = 16) -> list[float]:
+    """Requests per second of ``n`` concurrent MLP requests, one value per round."""
+    rng = np.random.default_rng(0)
+    ws = [ae.tensor(rng.standard_normal((512, 512)).astype(np.float32) / 23) for _ in range(3)]
+    for w in ws:
+        w.requires_grad_()
+    xs = [ae.tensor(rng.standard_normal((64, 512)).astype(np.float32)) for _ in range(n)]
+
+    def forward(x: ae.Tensor) -> ae.Tensor:
+        h = x
+        for w in ws:
+            h = ae.tanh(h @ w)
+        return (h * h).mean()
+
+    async def main() -> list[float]:
+        out = []
+        async with ae.Engine(**settings) as engine:
+
+            async def one(x: ae.Tensor) -> None:
+                await ae.grad(await engine.run(forward, x), ws)
+
+            for i in range(reps + 1):  # the first round warms the threads up
+                t = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for x in xs:
+                        tg.start_soon(one, x)
+                if i:
+                    out.append(n / (time.perf_counter() - t))
+        return out
+
+    return anyio.run(main, backend=backend)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run both benchmarks and print markdown tables."""
     parser = argparse.ArgumentParser(prog="python -m bench.offload", description=__doc__)
@@ -221,6 +258,23 @@ def main(argv: list[str] | None = None) -> None:
             f"{r['speedup']:.2f}x | {s0 * ms:.0f}-{s1 * ms:.0f} | {c0 * ms:.0f}-{c1 * ms:.0f} "
             f"| {r['cpu_per_wall']:.2f} |"
         )
+    print()
+    print("(c) 16 concurrent requests: an MLP 512 -> 512 -> 512 -> 512 (float32, batch 64)")
+    print()
+    print("| backend | backward | requests/s | min-max |")
+    print("|---|---|---|---|")
+    modes = {
+        "in a compute thread (default)": {},
+        "kernels offloaded one by one": {"offload_backward": False},
+        "on the loop (offload=False)": {"offload": False},
+    }
+    for backend in ("asyncio", "trio"):
+        for name, settings in modes.items():
+            rates = requests(backend, reps, settings)
+            print(
+                f"| {backend} | {name} | {statistics.median(rates):.0f} | "
+                f"{min(rates):.0f}-{max(rates):.0f} |"
+            )
 
 
 if __name__ == "__main__":

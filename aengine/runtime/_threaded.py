@@ -4,8 +4,9 @@
 # Offloading each heavy kernel costs two thread hops per node and leaves the
 # bookkeeping between kernels on the event loop: with many requests in
 # flight the loop thread became the bottleneck while the compute threads
-# idled (16 concurrent MLP requests ran 1.6x faster with their backwards in
-# threads than with their kernels in threads).  So when the hot loop meets
+# idled (concurrent MLP requests run faster with their backwards in threads
+# than with their kernels in threads: ``python -m bench.offload``, table
+# (c), figures in docs/performance.md).  So when the hot loop meets
 # a heavy cpu node of a backward served by an Engine (``offload_backward``,
 # default True), the Engine moves the rest of the backward into one of its
 # compute threads, if nothing left in it must run on the event loop:
