@@ -115,7 +115,11 @@ async def test_the_loop_serves_other_tasks_while_the_backward_runs_in_its_thread
 @pytest.mark.parametrize(
     "case", ["tensor hook", "node hook", "retain_grad", "async function", "anomaly", "on_node"]
 )
-async def test_backwards_with_code_for_the_loop_stay_on_it(case: str) -> None:
+async def test_code_for_the_loop_runs_on_the_loop(case: str) -> None:
+    """User code runs on the loop thread; anomaly mode and on_node keep the backward there."""
+    ran_on: list[int] = []
+    loop = threading.get_ident()
+
     class Async(ae.Function):
         @staticmethod
         def forward(ctx: Any, x: ae.Tensor) -> ae.Tensor:
@@ -123,6 +127,7 @@ async def test_backwards_with_code_for_the_loop_stay_on_it(case: str) -> None:
 
         @staticmethod
         async def backward(ctx: Any, g: ae.Tensor) -> ae.Tensor:
+            ran_on.append(threading.get_ident())
             await anyio.sleep(0)
             return g
 
@@ -130,22 +135,29 @@ async def test_backwards_with_code_for_the_loop_stay_on_it(case: str) -> None:
     x = ae.tensor(np.ones((4, 32)))
     kwargs: dict[str, Any] = {"offload_threshold": 1}
     if case == "on_node":
-        kwargs["on_node"] = lambda node, where: None
+        kwargs["on_node"] = lambda node, where: ran_on.append(threading.get_ident())
     async with ae.Engine(**kwargs) as engine:
         with _anomaly() if case == "anomaly" else _nothing():
             h = x @ ws[0]
             if case == "tensor hook":
-                h.register_hook(lambda g: g * 2)
+                h.register_hook(lambda g: ran_on.append(threading.get_ident()))
             elif case == "node hook":
-                h.grad_fn.register_hook(lambda gi, go: None)
+                h.grad_fn.register_hook(lambda gi, go: ran_on.append(threading.get_ident()))
             elif case == "retain_grad":
                 h.retain_grad()
             elif case == "async function":
                 h = Async.apply(h)
             loss = (ae.tanh(h) @ ws[1]).sum()
             await ae.backward(loss)
-        assert engine.stats().backwards_in_threads == 0
+        st = engine.stats()
+    if case in ("anomaly", "on_node"):
+        assert st.backwards_in_threads == 0  # never moved
+    if case not in ("retain_grad", "anomaly"):
+        assert ran_on  # the user code ran...
+    assert set(ran_on) <= {loop}  # ...on the loop thread
     assert ws[0].grad is not None
+    if case == "retain_grad":
+        assert h.grad is not None
 
 
 @contextlib.contextmanager
@@ -171,13 +183,14 @@ async def test_offload_backward_false_and_large_graphs_keep_kernel_offload() -> 
         await ae.grad(mlp(x, ws), ws)
         st = engine.stats()
     assert st.backwards_in_threads == 0 and st.kernels_offloaded > 0
-    y = x @ ws[0]
+    # a large graph whose heavy node (the product) is far from its output
+    y = ae.tensor(np.ones((1, 32))) @ ws[0]
     for _ in range(_threaded.MAX_NODES):
         y = y * 1.0
-    async with ae.Engine(offload_threshold=1) as engine:
+    async with ae.Engine(offload_threshold=64) as engine:
         await ae.grad(y.sum(), [ws[0]])
         st = engine.stats()
-    assert st.backwards_in_threads == 0 and st.kernels_offloaded > 0
+    assert st.backwards_in_threads == 0 and st.kernels_offloaded == 1
 
 
 @pytest.mark.anyio
@@ -249,3 +262,67 @@ async def test_create_graph_in_a_thread_gives_second_order_gradients() -> None:
     (g1,) = await ae.grad(((x @ w) ** 3).sum(), [w], create_graph=True)
     want = await ae.grad(g1.sum(), [w])
     np.testing.assert_allclose(gg.numpy(), want[0].numpy())
+
+
+@pytest.mark.anyio
+async def test_a_backward_that_starts_heavy_starts_in_its_thread() -> None:
+    """The first nodes include a heavy one: the dependency pass and every node run there."""
+    ws = params()
+    x = ae.tensor(np.ones((4, 32)))
+    h = x @ ws[0]
+    loss = Where.apply(h).sum()  # the matmul is the second node from the output
+    async with ae.Engine(offload_threshold=64) as engine:
+        await ae.backward(loss)
+        assert engine.stats().backwards_in_threads == 1
+    assert Where.seen and threading.get_ident() not in Where.seen
+    np.testing.assert_allclose(ws[0].grad.numpy(), np.full((32, 32), 4.0))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["tensor hook", "async function"])
+async def test_user_code_met_in_the_thread_runs_on_the_loop(kind: str) -> None:
+    """Started in the thread, the backward comes back to the loop before a node with user code."""
+    ran_on: list[int] = []
+
+    class Async(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, x: ae.Tensor) -> ae.Tensor:
+            return x * 1.0
+
+        @staticmethod
+        async def backward(ctx: Any, g: ae.Tensor) -> ae.Tensor:
+            ran_on.append(threading.get_ident())
+            await anyio.sleep(0)
+            return g * 2.0
+
+    ws = params()
+    x = ae.tensor(np.ones((4, 32)))
+    h = ae.tanh(x @ ws[0])
+    if kind == "tensor hook":
+        h.register_hook(lambda g: ran_on.append(threading.get_ident()) or g * 2.0)
+    else:
+        h = Async.apply(h)
+    loss = (h @ ws[1]).sum()  # a heavy node first: the backward starts in a thread
+    async with ae.Engine(offload_threshold=64) as engine:
+        got = await ae.grad(loss, [ws[0], ws[1]], retain_graph=True)
+        assert engine.stats().backwards_in_threads >= 1
+    assert ran_on == [threading.get_ident()]  # the user code ran on the loop
+    want = await ae.grad(loss, [ws[0], ws[1]])  # no Engine: everything on the loop
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy())
+
+
+@pytest.mark.anyio
+async def test_a_large_graph_that_starts_heavy_comes_back_to_the_loop() -> None:
+    ws = params()
+    x = ae.tensor(np.ones((4, 32)))
+    y = x * 1.0
+    for _ in range(_threaded.MAX_NODES):
+        y = y * 1.0
+    loss = (y @ ws[0]).sum()
+    want = await ae.grad(loss, [ws[0]], retain_graph=True)
+    async with ae.Engine(offload_threshold=64) as engine:
+        (got,) = await ae.grad(loss, [ws[0]])
+        st = engine.stats()
+    assert st.backwards_in_threads == 1  # started there, came back once counted
+    np.testing.assert_allclose(got.numpy(), want[0].numpy())

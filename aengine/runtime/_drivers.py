@@ -125,6 +125,7 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
     # the Engine's device queues, or a lazy scheduler that asks for one when a
     # non-cpu node shows up (NOTE [Device queues] in _engine.py)
     sched = scheduler_for(gt)
+    first: Any = None  # the first step, when it is not a slice on the loop
     if sched is not LAZY:
         assert isinstance(sched, Engine)
         admission = sched.admit(gt)  # NOTE [Admission] in _engine.py
@@ -136,6 +137,10 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                 gt.finish()
                 raise
     gt.attach(sched, node_hook=sched.node_hook())
+    if sched is not LAZY:
+        assert isinstance(sched, Engine)
+        if sched.starts_in_thread(gt):
+            first = TO_THREAD  # NOTE [A backward in a compute thread]
     token = _grad_enabled.set(gt.create_graph)
     share = loop_share()
     held = False
@@ -143,20 +148,24 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
     try:
         while True:
             try:
-                # not held and running: a nested backward started inside
-                # its parent's slice runs in it (NOTE [The loop's share])
-                if not held and not share.running:
-                    if not share.try_take():
-                        yielded = True
-                        await share.take()
-                    held = True
-                start = perf_counter()
-                outer = share.running
-                share.running = True
-                try:
-                    step = gt.run(start + time_slice)
-                finally:
-                    share.running = outer
+                step: Any
+                if first is not None:
+                    step, first = first, None  # straight to the thread
+                else:
+                    # not held and running: a nested backward started inside
+                    # its parent's slice runs in it (NOTE [The loop's share])
+                    if not held and not share.running:
+                        if not share.try_take():
+                            yielded = True
+                            await share.take()
+                        held = True
+                    start = perf_counter()
+                    outer = share.running
+                    share.running = True
+                    try:
+                        step = gt.run(start + time_slice)
+                    finally:
+                        share.running = outer
                 if step is YIELD:
                     # the share is kept while the loop turns (NOTE [Yielding a
                     # time slice]), then handed to the next backward, if any

@@ -78,7 +78,7 @@ from ._settings import (
     set_loop_engine,
 )
 from ._share import LoopShare, loop_share
-from ._threaded import IN_THREAD, TO_THREAD, movable, run_slice
+from ._threaded import IN_THREAD, TO_THREAD, movable, run_slice, starts_heavy
 
 __all__ = [
     "Engine",
@@ -812,6 +812,10 @@ class Engine:
             return False
         self._put(gt, node, buffer, dev)
         return None
+
+    def starts_in_thread(self, gt: GraphTask) -> bool:
+        """Whether ``gt`` starts in a compute thread (NOTE [A backward in a compute thread])."""
+        return self.offload_backward and starts_heavy(gt, self.offload_min)
 
     async def in_thread(self, gt: GraphTask) -> Any:
         """Run ``gt`` in a compute thread until it drains or needs the loop; its last step.

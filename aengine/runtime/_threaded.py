@@ -26,6 +26,13 @@
 #   to its device queue as usual.  Nothing else touches the graph task
 #   meanwhile: its owner awaits the thread, and no device worker holds a
 #   node of it (checked before it moves).
+# * A backward whose first few nodes (``PEEK`` of them, breadth first from
+#   its outputs) include a heavy cpu one starts in the thread at once, with
+#   its dependency pass: for the service's MLP that is the whole backward
+#   off the loop.  Eligibility is then checked as it runs: a node that runs
+#   user code sends the backward back to the loop before it runs (as a
+#   non-cpu node does), and so does a graph found to be larger than
+#   ``MAX_NODES`` once its dependencies are counted.
 # * The loop's share is not held while the thread runs: the loop serves
 #   other tasks, and the commit of ``.grad`` and the final callbacks run on
 #   the loop as always.
@@ -40,7 +47,17 @@ from ..core import AccumulateGrad, GraphTask, Node
 from ..tensors import CPU
 from ._offload import NEVER
 
-__all__ = ["IN_THREAD", "TO_THREAD", "BACK", "MAX_NODES", "THREAD_SLICE", "movable", "run_slice"]
+__all__ = [
+    "IN_THREAD",
+    "TO_THREAD",
+    "BACK",
+    "MAX_NODES",
+    "PEEK",
+    "THREAD_SLICE",
+    "movable",
+    "run_slice",
+    "starts_heavy",
+]
 
 #: returned by ``Engine.dispatch``: run the rest of this backward in a compute thread
 TO_THREAD = object()
@@ -49,6 +66,8 @@ BACK = object()
 
 #: the most nodes a backward may have to move into a thread
 MAX_NODES = 512
+#: nodes looked at, from the outputs, for a heavy one that starts a backward in a thread
+PEEK = 8
 #: seconds a backward runs in the thread before its owner checks for cancellation
 THREAD_SLICE = 0.02
 
@@ -65,9 +84,9 @@ class _InThread:
 
     def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
         dev = node.dev
-        if dev is None or dev is CPU:
+        if (dev is None or dev is CPU) and not _user_code(node):
             return False
-        gt.ready.push(node, buffer)
+        gt.ready.push(node, buffer)  # the loop runs it, and what follows
         return BACK
 
     def busy(self, gt: GraphTask) -> bool:
@@ -108,6 +127,27 @@ def movable(gt: GraphTask) -> bool:
     return not any(_user_code(node) for node in nodes)
 
 
+def starts_heavy(gt: GraphTask, offload_min: int) -> bool:
+    """Whether one of the first ``PEEK`` nodes of ``gt`` is a heavy cpu node (see the NOTE)."""
+    if gt.depth or gt.anomaly or gt.node_hook is not None or gt.prof is not None:
+        return False
+    queue: list[Node] = []
+    for t in gt.roots:
+        fn = getattr(t, "grad_fn", None)
+        if fn is not None:
+            queue.append(fn)
+    seen = 0
+    while seen < len(queue) and seen < PEEK:
+        node = queue[seen]
+        seen += 1
+        if node.numel >= offload_min and (node.dev is None or node.dev is CPU):
+            return True
+        queue.extend(n for n in node.next_nodes if n is not None)
+    return False
+
+
 def run_slice(gt: GraphTask) -> Any:
     """One slice of ``gt`` in the compute thread (the caller set its scheduler)."""
+    if gt.pending is None and len(gt.dependencies) > MAX_NODES:
+        return BACK  # too large to hold the GIL here in long stretches
     return gt.run(perf_counter() + THREAD_SLICE)
