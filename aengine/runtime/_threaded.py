@@ -117,9 +117,14 @@ def _user_code(node: Node) -> bool:
     )
 
 
+def _loop_bound(gt: GraphTask) -> bool:
+    """Whether ``gt`` as a whole must stay on the loop (nested, anomaly, node hook, profile)."""
+    return bool(gt.depth or gt.anomaly or gt.node_hook is not None or gt.prof is not None)
+
+
 def movable(gt: GraphTask) -> bool:
     """Whether the rest of ``gt`` may run in a compute thread (see the NOTE)."""
-    if gt.depth or gt.anomaly or gt.node_hook is not None or gt.prof is not None:
+    if _loop_bound(gt):
         return False
     nodes = gt.dependencies
     if len(nodes) > MAX_NODES:
@@ -129,7 +134,7 @@ def movable(gt: GraphTask) -> bool:
 
 def starts_heavy(gt: GraphTask, offload_min: int) -> bool:
     """Whether one of the first ``PEEK`` nodes of ``gt`` is a heavy cpu node (see the NOTE)."""
-    if gt.depth or gt.anomaly or gt.node_hook is not None or gt.prof is not None:
+    if _loop_bound(gt):
         return False
     queue: list[Node] = []
     for t in gt.roots:
