@@ -5,6 +5,7 @@ python -m bench --quick            # tiny sizes, one repeat: a smoke test
 python -m bench --only chain,wide  # some workloads (a family or an exact name)
 python -m bench --repeats 3        # fewer repeats than the defaults
 python -m bench --only service     # the HTTP service under load (bench/http_service.py)
+python -m bench --only steady      # training steps in a row (bench/steady.py; not in the full run)
 
 Progress bars go to stderr when it is a terminal (``--quiet``: none).
 """
@@ -28,13 +29,24 @@ from . import http_service as _http
 from .harness import OK, check_grads, interleave, summarize
 from .report import evaluate_targets, markdown
 from .service import run_concurrency, run_fixedcost, run_looplag, run_memory
+from .steady import run_steady, steady_workloads
 from .systems import REFERENCE, System, all_systems
 from .threads import ENV_VARS
 from .workloads import GraphWorkload, chain, mlp, wide
 
 __all__ = ["main", "FULL", "QUICK"]
 
-FAMILIES = ("chain", "wide", "mlp", "looplag", "concurrency", "fixedcost", "memory", "service")
+FAMILIES = (
+    "chain",
+    "wide",
+    "mlp",
+    "looplag",
+    "concurrency",
+    "fixedcost",
+    "memory",
+    "service",
+    "steady",
+)
 
 #: sizes and repeats of the full run
 FULL: dict[str, Any] = {
@@ -50,6 +62,18 @@ FULL: dict[str, Any] = {
     "memory": {"depth": 64, "width": 256, "batch": 64, "repeats": 2},
     # 32 clients, 1,000 requests per system and round, 3 rounds (bench/http_service.py)
     "service": _http.FULL,
+    # 6 steps per trial (step 1, then 5 later ones); about 100 s on 2 cores, so
+    # only with --only steady (default: False keeps it out of the full run)
+    "steady": {
+        "steps": 6,
+        "default": False,
+        "workloads": [
+            ("chain", 30_000, 5),
+            ("wide", 10_000, 5),
+            ("mlp", (128, 4, 256), 7),
+            ("mlp", (1024, 4, 256), 5),
+        ],
+    },
     "pause": 0.1,
 }
 
@@ -63,6 +87,11 @@ QUICK: dict[str, Any] = {
     "fixedcost": {"calls": 20, "repeats": 1},
     "memory": {"depth": 4, "width": 32, "batch": 8, "repeats": 1},
     "service": _http.QUICK,
+    "steady": {
+        "steps": 3,
+        "default": True,
+        "workloads": [("chain", 300, 1), ("wide", 50, 1), ("mlp", (8, 4, 16), 1)],
+    },
     "pause": 0.0,
 }
 
@@ -261,7 +290,15 @@ def main(argv: list[str] | None = None) -> int:
     ]
     graph = [g for g in graph if _wanted(args.only, g[0].family, g[0].name)]
     special = [sp for sp in special if _wanted(args.only, sp[0], sp[0])]
-    overall = _progress.bar(len(graph) + len(special), "bench", unit="workload", leave=True)
+    steady = [
+        (wl, n)
+        for wl, n in steady_workloads(cfg["steady"]["workloads"])
+        if (args.only or cfg["steady"]["default"])
+        and _wanted(args.only, "steady", f"steady-{wl.name}")
+    ]
+    overall = _progress.bar(
+        len(graph) + len(special) + len(steady), "bench", unit="workload", leave=True
+    )
     for wl, role, n in graph:
         overall.set_postfix_str(wl.name)
         log(f"[bench] {wl.name}: {wl.description} ({reps(n)} repeats)")
@@ -274,6 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         log(f"[bench] {family}")
         rec = fn(cfg[family])
         rec["role"] = family
+        workloads.append(rec)
+        overall.update()
+    for wl, n in steady:
+        name = f"steady-{wl.name}"
+        overall.set_postfix_str(name)
+        log(f"[bench] {name}: {cfg['steady']['steps']} steps per trial ({reps(n)} repeats)")
+        rec = run_steady(wl, systems, cfg["steady"]["steps"], reps(n), pause, log)
+        rec["role"] = name
         workloads.append(rec)
         overall.update()
     overall.close()
