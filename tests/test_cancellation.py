@@ -142,7 +142,7 @@ async def test_cancellation_fuzz_leaves_grads_bit_identical_and_leaks_nothing(
             # the loop's share is free again, nobody waits for it or for admission
             share = engine._share
             assert share is not None and not share.held and not share.waiters
-            assert not engine._admitted and not engine._admission
+            assert not engine._admitted and engine._admission is None
             stats = engine.stats()
             assert stats.backwards_done == done + 2 and stats.backwards_cancelled == cancelled
             assert stats.backwards_inflight == stats.backwards_waiting == 0

@@ -18,7 +18,7 @@ import pytest
 from anyio.lowlevel import checkpoint
 
 import aengine as ae
-from aengine.runtime._share import LoopShare, loop_share
+from aengine.runtime._share import FifoSlots, LoopShare, loop_share
 
 
 def chain(n: int, width: int = 64) -> tuple[ae.Tensor, ae.Tensor]:
@@ -125,6 +125,28 @@ async def test_a_waiter_cancelled_as_its_turn_comes_passes_the_share_on() -> Non
         scope.cancel()  # ...which is cancelled before it runs
     assert got in (["second"], ["first", "second"])
     assert not share.held and not share.waiters
+
+
+@pytest.mark.anyio
+async def test_a_place_handed_to_a_waiter_is_not_free_for_a_newcomer() -> None:
+    """Admission and the share: a place given back goes to the waiter, never to a newcomer."""
+    slots = FifoSlots(2)
+    assert slots.try_take() and slots.try_take() and not slots.try_take()
+    got: list[str] = []
+
+    async def waiter() -> None:
+        await slots.take()
+        got.append("waiter")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.sleep(0.001)
+        slots.give()  # to the waiter, which has not run yet
+        assert not slots.try_take()  # a newcomer cannot take it meanwhile
+    assert got == ["waiter"] and slots.free == 0
+    slots.give()
+    slots.give()
+    assert slots.free == 2 and not slots.waiters
 
 
 # -- the loop's responsiveness with many backwards ----------------------------------------------

@@ -125,6 +125,7 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
     # the Engine's device queues, or a lazy scheduler that asks for one when a
     # non-cpu node shows up (NOTE [Device queues] in _engine.py)
     sched = scheduler_for(gt)
+    gt.attach(sched, node_hook=sched.node_hook())
     first: Any = None  # the first step, when it is not a slice on the loop
     if sched is not LAZY:
         assert isinstance(sched, Engine)
@@ -136,9 +137,6 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                 gt.fail(None, exc)
                 gt.finish()
                 raise
-    gt.attach(sched, node_hook=sched.node_hook())
-    if sched is not LAZY:
-        assert isinstance(sched, Engine)
         if sched.starts_in_thread(gt):
             first = TO_THREAD  # NOTE [A backward in a compute thread]
     token = _grad_enabled.set(gt.create_graph)

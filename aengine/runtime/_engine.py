@@ -77,7 +77,7 @@ from ._settings import (
     loop_engine,
     set_loop_engine,
 )
-from ._share import LoopShare, loop_share
+from ._share import FifoSlots, LoopShare, loop_share
 from ._threaded import IN_THREAD, TO_THREAD, movable, run_slice, starts_heavy
 
 __all__ = [
@@ -592,9 +592,9 @@ class Engine:
         self._entered = False
         self._capped = False
         # NOTE [Admission]: the top-level backwards admitted and running, and
-        # the events of those waiting for a place, in order
+        # the places (None: no limit)
         self._admitted: set[GraphTask] = set()
-        self._admission: deque[anyio.Event] = deque()
+        self._admission = FifoSlots(max_inflight) if max_inflight is not None else None
         # stats: outcomes, kernels, the share's counts when we opened
         self._done_ok = self._failed = self._cancelled = 0
         self._kernels = self._calls = self._moved = 0
@@ -731,7 +731,7 @@ class Engine:
             backwards_failed=self._failed,
             backwards_cancelled=self._cancelled,
             backwards_inflight=len(self._admitted),
-            backwards_waiting=len(self._admission),
+            backwards_waiting=0 if self._admission is None else len(self._admission.waiters),
             queue_depth=depth,
             kernels_offloaded=self._kernels,
             backwards_in_threads=self._moved,
@@ -756,36 +756,24 @@ class Engine:
         # NOTE [Admission]
         # ``max_inflight`` bounds the top-level backwards running at once
         # (a nested backward belongs to a running one and is never held
-        # back: it would wait for its own parent).  The others wait in the
-        # order they came, each on an event; a backward that ends hands its
-        # place to the first waiter.  A waiter cancelled before its turn
-        # leaves the line; one cancelled as its turn came passes the place on.
+        # back: it would wait for its own parent).  The places are
+        # ``FifoSlots`` (_share.py), as the loop's share: the others wait in
+        # the order they came; a backward that ends hands its place to the
+        # first waiter directly, so no newcomer takes it meanwhile.  A
+        # waiter cancelled before its turn leaves the line; one cancelled
+        # as its turn came passes the place on.
         """
         if gt.depth:
             return None
-        limit = self.max_inflight
-        if limit is None or (len(self._admitted) < limit and not self._admission):
+        slots = self._admission
+        if slots is None or slots.try_take():
             self._admitted.add(gt)
             return None
-        return self._wait_admission(gt)
+        return self._wait_admission(gt, slots)
 
-    async def _wait_admission(self, gt: GraphTask) -> None:
-        ev = anyio.Event()
-        self._admission.append(ev)
-        try:
-            await ev.wait()
-        except BaseException:
-            if ev.is_set():
-                self._let_in()  # our place came with the cancellation: pass it on
-            else:
-                self._admission.remove(ev)
-            raise
+    async def _wait_admission(self, gt: GraphTask, slots: FifoSlots) -> None:
+        await slots.take()
         self._admitted.add(gt)
-
-    def _let_in(self) -> None:
-        """A place is free: the first waiter gets it."""
-        if self._admission:
-            self._admission.popleft().set()
 
     def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
         """Queue a node that became ready on the general path."""
@@ -867,7 +855,8 @@ class Engine:
                 self._cancelled += 1
             else:
                 self._failed += 1
-            self._let_in()
+            if self._admission is not None:
+                self._admission.give()
 
     async def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
         """Run an offloaded node's apply in a compute thread (the device's limiter)."""

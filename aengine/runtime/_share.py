@@ -45,32 +45,37 @@ from time import perf_counter
 
 import anyio
 
-__all__ = ["LoopShare", "loop_share"]
+__all__ = ["FifoSlots", "LoopShare", "loop_share"]
 
 
-class LoopShare:
-    """The right to run a backward time slice on this thread's event loop."""
+class FifoSlots:
+    """``n`` places taken in the order asked, handed on directly (no checkpoint to take a free one).
 
-    __slots__ = ("held", "overran", "running", "slices", "waiters")
+    The loop's share (one place) and an Engine's admission (``max_inflight``
+    places) both use it.  A place given back goes to the first waiter
+    without ever being free, so no newcomer can take it meanwhile.  A waiter
+    cancelled before its turn leaves the line; one cancelled as its turn
+    came passes the place on.  Not ``anyio.Semaphore``: the loop's share
+    lives as long as its thread, which may run asyncio, then trio, and an
+    anyio primitive belongs to the backend it was made under; this one only
+    makes an ``anyio.Event`` per wait, under the running loop.
+    """
 
-    def __init__(self) -> None:
-        self.held = False
-        #: True while a slice executes (synchronously) on this thread
-        self.running = False
+    __slots__ = ("free", "waiters")
+
+    def __init__(self, places: int) -> None:
+        self.free = places
         self.waiters: deque[anyio.Event] = deque()
-        #: slices run; slices longer than twice their time slice
-        self.slices = 0
-        self.overran = 0
 
     def try_take(self) -> bool:
-        """Take the share if it is free and nobody waits for it (no checkpoint)."""
-        if self.held or self.waiters:
-            return False
-        self.held = True
-        return True
+        """Take a place if one is free and nobody waits for one (no checkpoint)."""
+        if self.free and not self.waiters:
+            self.free -= 1
+            return True
+        return False
 
     async def take(self) -> None:
-        """Wait for the share in FIFO order (a checkpoint, cancellable)."""
+        """Wait for a place in FIFO order (a checkpoint, cancellable)."""
         ev = anyio.Event()
         self.waiters.append(ev)
         try:
@@ -83,12 +88,31 @@ class LoopShare:
             raise
 
     def give(self) -> None:
-        """Hand the share to the first waiter, else free it."""
+        """Hand a place to the first waiter, else free it."""
         waiters = self.waiters
         if waiters:
-            waiters.popleft().set()  # still held: ownership moves to the waiter
+            waiters.popleft().set()  # still taken: it moves to the waiter
         else:
-            self.held = False
+            self.free += 1
+
+
+class LoopShare(FifoSlots):
+    """The right to run a backward time slice on this thread's event loop (one place)."""
+
+    __slots__ = ("overran", "running", "slices")
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        #: True while a slice executes (synchronously) on this thread
+        self.running = False
+        #: slices run; slices longer than twice their time slice
+        self.slices = 0
+        self.overran = 0
+
+    @property
+    def held(self) -> bool:
+        """Whether a backward holds the share."""
+        return not self.free
 
     def count(self, start: float, time_slice: float) -> None:
         """Record a slice that began at ``start`` (perf_counter)."""
