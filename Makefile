@@ -11,7 +11,7 @@ DEMO_PIP   := install -q --disable-pip-version-check -e . 'trio>=0.25'
 # `make docs` adds the site generator (the `docs` extra) to .venv.
 DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: all demo docs test lint typecheck unit bench bench-quick clean
+.PHONY: all demo docs test lint typecheck unit bench bench-quick gpu-check clean
 
 all: test
 
@@ -66,6 +66,13 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python -m bench --quick
+
+# On a machine with an NVIDIA GPU, CuPy and a CUDA build of torch (which it
+# uses as they are installed there): the op tests on cuda:0 in float64 and
+# float32, the GPU tests and the GPU benchmark, results in $(GPU_OUT)/.
+GPU_OUT ?= gpu-check
+gpu-check:
+	scripts/gpu-check $(GPU_OUT)
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) build site *.egg-info .mypy_cache .ruff_cache

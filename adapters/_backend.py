@@ -46,6 +46,9 @@ class Backend:
         """An array of this backend holding the values of a host numpy array."""
         return self.xp.asarray(array)
 
+    def check_index(self, device: str, index: int | None) -> None:
+        """Raise if this machine has no device ``index`` (the first use of a device)."""
+
     def __repr__(self) -> str:
         return f"<{self.name} backend>"
 

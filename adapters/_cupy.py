@@ -27,6 +27,20 @@ class CupyBackend(Backend):
     def from_numpy(self, array: Any) -> Any:
         return cupy.asarray(array)
 
+    def check_index(self, device: str, index: int | None) -> None:
+        """A GPU that does not exist fails at its first use, as torch's does.
+
+        Without this check CuPy would put the data on the current GPU.
+        """
+        count = cupy.cuda.runtime.getDeviceCount()
+        if index is None or index < count:
+            return
+        names = ", ".join(f"cuda:{i}" for i in range(count))
+        have = f"{count} CUDA device(s)" + (f": {names}" if count else "")
+        raise RuntimeError(
+            f"CUDA error: invalid device ordinal: {device} does not exist; this machine has {have}"
+        )
+
     def device_context(self, index: int) -> Any:
         """Make GPU ``index`` current in this thread for a ``with`` block.
 

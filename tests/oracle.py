@@ -4,17 +4,32 @@
 shapes (float64 by default), runs both functions, and compares the outputs,
 the first derivatives (grad of a random weighted sum of the outputs) and
 the second derivatives (grad of the first derivatives, create_graph=True).
+
+Both sides run on the cpu unless ``AENGINE_TEST_DEVICE`` names a GPU
+(``cuda:0``) or a simulated one (``sim:0``): then aengine runs there and
+torch on its CUDA twin (or on the cpu),
+and every tensor made with ``ae.tensor`` / ``torch.tensor`` inside a check
+(the inputs, the weights, an index or a mask a test builds) is made there.
+``AENGINE_TEST_DTYPE`` changes the dtype of the checks that name none
+(float64 by default).  ``make gpu-check`` runs the op tests that way, once
+per dtype.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pytest
 
 import aengine as ae
+
+#: where check_op runs both sides, and the dtype of the checks that name none
+DEVICE = os.environ.get("AENGINE_TEST_DEVICE", "cpu")
+DEFAULT_DTYPE = os.environ.get("AENGINE_TEST_DTYPE", "float64")
 
 RTOL = {np.dtype("float64"): 1e-7, np.dtype("float32"): 1e-4}
 ATOL = {np.dtype("float64"): 1e-10, np.dtype("float32"): 1e-5}
@@ -30,6 +45,27 @@ def _tnp(t: Any) -> np.ndarray:
     return t.detach().numpy(force=True)
 
 
+@contextmanager
+def _on_device(torch: Any) -> Iterator[None]:
+    """Make ``ae.tensor`` and ``torch.tensor`` default to ``DEVICE`` (and its twin)."""
+    if DEVICE == "cpu":
+        yield
+        return
+    tensor = ae.tensor
+
+    def on_device(data: Any, *args: Any, device: Any = DEVICE, **kwargs: Any) -> Any:
+        return tensor(data, *args, device=device, **kwargs)
+
+    ae.tensor = on_device  # type: ignore[assignment]
+    # torch's twin: the same "cuda:N"; a simulated device's data is on the cpu
+    torch.set_default_device("cpu" if DEVICE.startswith("sim") else DEVICE)
+    try:
+        yield
+    finally:
+        ae.tensor = tensor  # type: ignore[assignment]
+        torch.set_default_device(None)
+
+
 def _outputs(res: Any) -> list[Any]:
     return list(res) if isinstance(res, (tuple, list)) else [res]
 
@@ -39,7 +75,7 @@ def check_op(
     torch_fn: Callable[..., Any],
     shapes: Sequence[tuple[int, ...]],
     *,
-    dtype: str = "float64",
+    dtype: str | None = None,
     second_order: bool = True,
     inputs: Sequence[np.ndarray] | None = None,
     positive: bool = False,
@@ -47,6 +83,32 @@ def check_op(
 ) -> None:
     """Assert that ``ae_fn`` and ``torch_fn`` agree in value, grad and grad-of-grad."""
     torch = torch_or_skip()
+    with _on_device(torch):
+        _check_op(
+            torch,
+            ae_fn,
+            torch_fn,
+            shapes,
+            dtype=dtype or DEFAULT_DTYPE,
+            second_order=second_order,
+            inputs=inputs,
+            positive=positive,
+            seed=seed,
+        )
+
+
+def _check_op(
+    torch: Any,
+    ae_fn: Callable[..., Any],
+    torch_fn: Callable[..., Any],
+    shapes: Sequence[tuple[int, ...]],
+    *,
+    dtype: str,
+    second_order: bool,
+    inputs: Sequence[np.ndarray] | None,
+    positive: bool,
+    seed: int,
+) -> None:
     rng = np.random.default_rng(seed)
     if inputs is None:
         arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
@@ -64,6 +126,7 @@ def check_op(
     for o, to in zip(outs, touts):
         np.testing.assert_allclose(o.detach().numpy(), _tnp(to), rtol=rtol, atol=atol)
         assert o.dtype == np.dtype(str(to.dtype).replace("torch.", "")), (o.dtype, to.dtype)
+        assert o.device == DEVICE, (o.device, DEVICE)
     if not outs:
         return
     weights = [rng.standard_normal(o.shape).astype(dtype) for o in outs]
@@ -77,6 +140,7 @@ def check_op(
             continue
         assert g is not None
         assert g.shape == tuple(tg.shape)
+        assert g.device == DEVICE, (g.device, DEVICE)
         np.testing.assert_allclose(g.detach().numpy(), _tnp(tg), rtol=rtol, atol=atol)
     if not second_order:
         return

@@ -87,7 +87,9 @@ class Device:
             # (CuPy) is missing fails only when it is used, naming its extra
             from aengine.adapters import backend_for
 
-            backend = self._backend = backend_for(self.type)
+            backend = backend_for(self.type)
+            backend.check_index(self._str, self.index)
+            self._backend = backend
             self._array_type = backend.array_types[0]
         return backend
 
