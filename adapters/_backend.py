@@ -28,6 +28,10 @@ class Backend:
     xp: Any = None
     #: array type(s) this backend produces
     array_types: tuple[type, ...] = ()
+    #: whether a kernel call only launches the kernel (a GPU's stream runs it
+    #: and orders it after the kernels before it): such a kernel is never worth
+    #: a thread hop
+    launches_async: bool = False
 
     def __init__(self) -> None:
         from aengine.ops._raw import RawOps

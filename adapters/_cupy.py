@@ -17,6 +17,7 @@ class CupyBackend(Backend):
     name = "cupy"
     xp = cupy
     array_types = (cupy.ndarray,)
+    launches_async = True
 
     def asarray(self, data: Any, dtype: Any = None) -> Any:
         return cupy.asarray(data, dtype=dtype)

@@ -165,17 +165,26 @@ class RawOps:
             self.xp.add.at(out, idx, g)
         return out
 
+    def _open_grids(self, shape: tuple[int, ...]) -> list[Any]:
+        """Index arrays that broadcast to ``shape``, one per dimension.
+
+        numpy's ``indices(shape, sparse=True)``; ``ix_`` because CuPy has no
+        ``sparse`` there.
+        """
+        xp = self.xp
+        return list(xp.ix_(*(xp.arange(n) for n in shape)))
+
     def gather(self, x: Any, dim: int, idx: Any) -> Any:
         # PyTorch's gather: ``idx`` may be smaller than ``x`` outside ``dim``
         # (take_along_axis would need them to broadcast).
-        grids = list(self.xp.indices(idx.shape, sparse=True))
+        grids = self._open_grids(idx.shape)
         grids[dim] = idx
         return x[tuple(grids)]
 
     def scatter_add(self, shape: tuple[int, ...], dim: int, idx: Any, g: Any) -> Any:
         xp = self.xp
         out = xp.zeros(shape, dtype=g.dtype)
-        grids = list(xp.indices(idx.shape, sparse=True))
+        grids = self._open_grids(idx.shape)
         grids[dim] = idx
         xp.add.at(out, tuple(grids), g)
         return out

@@ -255,6 +255,7 @@ class _DeviceQueue:
         "blocked",
         "dev",
         "event",
+        "inline",
         "latency",
         "limiter",
         "names",
@@ -278,6 +279,8 @@ class _DeviceQueue:
         self.latency = latency
         self.names = itertools.count()
         self.select: Callable[[], Any] | None = None
+        #: kernels launched inline (NOTE [Kernel offload policy] in _offload.py)
+        self.inline = bool(dev.backend.launches_async)
         if dev.type == "cuda":
             select = getattr(dev.backend, "device_context", None)
             if select is not None:
@@ -860,11 +863,15 @@ class Engine:
 
     async def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
         """Run an offloaded node's apply in a compute thread (the device's limiter)."""
-        self._kernels += 1
         dev = node_device(node)
         if dev is CPU:
+            self._kernels += 1
             return await run_kernel(node, inputs, gt.create_graph, self._cpu())
         q = self._queue(dev)
+        if q.inline and q.select is not None:
+            with q.select():
+                return node.apply(inputs, gt.create_graph)
+        self._kernels += 1
         return await run_kernel(node, inputs, gt.create_graph, q.limiter, q.select)
 
     # -- internals ------------------------------------------------------------------------------

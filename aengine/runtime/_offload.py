@@ -31,6 +31,13 @@
 # caller waits for the kernel already running (threads cannot be killed),
 # then stops.  An open Engine caps the BLAS pools (NOTE [BLAS threads] in
 # _blas.py): several concurrent matmul kernels want one BLAS thread each.
+#
+# A GPU (``cuda:N``) is its own executor: a CuPy kernel call only launches
+# the kernel on the device's stream, which orders it after the kernels
+# launched before it, and returns.  So a costly node of a GPU runs on its
+# device's worker with its device selected, never in a thread (the backend's
+# ``launches_async``): the hop would only add latency.  Results reach the
+# host (``.numpy()``, ``.item()``) through copies that wait for the stream.
 """
 
 from __future__ import annotations
