@@ -20,7 +20,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import sys
 from collections.abc import Hashable
 from typing import Any, Protocol
 
@@ -79,8 +81,17 @@ def reduce_arrays(arrays: list[Any], op: str) -> Any:
 
 def describe_error(exc: BaseException) -> str:
     """``Type: message`` of an exception, as another rank reports it."""
+    if _is_cancellation(exc):
+        return "it was cancelled"
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    if isinstance(exc, asyncio.CancelledError):
+        return True
+    trio = sys.modules.get("trio")  # loaded where a trio loop could run: never imported here
+    return trio is not None and isinstance(exc, trio.Cancelled)
 
 
 class ProcessGroup:

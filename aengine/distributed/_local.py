@@ -156,16 +156,9 @@ class LocalGroup(ProcessGroup):
         return await self._hub.take(src, self.rank)
 
     def abort(self, exc: BaseException | str) -> None:
-        reason = exc if isinstance(exc, str) else _reason(exc)
         if isinstance(exc, RankFailedError):
             return  # another rank's failure reached this one: already aborted
-        self._hub.abort(self.rank, reason)
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
-        return "it was cancelled"
-    return describe_error(exc)
+        self._hub.abort(self.rank, exc if isinstance(exc, str) else describe_error(exc))
 
 
 def local_groups(world_size: int, *, latency: float = 0.0) -> list[LocalGroup]:
