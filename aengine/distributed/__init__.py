@@ -11,14 +11,21 @@ from ._gradsync import GradSync
 from ._group import ProcessGroup, RankFailedError, Work
 from ._local import LocalGroup, local_groups
 from ._ray import RayGroup, ray_groups
+from ._rpc import DistContext, RemoteError, context, current_context, rpc, serve
 
 __all__ = [
+    "DistContext",
     "GradSync",
     "LocalGroup",
     "ProcessGroup",
     "RankFailedError",
     "RayGroup",
+    "RemoteError",
     "Work",
+    "context",
+    "current_context",
     "local_groups",
     "ray_groups",
+    "rpc",
+    "serve",
 ]

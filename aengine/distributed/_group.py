@@ -135,10 +135,12 @@ class ProcessGroup:
         """
         raise NotImplementedError
 
-    async def _send_array(self, array: Any, dst: int) -> None:
+    async def send_message(self, message: Any, dst: int, channel: str) -> None:
+        """Send any picklable ``message`` to rank ``dst`` on ``channel`` (in order per channel)."""
         raise NotImplementedError
 
-    async def _recv_array(self, src: int) -> Any:
+    async def recv_message(self, src: int, channel: str) -> Any:
+        """The next message rank ``src`` sent to this rank on ``channel``."""
         raise NotImplementedError
 
     def abort(self, exc: BaseException | str) -> None:
@@ -174,14 +176,14 @@ class ProcessGroup:
         self._check_rank(dst, "dst")
         if dst == self.rank:
             raise ValueError(f"send: rank {self.rank} cannot send to itself")
-        await self._send_array(np.array(_array_of(tensor, "send"), copy=True), dst)
+        await self.send_message(np.array(_array_of(tensor, "send"), copy=True), dst, "p2p")
 
     async def recv(self, src: int) -> Tensor:
         """The next tensor rank ``src`` sent to this rank (in the order they were sent)."""
         self._check_rank(src, "src")
         if src == self.rank:
             raise ValueError(f"recv: rank {self.rank} cannot receive from itself")
-        return Tensor._make(await self._recv_array(src))
+        return Tensor._make(await self.recv_message(src, "p2p"))
 
     async def __aenter__(self) -> ProcessGroup:
         return self

@@ -45,8 +45,9 @@ class _Hub:
         self.world_size = world_size
         self.latency = latency
         self.slots: dict[Hashable, _Slot] = {}
-        self.boxes: dict[tuple[int, int], deque[tuple[float, Any]]] = {}
-        self.box_events: dict[tuple[int, int], anyio.Event] = {}
+        #: (src, dst, channel) -> messages not received yet, each with its arrival time
+        self.boxes: dict[tuple[int, int, str], deque[tuple[float, Any]]] = {}
+        self.box_events: dict[tuple[int, int, str], anyio.Event] = {}
         self.failure: RankFailedError | None = None
 
     def contribute(self, rank: int, tag: Hashable, array: Any, op: str) -> _Slot:
@@ -75,24 +76,24 @@ class _Hub:
             slot.done.set()
         return slot
 
-    def post(self, src: int, dst: int, array: Any) -> None:
+    def post(self, src: int, dst: int, channel: str, message: Any) -> None:
         self.check()
-        key = (src, dst)
-        self.boxes.setdefault(key, deque()).append((anyio.current_time() + self.latency, array))
+        key = (src, dst, channel)
+        self.boxes.setdefault(key, deque()).append((anyio.current_time() + self.latency, message))
         ev = self.box_events.pop(key, None)
         if ev is not None:
             ev.set()
 
-    async def take(self, src: int, dst: int) -> Any:
-        key = (src, dst)
+    async def take(self, src: int, dst: int, channel: str) -> Any:
+        key = (src, dst, channel)
         while True:
             self.check()
             box = self.boxes.get(key)
             if box:
-                ready_at, array = box.popleft()
+                ready_at, message = box.popleft()
                 await _sleep_until(ready_at)
                 self.check()
-                return array
+                return message
             ev = self.box_events.get(key)
             if ev is None:
                 ev = self.box_events[key] = anyio.Event()
@@ -148,12 +149,12 @@ class LocalGroup(ProcessGroup):
     def start(self, tag: Hashable, array: Any, op: str) -> _LocalWork:
         return _LocalWork(self._hub, self._hub.contribute(self.rank, tag, array, op))
 
-    async def _send_array(self, array: Any, dst: int) -> None:
-        self._hub.post(self.rank, dst, array)
+    async def send_message(self, message: Any, dst: int, channel: str) -> None:
+        self._hub.post(self.rank, dst, channel, message)
         await anyio.lowlevel.checkpoint()
 
-    async def _recv_array(self, src: int) -> Any:
-        return await self._hub.take(src, self.rank)
+    async def recv_message(self, src: int, channel: str) -> Any:
+        return await self._hub.take(src, self.rank, channel)
 
     def abort(self, exc: BaseException | str) -> None:
         if isinstance(exc, RankFailedError):

@@ -60,8 +60,8 @@ class _RankActor:
         self.rank = rank
         self.world_size = world_size
         self.slots: dict[Hashable, list[Any]] = {}  # tag -> [arrays, count, op, event, answer]
-        self.boxes: dict[int, list[Any]] = {}
-        self.box_events: dict[int, Any] = {}
+        self.boxes: dict[tuple[int, str], list[Any]] = {}  # (src, channel) -> messages
+        self.box_events: dict[tuple[int, str], Any] = {}
         self.failure: tuple[str, int, str] | None = None
 
     def ping(self) -> int:
@@ -92,25 +92,27 @@ class _RankActor:
             await slot[3].wait()
         return self.failure if slot[4] is None else slot[4]
 
-    async def put(self, src: int, array: Any) -> Any:
+    async def put(self, src: int, channel: str, message: Any) -> Any:
         if self.failure is not None:
             return self.failure
-        self.boxes.setdefault(src, []).append(array)
-        ev = self.box_events.pop(src, None)
+        key = (src, channel)
+        self.boxes.setdefault(key, []).append(message)
+        ev = self.box_events.pop(key, None)
         if ev is not None:
             ev.set()
         return ("ok", None)
 
-    async def take(self, src: int) -> Any:
+    async def take(self, src: int, channel: str) -> Any:
+        key = (src, channel)
         while True:
             if self.failure is not None:
                 return self.failure
-            box = self.boxes.get(src)
+            box = self.boxes.get(key)
             if box:
                 return ("ok", box.pop(0))
-            ev = self.box_events.get(src)
+            ev = self.box_events.get(key)
             if ev is None:
-                ev = self.box_events[src] = asyncio.Event()
+                ev = self.box_events[key] = asyncio.Event()
             await ev.wait()
 
     def abort(self, rank: int, reason: str) -> None:
@@ -133,9 +135,13 @@ def _actor() -> Any:
 
 async def _get(ref: Any) -> Any:
     """The value of an ObjectRef, awaited without blocking the loop (asyncio or trio)."""
-    if async_library() == "asyncio":
-        return await ref
     ray = import_ray()
+    if async_library() == "asyncio":
+        try:
+            return await ref
+        except BaseException:
+            ray.cancel(ref)  # a cancelled wait must not take a message later
+            raise
     stop = threading.Event()
 
     def wait() -> Any:
@@ -152,10 +158,15 @@ async def _get(ref: Any) -> Any:
             with _waits_lock:
                 active_thread_waits -= 1
 
+    done = False
     try:
-        return await anyio.to_thread.run_sync(wait, abandon_on_cancel=True)
+        res = await anyio.to_thread.run_sync(wait, abandon_on_cancel=True)
+        done = True
+        return res
     finally:
         stop.set()  # a cancelled wait's thread ends within one POLL
+        if not done:
+            ray.cancel(ref)
 
 
 def _answer(ans: Any) -> Any:
@@ -194,11 +205,11 @@ class RayGroup(ProcessGroup):
     def start(self, tag: Hashable, array: Any, op: str) -> _RayWork:
         return _RayWork(self._actors[0].contribute.remote(tag, self.rank, array, op))
 
-    async def _send_array(self, array: Any, dst: int) -> None:
-        _answer(await _get(self._actors[dst].put.remote(self.rank, array)))
+    async def send_message(self, message: Any, dst: int, channel: str) -> None:
+        _answer(await _get(self._actors[dst].put.remote(self.rank, channel, message)))
 
-    async def _recv_array(self, src: int) -> Any:
-        return _answer(await _get(self._actors[self.rank].take.remote(src)))
+    async def recv_message(self, src: int, channel: str) -> Any:
+        return _answer(await _get(self._actors[self.rank].take.remote(src, channel)))
 
     def abort(self, exc: BaseException | str) -> None:
         if isinstance(exc, RankFailedError):
