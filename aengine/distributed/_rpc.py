@@ -330,12 +330,20 @@ class DistContext:
         """Send the gradients of recv points to their owners; wait for their parts."""
         if not outgoing:
             return
+        errors: list[Exception] = []
+
+        async def send(owner: int, body: Any) -> None:
+            try:
+                await self.agent.request(owner, "grad", body)
+            except Exception as exc:  # the first error is raised, as the engine's
+                errors.append(exc)
+
         async with anyio.create_task_group() as tg:
             for (owner, point), by_index in outgoing.items():
-                n = max(by_index) + 1
-                grads = [by_index.get(i) for i in range(n)]
-                body = (self.key, point, grads, retain)
-                tg.start_soon(self.agent.request, owner, "grad", body)
+                grads = [by_index.get(i) for i in range(max(by_index) + 1)]
+                tg.start_soon(send, owner, (self.key, point, grads, retain))
+        if errors:
+            raise errors[0]
 
     async def release(self) -> None:
         """Wait for this context's requests, release the ranks it reached, forget it."""
@@ -437,6 +445,7 @@ async def serve(group: ProcessGroup) -> AsyncIterator[None]:
     if _agent.get() is not None:
         raise AutogradError("serve: this task already serves a group; serve it once per rank")
     barrier = group.new_tag("serve")
+    failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
         agent = _Agent(group, tg)
         token = _agent.set(agent)
@@ -449,10 +458,12 @@ async def serve(group: ProcessGroup) -> AsyncIterator[None]:
                 await group.start(barrier, np.zeros(1), "sum").wait()  # every rank is done
             except BaseException as exc:
                 group.abort(exc)
-                raise
+                failure = exc  # raised below as it is, not inside the task group's ExceptionGroup
         finally:
             _agent.reset(token)
             tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
 
 
 def context() -> DistContext:
