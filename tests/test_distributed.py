@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import doctest
+import pathlib
+import subprocess
 import sys
 from typing import Any
 
@@ -229,8 +232,28 @@ def test_ray_groups_without_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_import_aengine_does_not_import_ray() -> None:
-    import subprocess
-
     code = "import sys, aengine; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("name", D.__all__)
+def test_docstring_examples(name: str) -> None:
+    obj = getattr(D, name)
+    assert obj.__doc__, f"ae.distributed.{name} has no docstring"
+    finder = doctest.DocTestFinder(recurse=False)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(obj, name, globs={"ae": ae}):
+        assert runner.run(test).failed == 0, f"docstring example of ae.distributed.{name} failed"
+
+
+def test_the_data_parallel_example_runs_as_a_script() -> None:
+    script = pathlib.Path(__file__).resolve().parent.parent / "examples" / "data_parallel.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--backend", "trio", "--ranks", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "4 ranks agree: w = [2.0, -1.0, 0.5], b = [0.25]"

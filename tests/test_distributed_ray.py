@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import pathlib
 import re
 import threading
 import time
@@ -28,6 +30,7 @@ from tests.distributed_util import (
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'aengine[ray]')")
 
 D = ae.distributed
+EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "data_parallel.py"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -143,3 +146,14 @@ async def test_distributed_backward_over_ray(anyio_backend: str, groups: Any) ->
     for got, want in zip(out[0], ref):
         np.testing.assert_allclose(got, want, rtol=1e-13)
     assert out[1] is None
+
+
+@pytest.mark.anyio
+async def test_the_data_parallel_example_on_ray(anyio_backend: str, groups: Any) -> None:
+    spec = importlib.util.spec_from_file_location("data_parallel", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    (w0, b0), (w1, b1) = await example.train(groups, steps=5)
+    assert np.array_equal(w0, w1) and np.array_equal(b0, b1)
+    assert not np.array_equal(w0, np.zeros_like(w0))
