@@ -4,15 +4,18 @@
 # The ranks are tasks of one event loop; the hub holds, per collective tag,
 # the contributions so far, and per (src, dst) pair the messages sent and not
 # yet received.  A contribution never waits (``start``); the last one
-# computes the result and wakes the waiters.  ``latency`` stands for the
-# network: a result is released ``latency`` seconds after the last
-# contribution arrived, and a message ``latency`` after it was sent, while
-# the ranks go on computing (so overlap shows as on a real network).  After
+# computes the result and wakes the waiters.  ``latency`` and ``bandwidth``
+# stand for the network, one link that carries one transfer at a time: a
+# result is released when the link is free, ``latency`` seconds after the
+# last contribution arrived plus its size over ``bandwidth``; a message
+# likewise after it was sent.  The ranks go on computing meanwhile, so
+# overlap shows as on a real network (the benchmark measures it).  After
 # ``abort`` every wait raises the abort's RankFailedError (NOTE [Abort]).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Hashable
 from typing import Any
@@ -41,9 +44,12 @@ class _Slot:
 class _Hub:
     """The state every rank's LocalGroup shares (owned here: groups call its methods)."""
 
-    def __init__(self, world_size: int, latency: float) -> None:
+    def __init__(self, world_size: int, latency: float, bandwidth: float) -> None:
         self.world_size = world_size
         self.latency = latency
+        self.bandwidth = bandwidth
+        #: when the simulated link is done with the transfers given to it so far
+        self.link_free = 0.0
         self.slots: dict[Hashable, _Slot] = {}
         #: (src, dst, channel) -> messages not received yet, each with its arrival time
         self.boxes: dict[tuple[int, int, str], deque[tuple[float, Any]]] = {}
@@ -72,17 +78,27 @@ class _Hub:
                 except ValueError as exc:
                     slot.error = exc
             slot.arrays = []
-            slot.ready_at = anyio.current_time() + self.latency
+            slot.ready_at = self.transfer(slot.result)
             slot.done.set()
         return slot
 
     def post(self, src: int, dst: int, channel: str, message: Any) -> None:
         self.check()
         key = (src, dst, channel)
-        self.boxes.setdefault(key, deque()).append((anyio.current_time() + self.latency, message))
+        self.boxes.setdefault(key, deque()).append((self.transfer(message), message))
         ev = self.box_events.pop(key, None)
         if ev is not None:
             ev.set()
+
+    def transfer(self, payload: Any) -> float:
+        """When a transfer of ``payload`` that starts now arrives (NOTE [The local hub])."""
+        now = anyio.current_time()
+        if self.latency == 0 and self.bandwidth == math.inf:
+            return now
+        size = payload.nbytes if isinstance(payload, np.ndarray) else 0
+        start = max(now, self.link_free)
+        self.link_free = start + size / self.bandwidth
+        return self.link_free + self.latency
 
     async def take(self, src: int, dst: int, channel: str) -> Any:
         key = (src, dst, channel)
@@ -162,12 +178,15 @@ class LocalGroup(ProcessGroup):
         self._hub.abort(self.rank, exc if isinstance(exc, str) else describe_error(exc))
 
 
-def local_groups(world_size: int, *, latency: float = 0.0) -> list[LocalGroup]:
+def local_groups(
+    world_size: int, *, latency: float = 0.0, bandwidth: float = math.inf
+) -> list[LocalGroup]:
     """``world_size`` in-process groups, one per rank, for tasks of one event loop.
 
-    ``latency`` (seconds) delays every collective's result and every message
-    as a network would, while the ranks keep computing: a test bed for
-    overlap and for failures (NOTE [The local hub]).
+    ``latency`` (seconds) and ``bandwidth`` (bytes per second, one transfer at
+    a time) delay every collective's result and every message as a network
+    would, while the ranks keep computing: a test bed for overlap and for
+    failures (NOTE [The local hub]).
 
     Example::
 
@@ -188,5 +207,7 @@ def local_groups(world_size: int, *, latency: float = 0.0) -> list[LocalGroup]:
         raise ValueError(f"local_groups: world_size must be an int >= 1, got {world_size!r}")
     if not latency >= 0:
         raise ValueError(f"local_groups: latency must be >= 0 seconds, got {latency!r}")
-    hub = _Hub(world_size, float(latency))
+    if not bandwidth > 0:
+        raise ValueError(f"local_groups: bandwidth must be > 0 bytes/s, got {bandwidth!r}")
+    hub = _Hub(world_size, float(latency), float(bandwidth))
     return [LocalGroup(hub, r) for r in range(world_size)]
