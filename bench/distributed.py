@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import aengine as ae
 
@@ -51,7 +52,8 @@ def loss_of(ws: list[Any], x: Any, y: Any) -> Any:
     return ((h - y) ** 2).mean()
 
 
-async def step(mode: str, group: Any, sync: Any, ws: list[Any], x: Any, y: Any) -> None:
+async def step(mode: str, group: Any, sync: Any, ws: list[Any], x: Any, y: Any, n: int) -> None:
+    """One training step of one rank (``n``: the step's number, the same on every rank)."""
     for w in ws:
         w.grad = None
     loss = loss_of(ws, x, y)
@@ -67,7 +69,7 @@ async def step(mode: str, group: Any, sync: Any, ws: list[Any], x: Any, y: Any) 
         works = []
         for b, bucket in enumerate(sync.buckets):
             flat = np.concatenate([ws[j].grad.data.ravel() for j in bucket])
-            works.append(group.start(("after", sync.name_tag, next(sync.after), b), flat, "sum"))
+            works.append(group.start(("bench", n, b), flat, "sum"))
         for work in works:
             await work.wait()
 
@@ -75,18 +77,19 @@ async def step(mode: str, group: Any, sync: Any, ws: list[Any], x: Any, y: Any) 
 async def measure(groups: list[Any], rounds: int, width: int, depth: int, batch: int,
                   bucket_bytes: int) -> dict[str, list[float]]:  # fmt: skip
     ranks = [make_rank(width, depth, batch, seed=g.rank) for g in groups]
-    syncs = []
-    for g, (ws, _, _) in zip(groups, ranks):
-        s = ae.distributed.GradSync(ws, g, bucket_bytes=bucket_bytes, average=False)
-        s.name_tag, s.after = g.new_tag("bench"), iter(range(10**9))
-        syncs.append(s)
+    syncs = [
+        ae.distributed.GradSync(ws, g, bucket_bytes=bucket_bytes, average=False)
+        for g, (ws, _, _) in zip(groups, ranks)
+    ]
     times: dict[str, list[float]] = {m: [] for m in MODES}
+    n = 0
     for r in range(rounds + 1):  # the first round warms up
         for mode in MODES if r % 2 else reversed(MODES):
+            n += 1
             t0 = time.perf_counter()
             async with anyio.create_task_group() as tg:
                 for g, s, (ws, x, y) in zip(groups, syncs, ranks):
-                    tg.start_soon(step, mode, g, s, ws, x, y)
+                    tg.start_soon(step, mode, g, s, ws, x, y, n)
             if r:
                 times[mode].append(time.perf_counter() - t0)
     return times
@@ -136,14 +139,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--bucket", type=int, default=2**19, help="GradSync bucket_bytes")
-    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--ray", action="store_true", help="also 2 ranks through Ray actors")
     p.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    p.add_argument("--blas-threads", type=int, default=1, help="BLAS threads (default 1)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, 2 rounds (a smoke run)")
     args = p.parse_args(argv)
     if args.quick:
         args.width, args.depth, args.batch, args.rounds, args.bucket = 16, 3, 8, 2, 2048
-    anyio.run(run, args, backend=args.backend)
+    # every rank computes on this one thread: BLAS pools would only fight over the cores
+    with threadpool_limits(limits=args.blas_threads):
+        anyio.run(run, args, backend=args.backend)
 
 
 if __name__ == "__main__":

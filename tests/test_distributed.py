@@ -257,3 +257,23 @@ def test_the_data_parallel_example_runs_as_a_script() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "4 ranks agree: w = [2.0, -1.0, 0.5], b = [0.25]"
+
+
+def test_the_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import distributed as bench
+
+    bench.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "4 in-process ranks" in out and "overlap gain" in out
+
+
+@pytest.mark.anyio
+async def test_gradsync_reduces_a_backward_with_inputs(anyio_backend: str) -> None:
+    ws = [ae.ones(2, requires_grad=True) for _ in range(2)]
+
+    async def rank(g: Any) -> None:
+        async with D.GradSync([ws[g.rank]], g):
+            await (ws[g.rank] * (g.rank + 1.0)).sum().backward(inputs=[ws[g.rank]])
+
+    assert await run_ranks(D.local_groups(2), rank) == [None, None]
+    assert [w.grad.tolist() for w in ws] == [[1.5, 1.5], [1.5, 1.5]]

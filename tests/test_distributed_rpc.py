@@ -9,21 +9,31 @@ import numpy as np
 import pytest
 
 import aengine as ae
+from aengine.distributed import _rpc
 from tests.distributed_util import run_ranks, split_backward, split_reference, split_weights
 
 D = ae.distributed
 
 
 async def serving(groups: list[Any], body: Any) -> list[Any]:
-    """Every rank serves; rank 0 also runs ``body(group)``."""
+    """Every rank serves; rank 0 also runs ``body(group)``.
+
+    Checks afterwards that every rank's agent forgot every context: leaving
+    a context released it everywhere (PyTorch's #40880 freed it too early).
+    """
+    agents = []
 
     async def rank(g: Any) -> Any:
         async with D.serve(g):
+            agents.append(_rpc._agent.get())
             if g.rank == 0:
                 return await body(g)
         return None
 
-    return await run_ranks(groups, rank)
+    out = await run_ranks(groups, rank)
+    if not any(isinstance(o, BaseException) for o in out):
+        assert [a.contexts for a in agents] == [{}] * len(groups)
+    return out
 
 
 @pytest.mark.anyio

@@ -35,6 +35,7 @@
 from __future__ import annotations
 
 import contextvars
+import inspect
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -189,7 +190,7 @@ class _Agent:
         try:
             with enable_grad():
                 out = fn(*tensors)
-                if hasattr(out, "__await__"):
+                if inspect.isawaitable(out):
                     out = await out
         except Exception as exc:
             raise _Wrapped(f"{describe_error(exc)} (in rpc of {_name(fn)})") from exc
