@@ -62,6 +62,12 @@ async def test_bad_arguments_say_what_to_do(anyio_backend: str) -> None:
     out = await run_ranks([g0, g1], lambda g: g.all_reduce(ae.ones(g.rank + 1)))
     assert all(isinstance(e, ValueError) and "different shapes" in str(e) for e in out)
 
+    def mixed(g: Any) -> Any:
+        return g.all_reduce(ae.ones(1)) if g.rank else g.broadcast(ae.ones(1), 0)
+
+    out = await run_ranks([g0, g1], mixed)
+    assert all(isinstance(e, ValueError) and "the same collectives" in str(e) for e in out)
+
 
 @pytest.mark.anyio
 async def test_a_failed_rank_is_named_to_the_others(anyio_backend: str) -> None:

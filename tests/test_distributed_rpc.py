@@ -52,6 +52,8 @@ async def test_split_model_gives_the_single_process_gradient(
 
 @pytest.mark.anyio
 async def test_answers_are_matched_by_request_not_by_arrival(anyio_backend: str) -> None:
+    """Answers that arrive out of order (PyTorch's #38513 hung on message order)."""
+
     async def slow_square(t: ae.Tensor, delay: float) -> ae.Tensor:
         await anyio.sleep(delay)
         return t * t
@@ -84,6 +86,8 @@ async def relay(h: ae.Tensor) -> ae.Tensor:
 
 @pytest.mark.anyio
 async def test_errors_name_every_rank_they_passed(anyio_backend: str) -> None:
+    """(PyTorch's #27643 / #27644: remote errors that did not say where they came from.)"""
+
     async def body(g: Any) -> Any:
         async with D.context():
             with pytest.raises(D.RemoteError) as info:

@@ -208,6 +208,14 @@ def _array_of(tensor: Any, what: str) -> Any:
     raise TypeError(f"{what} expects a Tensor (or a numpy array), got {type(tensor).__name__}")
 
 
+def mismatch(tag: Hashable, rank: int, op: str, other: str) -> str:
+    """The error text of ranks that disagree on a collective."""
+    return (
+        f"collective {tag!r}: rank {rank} asked for {op!r} where another rank asked for "
+        f"{other!r}; every rank must call the same collectives in the same order"
+    )
+
+
 def combine(arrays: list[Any], op: str) -> Any:
     """The result of collective ``op`` over the ranks' contributions (in rank order)."""
     if op.startswith("broadcast:"):

@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from ._group import ProcessGroup, RankFailedError, combine, describe_error
+from ._group import ProcessGroup, RankFailedError, combine, describe_error, mismatch
 
 __all__ = ["LocalGroup", "local_groups"]
 
@@ -62,10 +62,7 @@ class _Hub:
         if slot is None:
             slot = self.slots[tag] = _Slot(self.world_size, op)
         if slot.op != op:
-            slot.error = ValueError(
-                f"collective {tag!r}: rank {rank} asked for {op!r} where another rank asked "
-                f"for {slot.op!r}; every rank must call the same collectives in the same order"
-            )
+            slot.error = ValueError(mismatch(tag, rank, op, slot.op))
         elif slot.arrays[rank] is not None:
             raise RuntimeError(f"rank {rank} contributed twice to collective {tag!r}")
         slot.arrays[rank] = np.array(array, copy=True)

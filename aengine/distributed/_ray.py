@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 
 from ..runtime import async_library
-from ._group import ProcessGroup, RankFailedError, combine, describe_error
+from ._group import ProcessGroup, RankFailedError, combine, describe_error, mismatch
 
 __all__ = ["RayGroup", "ray_groups", "import_ray"]
 
@@ -74,9 +74,7 @@ class _RankActor:
         if slot is None:
             slot = self.slots[tag] = [[None] * self.world_size, 0, op, asyncio.Event(), None]
         if slot[2] != op:
-            slot[4] = ("error", f"collective {tag!r}: rank {rank} asked for {op!r} where another "
-                       f"rank asked for {slot[2]!r}; every rank must call the same collectives "
-                       "in the same order")  # fmt: skip
+            slot[4] = ("error", mismatch(tag, rank, op, slot[2]))
         slot[0][rank] = array
         slot[1] += 1
         if slot[1] == self.world_size:
