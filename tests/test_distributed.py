@@ -283,3 +283,14 @@ async def test_gradsync_reduces_a_backward_with_inputs(anyio_backend: str) -> No
 
     assert await run_ranks(D.local_groups(2), rank) == [None, None]
     assert [w.grad.tolist() for w in ws] == [[1.5, 1.5], [1.5, 1.5]]
+
+
+@pytest.mark.anyio
+async def test_gradsync_under_an_engine_that_offloads_every_kernel(anyio_backend: str) -> None:
+    ref = await reference()
+    async with ae.Engine(offload_threshold=1):  # every node's kernel in a worker thread
+        reps, out = await data_parallel(D.local_groups(3))
+    assert out == [None] * 3
+    for ps in reps:
+        for p, r in zip(ps, ref):
+            np.testing.assert_allclose(p.grad.numpy(), r, rtol=1e-13, atol=1e-15)
