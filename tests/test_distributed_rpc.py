@@ -206,3 +206,25 @@ async def test_misuse_says_what_to_do(anyio_backend: str) -> None:
         return "ok"
 
     assert (await serving(D.local_groups(2), body))[0] == "ok"
+
+
+@pytest.mark.anyio
+async def test_each_rank_runs_its_part_in_its_own_engine(anyio_backend: str) -> None:
+    ref = await split_reference()
+    split_weights()
+    engines: dict[int, Any] = {}
+
+    async def rank(g: Any) -> Any:
+        async with ae.Engine() as engine, D.serve(g):
+            engines[g.rank] = engine
+            if g.rank == 0:
+                return await split_backward(g, 3)
+        return None
+
+    out = await run_ranks(D.local_groups(3), rank)
+    for got, want in zip(out[0], ref):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+    # rank 0: ctx.backward, then the part from h0 (whose gradient rank 1 sent
+    # back); rank 2: stage 2; rank 1: stage 1 (the result it passed on from
+    # rank 2 is a leaf there: its gradient goes on to rank 2 without a backward)
+    assert [engines[r].stats().backwards_done for r in range(3)] == [2, 1, 1]
