@@ -48,8 +48,20 @@ def cluster() -> Iterator[None]:
         ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def shared(cluster: None) -> Iterator[list[Any]]:
+    """Groups for the tests that do not abort them: an actor takes a new Ray
+    worker process (about 1.5 s), so they are made once for these tests.
+    Actor handles serve any event loop."""
+    gs = anyio.run(D.ray_groups, 2)
+    yield gs
+    gs[0].close()
+    _no_actor_or_wait_left(gs[0]._actors)
+
+
 @pytest.fixture
 async def groups() -> Any:
+    """Fresh groups, for a test that aborts them."""
     gs = await D.ray_groups(2)
     yield gs
     gs[0].close()
@@ -72,21 +84,21 @@ def _no_actor_or_wait_left(actors: list[Any]) -> None:
 
 
 @pytest.mark.anyio
-async def test_collectives_messages_and_gradsync(anyio_backend: str, groups: Any) -> None:
+async def test_collectives_messages_and_gradsync(anyio_backend: str, shared: Any) -> None:
     async def rank(g: Any) -> Any:
         s = await g.all_reduce(ae.tensor([1.0, g.rank]))
         b = await g.broadcast(ae.tensor([10.0 * g.rank]), src=1)
         await g.send(ae.tensor([float(g.rank)]), 1 - g.rank)
         return s.tolist(), b.tolist(), (await g.recv(1 - g.rank)).tolist()
 
-    assert await run_ranks(groups, rank) == [
+    assert await run_ranks(shared, rank) == [
         ([2.0, 1.0], [10.0], [1.0]),
         ([2.0, 1.0], [10.0], [0.0]),
     ]
 
     # the same groups go on to a data-parallel backward
     ref = await reference()
-    reps, out = await data_parallel(groups)
+    reps, out = await data_parallel(shared)
     assert out == [None, None]
     for ps in reps:
         for p, r in zip(ps, ref):
@@ -132,7 +144,7 @@ async def test_cancelling_a_rank_ends_every_rank(anyio_backend: str, groups: Any
 
 
 @pytest.mark.anyio
-async def test_distributed_backward_over_ray(anyio_backend: str, groups: Any) -> None:
+async def test_distributed_backward_over_ray(anyio_backend: str, shared: Any) -> None:
     ref = await split_reference()
     split_weights()
 
@@ -142,18 +154,18 @@ async def test_distributed_backward_over_ray(anyio_backend: str, groups: Any) ->
                 return await split_backward(g, 2)
         return None
 
-    out = await run_ranks(groups, rank)
+    out = await run_ranks(shared, rank)
     for got, want in zip(out[0], ref):
         np.testing.assert_allclose(got, want, rtol=1e-13)
     assert out[1] is None
 
 
 @pytest.mark.anyio
-async def test_the_data_parallel_example_on_ray(anyio_backend: str, groups: Any) -> None:
+async def test_the_data_parallel_example_on_ray(anyio_backend: str, shared: Any) -> None:
     spec = importlib.util.spec_from_file_location("data_parallel", EXAMPLE)
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    (w0, b0), (w1, b1) = await example.train(groups, steps=5)
+    (w0, b0), (w1, b1) = await example.train(shared, steps=5)
     assert np.array_equal(w0, w1) and np.array_equal(b0, b1)
     assert not np.array_equal(w0, np.zeros_like(w0))
