@@ -199,6 +199,7 @@ class GraphTask:
 
     __slots__ = (
         "anomaly",
+        "before_commit",
         "callbacks",
         "captured",
         "captures",
@@ -216,6 +217,7 @@ class GraphTask:
         "needed",
         "node_hook",
         "not_ready",
+        "on_finish",
         "pending",
         "ready",
         "reached",
@@ -248,6 +250,9 @@ class GraphTask:
         self.ready = ReadyQueue()
         self.staged: dict[Any, list[Any]] = {}
         self.callbacks: list[Callable[[], Any]] = []
+        #: NOTE [Commit guards]: awaited before the commit; called at finish
+        self.before_commit: list[Callable[[], Any]] | None = None
+        self.on_finish: list[Callable[[GraphTask], None]] | None = None
         self.anomaly = anomaly
         self.roots: tuple[Any, ...] = ()
         #: optional callable(node) called before each node runs (tests, tracing)
@@ -404,6 +409,10 @@ class GraphTask:
         self.done = True
         if self.prof is not None:
             self.prof.graph_task_end(self)
+        on_finish, self.on_finish = self.on_finish, None
+        if on_finish:
+            for fn in on_finish:
+                fn(self)
 
     def adopt(self, child: GraphTask) -> None:
         """Register a nested graph task: this one's failure stops it."""
@@ -422,6 +431,40 @@ class GraphTask:
     def add_callback(self, fn: Callable[[], Any]) -> None:
         """Run ``fn()`` when this backward completes (``queue_callback``)."""
         self.callbacks.append(fn)
+
+    # NOTE [Commit guards]
+    # Code that must see every leaf gradient of a backward before ``.grad``
+    # is written (a gradient all-reduce: aengine.distributed) registers
+    # ``add_before_commit(fn)``: the async driver awaits ``fn()`` after the
+    # last node ran and before the commit, and ``fn`` may replace staged
+    # gradients (``restage``); if it raises, nothing is committed.
+    # ``add_on_finish(fn)`` calls ``fn(graph_task)`` once when the driver is
+    # done with the task, whatever the outcome (``error`` says which), so
+    # that such code learns of a failure or a cancellation it never saw.
+    def add_before_commit(self, fn: Callable[[], Any]) -> None:
+        """Await ``fn()`` before the staged gradients are committed (NOTE [Commit guards])."""
+        if self.before_commit is None:
+            self.before_commit = []
+        self.before_commit.append(fn)
+
+    def take_before_commit(self) -> list[Callable[[], Any]]:
+        """The guards to await before the commit (and forgotten here)."""
+        guards, self.before_commit = self.before_commit, None
+        return guards or []
+
+    def add_on_finish(self, fn: Callable[[GraphTask], None]) -> None:
+        """Call ``fn(self)`` when the driver is done with this task (NOTE [Commit guards])."""
+        if self.on_finish is None:
+            self.on_finish = []
+        self.on_finish.append(fn)
+
+    def restage(self, key: Any, grad: Any) -> None:
+        """Stage ``grad`` for leaf ``key`` in place of what was staged (a commit guard's result)."""
+        entry = self.staged.get(key)
+        if entry is None:
+            self.staged[key] = [grad, "leaf"]
+        else:
+            entry[0] = grad
 
     def stage(self, key: Any, grad: Any, kind: str) -> None:
         """Stage a gradient for a leaf (``kind`` 'leaf') or retained non-leaf ('retain')."""

@@ -234,7 +234,11 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
 
 
 async def _post(gt: GraphTask) -> None:
-    """Commit staged gradients, then post-accumulate hooks and final callbacks."""
+    """Await the commit guards, commit staged gradients, then post-accumulate hooks and final callbacks."""
+    for guard in gt.take_before_commit():  # NOTE [Commit guards] in core/_graph_task.py
+        res = guard()
+        if inspect.isawaitable(res):
+            await await_user(res, gt.detach)
     hooks = commit(gt)
     if not hooks and not gt.callbacks:
         return
