@@ -45,7 +45,7 @@ from time import perf_counter
 
 import anyio
 
-__all__ = ["FifoSlots", "LoopShare", "loop_share"]
+__all__ = ["FifoSlots", "LoopShare", "loop_share", "swap_share"]
 
 
 class FifoSlots:
@@ -132,3 +132,14 @@ _here = _PerThread()
 def loop_share() -> LoopShare:
     """This thread's share (NOTE [The loop's share])."""
     return _here.share
+
+
+def swap_share(share: LoopShare) -> LoopShare:
+    """Make ``share`` this thread's share; return the one it replaces.
+
+    For ``ae.testing``, whose runs hand the share on in a seeded order
+    (NOTE [Choice points] in _choice.py); called between two runs of a loop.
+    """
+    old = _here.share
+    _here.share = share
+    return old
