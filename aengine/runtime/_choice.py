@@ -134,6 +134,8 @@ class Choices:
         self.rng = random.Random(seed)
         self.log: list[int] = []
         self._replay = replay
+        #: a replayed answer that did not fit (the run is cancelled, then this raised)
+        self.mismatch: ScheduleMismatch | None = None
         self.faults = faults
         #: the node order: (backward's label, node name, where it ran)
         self.trace: list[tuple[str, str, str]] = []
@@ -153,11 +155,17 @@ class Choices:
         if rep is not None:
             v = rep[i] if i < len(rep) else 0
             if not 0 <= v < n:
-                raise ScheduleMismatch(
-                    f"choice {i} of the replayed schedule is {v}, but this run offers {n} "
-                    "answers there: the code changed since the schedule was recorded; run "
-                    "ae.testing.explore again to get a schedule of this code"
-                )
+                # raised by the runner once the run ended: raising here would
+                # break whichever engine task asked (a worker, a hand-off)
+                if self.mismatch is None:
+                    self.mismatch = ScheduleMismatch(
+                        f"choice {i} of the replayed schedule is {v}, but this run offers {n} "
+                        "answers there: the code changed since the schedule was recorded; run "
+                        "ae.testing.explore again to get a schedule of this code"
+                    )
+                    if self.cancel is not None:
+                        self.cancel()
+                v = 0
         else:
             v = fresh()
         self.log.append(v)

@@ -26,10 +26,10 @@ from ._engine import (
     LAZY,
     NEED_ENGINE,
     Engine,
-    worker_name,
     cancelled_graph_error,
     mark_released,
     scheduler_for,
+    worker_name,
 )
 from ._loop import end_checkpoint, loop_running, yield_slice
 from ._settings import DEFAULT_TIME_SLICE

@@ -37,6 +37,7 @@ from typing import Any
 import anyio
 
 from ..runtime._choice import Choices, Faults, SeededShare, _exploring, decode_log, encode_log
+from ..runtime._loop import loop_here
 from ..runtime._share import swap_share
 
 __all__ = ["ExploreReport", "ScheduleFailure", "explore", "replay", "trace"]
@@ -199,7 +200,7 @@ def replay(fn: Callable[[], Awaitable[Any]], schedule: str, *, backend: str | No
         ...     x = ae.ones(2, requires_grad=True)
         ...     await (x * 3).sum().backward()
         ...     return x.grad.tolist()
-        >>> ae.testing.replay(step, "ae1:trio:random:7:eJwDAAAAAAE")
+        >>> ae.testing.replay(step, "ae1:trio:random:7:eNoDAAAAAAE")
         [3.0, 3.0]
     """
     _check_fn(fn, "replay")
@@ -244,31 +245,32 @@ def parse_schedule(schedule: str) -> tuple[str, str, int, list[int]]:
 
 def _run_once(fn: Callable[[], Awaitable[Any]], backend: str, choices: Choices) -> Any:
     """Run ``fn`` once under ``choices`` on ``backend`` in virtual time (NOTE [Deterministic runs])."""
-    from ..runtime._loop import loop_here  # noqa: PLC0415  (cheap; kept next to its one use)
-
-    if loop_here() is not None:
-        raise RuntimeError(
-            "ae.testing.explore/replay run their own event loops, like anyio.run: call them "
-            "from plain (synchronous) code, e.g. a plain test function, not from async code"
-        )
     _last[:] = [choices]
     token = _exploring.set(choices)
     old_share = swap_share(SeededShare(choices))
     try:
         if backend == "trio":
-            return _run_trio(fn, choices)
-        return anyio.run(
-            _main, fn, choices, backend="asyncio", backend_options={"loop_factory": _virtual_loop}
-        )
+            result = _run_trio(fn, choices)
+        else:
+            opts = {"loop_factory": _virtual_loop}
+            result = anyio.run(_main, fn, choices, backend="asyncio", backend_options=opts)
+    except BaseException:
+        if choices.mismatch is not None:
+            raise choices.mismatch from None
+        raise
     finally:
         swap_share(old_share)
         _exploring.reset(token)
+    if choices.mismatch is not None:
+        raise choices.mismatch
+    return result
 
 
 def _run_trio(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
     try:
-        import trio.testing  # noqa: PLC0415  (an optional dependency: only trio runs need it)
-        from trio._core import _run as trio_run  # noqa: PLC0415
+        # local: trio is optional, and only trio runs need it
+        import trio.testing
+        from trio._core import _run as trio_run
     except ImportError:
         raise ImportError(
             "ae.testing on trio needs trio: pip install 'aengine[testing]', or pass "
@@ -294,7 +296,7 @@ def _run_trio(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
 
 def _virtual_loop() -> Any:
     try:
-        import looptime  # noqa: PLC0415  (an optional dependency: only asyncio runs need it)
+        import looptime  # local: optional, and only asyncio runs need it
     except ImportError:
         raise ImportError(
             "ae.testing on asyncio needs the looptime library (virtual time): "
@@ -314,15 +316,20 @@ async def _main(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
 
 
 def _check_fn(fn: Any, who: str) -> None:
-    if not callable(fn):
-        raise TypeError(
-            f"ae.testing.{who}(fn) takes an async function of no arguments, got "
-            f"{type(fn).__name__} {fn!r}"
+    if loop_here() is not None:
+        raise RuntimeError(
+            f"ae.testing.{who} runs its own event loops, like anyio.run: call it from plain "
+            "(synchronous) code, e.g. a plain test function, not from async code"
         )
     if inspect.isawaitable(fn):
         raise TypeError(
             f"ae.testing.{who}(fn) takes the async function itself, not a coroutine: pass "
             "`step`, not `step()` (each run calls it anew)"
+        )
+    if not callable(fn):
+        raise TypeError(
+            f"ae.testing.{who}(fn) takes an async function of no arguments, got "
+            f"{type(fn).__name__} {fn!r}"
         )
 
 
