@@ -1029,7 +1029,7 @@ class Engine:
                 if held:  # the slice is over (NOTE [The loop's share])
                     share.count(start, time_slice)
                     if q.rr:
-                        if explore is not None and not explore.yield_here(name):
+                        if explore is not None and not explore.yield_here(explore.label(gt)):
                             start = perf_counter()
                             continue
                         await yield_slice()  # holding it: NOTE [Yielding a time slice]

@@ -270,6 +270,8 @@ def _run_trio(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
     try:
         # local: trio is optional, and only trio runs need it
         import trio.testing
+
+        # local: the same (its seedable scheduler: NOTE [Deterministic runs])
         from trio._core import _run as trio_run
     except ImportError:
         raise ImportError(
@@ -296,7 +298,8 @@ def _run_trio(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
 
 def _virtual_loop() -> Any:
     try:
-        import looptime  # local: optional, and only asyncio runs need it
+        # local: optional, and only asyncio runs need it
+        import looptime
     except ImportError:
         raise ImportError(
             "ae.testing on asyncio needs the looptime library (virtual time): "
