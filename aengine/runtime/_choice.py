@@ -25,15 +25,16 @@
 # at a boundary goes back to the front of its own ready queue
 # (``ReadyQueue.push_front``), so it runs next in that graph task.
 #
-# Cost when exploration is off: one ContextVar read per backward (the driver
-# and ``Engine.__aenter__``); no test per node.  When on, every node takes
+# How the runtime knows: ``ae.testing`` installs a ``SeededShare`` as the
+# thread's loop share for the run, and the drivers and Engines read its
+# ``choices`` where they fetch the share anyway.  Cost when exploration is
+# off: one attribute read and one test per backward; none per node.  When on, every node takes
 # the general path (the trace's node hook), which is slower, deliberately.
 """
 
 from __future__ import annotations
 
 import base64
-import contextvars
 import random
 import zlib
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -55,19 +56,9 @@ __all__ = [
     "ScheduleMismatch",
     "SeededShare",
     "SeededSlots",
-    "exploring",
     "encode_log",
     "decode_log",
 ]
-
-_exploring: contextvars.ContextVar[Choices | None] = contextvars.ContextVar(
-    "aengine_exploring", default=None
-)
-
-
-def exploring() -> Choices | None:
-    """The choice source of the explored run this task belongs to, or None (the usual case)."""
-    return _exploring.get()
 
 
 class ScheduleMismatch(ValueError):
@@ -285,9 +276,14 @@ class SeededSlots(FifoSlots):
 
 
 class SeededShare(LoopShare):
-    """The loop's share of an explored run: a freed share goes to a seeded waiter."""
+    """The loop's share of an explored run: a freed share goes to a seeded waiter.
+
+    Its ``choices`` tell the drivers and Engines of the run that they are
+    explored (``LoopShare.choices`` is None).
+    """
 
     __slots__ = ("choices",)
+    choices: Choices
 
     def __init__(self, choices: Choices) -> None:
         super().__init__()

@@ -21,7 +21,7 @@ from ..core import wrap_node_error as _wrap
 from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
 from ..core._node_hooks import AWAIT
-from ._choice import Explored, exploring
+from ._choice import Explored
 from ._engine import (
     LAZY,
     NEED_ENGINE,
@@ -128,7 +128,8 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
     # the Engine's device queues, or a lazy scheduler that asks for one when a
     # non-cpu node shows up (NOTE [Device queues] in _engine.py)
     sched = scheduler_for(gt)
-    choices = exploring()
+    share = loop_share()
+    choices = share.choices  # an explored run's (NOTE [Choice points]), else None
     if choices is None:
         gt.attach(sched, node_hook=sched.node_hook())
     else:
@@ -151,7 +152,6 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
         if choices is None and sched.starts_in_thread(gt):
             first = TO_THREAD  # NOTE [A backward in a compute thread]
     token = _grad_enabled.set(gt.create_graph)
-    share = loop_share()
     held = False
     yielded = False
     try:

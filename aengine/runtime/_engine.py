@@ -68,7 +68,7 @@ from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
 from ..tensors import CPU, Device
 from . import _blas
-from ._choice import Choices, SeededSlots, exploring
+from ._choice import Choices, SeededSlots
 from ._loop import yield_slice
 from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, NEVER, run_kernel
 from ._settings import (
@@ -658,7 +658,7 @@ class Engine:
         if self._entered:
             raise RuntimeError("an Engine can be entered only once; create a new ae.Engine()")
         self._entered = True
-        choices = self._explore = exploring()
+        choices = self._explore = loop_share().choices  # NOTE [Choice points]
         if choices is not None and self.max_inflight is not None:
             self._admission = SeededSlots(self.max_inflight, choices)
         tg = anyio.create_task_group()

@@ -42,8 +42,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 import anyio
+
+if TYPE_CHECKING:
+    from ._choice import Choices
 
 __all__ = ["FifoSlots", "LoopShare", "loop_share", "swap_share"]
 
@@ -100,6 +104,10 @@ class LoopShare(FifoSlots):
     """The right to run a backward time slice on this thread's event loop (one place)."""
 
     __slots__ = ("overran", "running", "slices")
+
+    #: the seeded choices of the explored run on this thread (``SeededShare``),
+    #: None otherwise: read once per backward, where the share is fetched anyway
+    choices: Choices | None = None
 
     def __init__(self) -> None:
         super().__init__(1)

@@ -36,9 +36,9 @@ from typing import Any
 
 import anyio
 
-from ..runtime._choice import Choices, Faults, SeededShare, _exploring, decode_log, encode_log
+from ..runtime._choice import Choices, Faults, SeededShare, decode_log, encode_log
 from ..runtime._loop import loop_here
-from ..runtime._share import swap_share
+from ..runtime._share import loop_share, swap_share
 
 __all__ = ["ExploreReport", "ScheduleFailure", "explore", "replay", "trace"]
 
@@ -113,7 +113,7 @@ def trace() -> list[tuple[str, str, str]]:
         >>> [name for _, name, _ in ae.testing.trace()]
         ['SumBackward0', 'MulBackward0', 'AccumulateGrad']
     """
-    choices = _exploring.get()
+    choices = loop_share().choices
     if choices is None:
         if not _last:
             return []
@@ -246,7 +246,6 @@ def parse_schedule(schedule: str) -> tuple[str, str, int, list[int]]:
 def _run_once(fn: Callable[[], Awaitable[Any]], backend: str, choices: Choices) -> Any:
     """Run ``fn`` once under ``choices`` on ``backend`` in virtual time (NOTE [Deterministic runs])."""
     _last[:] = [choices]
-    token = _exploring.set(choices)
     old_share = swap_share(SeededShare(choices))
     try:
         if backend == "trio":
@@ -260,7 +259,6 @@ def _run_once(fn: Callable[[], Awaitable[Any]], backend: str, choices: Choices) 
         raise
     finally:
         swap_share(old_share)
-        _exploring.reset(token)
     if choices.mismatch is not None:
         raise choices.mismatch
     return result
