@@ -14,7 +14,10 @@
 #   one-node slice) and whether a short backward yields at its end.
 # * ``delay``: how many turns of the loop an offloaded kernel takes, run on
 #   the loop, not in a thread (``Explored.kernel``), so kernels complete in
-#   a seeded order; jitter on a ``sim`` device's latency.
+#   a seeded order; how many a backward that waited inside a node (an async
+#   hook, an async backward, a nested backward) lets pass before it goes on
+#   (``resume``), so waiters resume in a seeded order; jitter on a ``sim``
+#   device's latency.
 #
 # Every answer is appended to ``log``; a schedule string is that log with
 # the seed and backend, and a replay answers from the log instead of the
@@ -237,6 +240,18 @@ class Choices:
                 await anyio.sleep(faults.delay_seconds)
                 return
         await checkpoint()
+
+    async def resume(self) -> None:
+        """After a wait inside a node: go on now, or after other waiters (0 to 2 turns, a delay).
+
+        The order in which backwards waiting on user code (async hooks, async
+        backward functions, nested backwards) or on kernels resume.
+        """
+        faults = self.faults
+        if faults is not None and self.fault(faults.delay):
+            await anyio.sleep(faults.delay_seconds)
+        for _ in range(self.delay(2)):
+            await checkpoint()
 
     async def end_checkpoint(self) -> None:
         """The end of a backward that never yielded: a seeded checkpoint or yield."""

@@ -230,6 +230,8 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                     await step
                 finally:
                     _current.reset(tok)
+                if choices is not None:
+                    await choices.resume()  # waiters resume in a seeded order
             except BaseException as exc:
                 if held:
                     held = False

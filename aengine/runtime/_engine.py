@@ -1077,6 +1077,8 @@ class Engine:
             self._spawn(q)
         try:
             await step
+            if self._explore is not None:
+                await self._explore.resume()  # waiters resume in a seeded order
         except cancelled:
             raise  # this worker is cancelled (the Engine closes)
         except BaseException:
