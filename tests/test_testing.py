@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import importlib.util
 import pathlib
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -385,3 +386,30 @@ def test_the_pytest_plugin(pytester: pytest.Pytester) -> None:
     again = pytester.runpytest_inprocess(*INNER, f"--aengine-replay={schedule}", "-k", "fails")
     again.assert_outcomes(failed=1)
     assert "ScheduleFailure" not in again.stdout.str()  # the test's own error, as it is
+
+
+# -- what a run needs ------------------------------------------------------------------------
+
+
+def test_a_missing_virtual_clock_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "looptime", None)  # its import fails
+    with pytest.raises(ImportError, match=r"pip install 'aengine\[testing\]'"):
+        ae.testing.explore(_noop, seeds=1, backend="asyncio")
+    with pytest.raises(ImportError, match="looptime"):
+        ae.testing.replay(_noop, "ae1:asyncio:random:0:" + encode_log([]))
+
+
+def test_a_trio_without_a_seedable_scheduler_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trio._core import _run
+
+    monkeypatch.delattr(_run, "_r")
+    with pytest.raises(RuntimeError, match="no seedable scheduler"):
+        ae.testing.explore(_noop, seeds=1)  # before any run, asyncio's too
+
+
+def test_the_benchmark_prints_seeds_per_second(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.explore import main
+
+    assert main(["--seeds", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("| fixed (lock) |") == 2 and out.count("| buggy |") == 2

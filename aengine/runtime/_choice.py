@@ -31,8 +31,9 @@
 # How the runtime knows: ``ae.testing`` installs a ``SeededShare`` as the
 # thread's loop share for the run, and the drivers and Engines read its
 # ``choices`` where they fetch the share anyway.  Cost when exploration is
-# off: one attribute read and one test per backward; none per node.  When on, every node takes
-# the general path (the trace's node hook), which is slower, deliberately.
+# off: one attribute read and one test per backward; none per node.  When
+# on, every node takes the general path (the trace's node hook): slower,
+# deliberately, since each node boundary becomes a choice point.
 """
 
 from __future__ import annotations
@@ -107,12 +108,15 @@ class Faults:
             raise ValueError(f"Faults.delay_seconds must be >= 0 seconds, got {d!r}")
 
 
-#: a choice point's question: how many answers it has (answers are 0 .. n-1)
-#: and 0 is always the default policy's answer
-
-
 class Choices:
-    """The seeded source of every scheduling choice of one explored run (NOTE [Choice points])."""
+    """The seeded source of every scheduling choice of one explored run (NOTE [Choice points]).
+
+    Each question has ``n`` answers, ``0 .. n - 1``; 0 is always what the
+    usual policy does (the first waiter, no yield, no delay).  ``pct``
+    strategy: a random priority per backward, lowered for the running one
+    at ``pct_depth - 1`` change points among the first ``pct_steps``
+    boundary questions.
+    """
 
     def __init__(
         self,
@@ -133,7 +137,8 @@ class Choices:
         self.faults = faults
         #: the node order: (backward's label, node name, where it ran)
         self.trace: list[tuple[str, str, str]] = []
-        self._labels: dict[GraphTask, str] = {}
+        #: GraphTask.id -> label (ids, not the tasks: a finished run keeps no graph alive)
+        self._labels: dict[int, str] = {}
         #: set by the runner: cancels the explored function (Faults.cancel)
         self.cancel: Callable[[], None] | None = None
         # PCT: a priority per actor (first seen, seeded), lowered at change points
@@ -144,6 +149,7 @@ class Choices:
 
     # -- the answers --------------------------------------------------------------------------
     def _answer(self, n: int, fresh: Callable[[], int]) -> int:
+        """The next answer (of ``n``): replayed from the log, else ``fresh()``; recorded."""
         i = len(self.log)
         rep = self._replay
         if rep is not None:
@@ -212,9 +218,9 @@ class Choices:
     # -- the trace ----------------------------------------------------------------------------
     def label(self, gt: GraphTask) -> str:
         """A backward's name in this run's trace: ``b0``, ``b1``... in the order they started."""
-        name = self._labels.get(gt)
+        name = self._labels.get(gt.id)
         if name is None:
-            name = self._labels[gt] = f"b{len(self._labels)}"
+            name = self._labels[gt.id] = f"b{len(self._labels)}"
         return name
 
     def node_hook(self, gt: GraphTask, where: Callable[[], str]) -> Callable[[Node], None]:

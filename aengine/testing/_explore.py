@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import numbers
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,8 +48,15 @@ STRATEGIES = ("random", "pct")
 #: schedule strings start with this (its version)
 PREFIX = "ae1"
 
-#: the trace of the run in progress or of the last one finished in this thread
-_last: list[Choices] = []
+
+class _Last(threading.local):
+    """The choices of the last run started in this thread (for ``trace()``)."""
+
+    def __init__(self) -> None:
+        self.choices: Choices | None = None
+
+
+_last = _Last()
 
 
 class ScheduleFailure(AssertionError):
@@ -113,12 +121,8 @@ def trace() -> list[tuple[str, str, str]]:
         >>> [name for _, name, _ in ae.testing.trace()]
         ['SumBackward0', 'MulBackward0', 'AccumulateGrad']
     """
-    choices = loop_share().choices
-    if choices is None:
-        if not _last:
-            return []
-        choices = _last[0]
-    return list(choices.trace)
+    choices = loop_share().choices or _last.choices
+    return [] if choices is None else list(choices.trace)
 
 
 def explore(
@@ -167,6 +171,8 @@ def explore(
         raise TypeError(
             f"faults must be an ae.testing.Faults or None, got {type(faults).__name__} {faults!r}"
         )
+    for b in backends:
+        _needs(b)
     traces: dict[tuple[str, int], tuple[tuple[str, str, str], ...]] = {}
     for b in backends:
         for seed in seed_list:
@@ -209,6 +215,7 @@ def replay(fn: Callable[[], Awaitable[Any]], schedule: str, *, backend: str | No
         b = _backends(backend)[0] if backend != "both" else "both"
         if b == "both":
             raise ValueError("replay runs on one backend: pass 'asyncio' or 'trio'")
+    _needs(b)
     return _run_once(fn, b, Choices(seed, strategy, replay=log))
 
 
@@ -245,7 +252,7 @@ def parse_schedule(schedule: str) -> tuple[str, str, int, list[int]]:
 
 def _run_once(fn: Callable[[], Awaitable[Any]], backend: str, choices: Choices) -> Any:
     """Run ``fn`` once under ``choices`` on ``backend`` in virtual time (NOTE [Deterministic runs])."""
-    _last[:] = [choices]
+    _last.choices = choices
     old_share = swap_share(SeededShare(choices))
     try:
         if backend == "trio":
@@ -264,37 +271,28 @@ def _run_once(fn: Callable[[], Awaitable[Any]], backend: str, choices: Choices) 
     return result
 
 
-def _run_trio(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
-    try:
-        # local: trio is optional, and only trio runs need it
-        import trio.testing
+def _needs(backend: str) -> Any:
+    """What runs of ``backend`` need, imported: trio's run module, or looptime.
 
-        # local: the same (its seedable scheduler: NOTE [Deterministic runs])
-        from trio._core import _run as trio_run
-    except ImportError:
-        raise ImportError(
-            "ae.testing on trio needs trio: pip install 'aengine[testing]', or pass "
-            "backend='asyncio'"
-        ) from None
-    rng = getattr(trio_run, "_r", None)
-    if rng is None or not hasattr(trio_run, "_ALLOW_DETERMINISTIC_SCHEDULING"):
-        raise RuntimeError(
-            "this trio version has no seedable scheduler (trio._core._run._r), so its runs "
-            "cannot be replayed; use trio 0.25 to 0.35, or pass backend='asyncio'"
-        )
-    state = rng.getstate()
-    sorted_batches = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
-    rng.seed(choices.seed)
-    trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
-    try:
-        clock = trio.testing.MockClock(autojump_threshold=0)
-        return anyio.run(_main, fn, choices, backend="trio", backend_options={"clock": clock})
-    finally:
-        trio_run._ALLOW_DETERMINISTIC_SCHEDULING = sorted_batches  # type: ignore[misc]
-        rng.setstate(state)
-
-
-def _virtual_loop() -> Any:
+    Asked before any run, so a missing library is reported as such, not as
+    a failing schedule.
+    """
+    if backend == "trio":
+        try:
+            # local: trio is optional, and only trio runs need it (its
+            # seedable scheduler: NOTE [Deterministic runs])
+            from trio._core import _run as trio_run
+        except ImportError:
+            raise ImportError(
+                "ae.testing on trio needs trio: pip install 'aengine[testing]', or pass "
+                "backend='asyncio'"
+            ) from None
+        if not hasattr(trio_run, "_r") or not hasattr(trio_run, "_ALLOW_DETERMINISTIC_SCHEDULING"):
+            raise RuntimeError(
+                "this trio version has no seedable scheduler (trio._core._run._r), so its runs "
+                "cannot be replayed; use trio 0.25 to 0.35, or pass backend='asyncio'"
+            )
+        return trio_run
     try:
         # local: optional, and only asyncio runs need it
         import looptime
@@ -303,7 +301,29 @@ def _virtual_loop() -> Any:
             "ae.testing on asyncio needs the looptime library (virtual time): "
             "pip install 'aengine[testing]', or pass backend='trio'"
         ) from None
-    return looptime.new_event_loop(noop_cycles=1)
+    return looptime
+
+
+def _run_trio(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
+    trio_run = _needs("trio")
+    # local: optional (``_needs`` checked that it imports)
+    import trio.testing
+
+    rng = trio_run._r
+    state = rng.getstate()
+    sorted_batches = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+    rng.seed(choices.seed)
+    trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True
+    try:
+        clock = trio.testing.MockClock(autojump_threshold=0)
+        return anyio.run(_main, fn, choices, backend="trio", backend_options={"clock": clock})
+    finally:
+        trio_run._ALLOW_DETERMINISTIC_SCHEDULING = sorted_batches
+        rng.setstate(state)
+
+
+def _virtual_loop() -> Any:
+    return _needs("asyncio").new_event_loop(noop_cycles=1)
 
 
 async def _main(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
