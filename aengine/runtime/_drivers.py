@@ -21,7 +21,6 @@ from ..core import wrap_node_error as _wrap
 from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
 from ..core._node_hooks import AWAIT
-from ._choice import Explored
 from ._engine import (
     LAZY,
     NEED_ENGINE,
@@ -32,6 +31,7 @@ from ._engine import (
     worker_name,
 )
 from ._loop import end_checkpoint, loop_running, yield_slice
+from ._seeded import Explored
 from ._settings import DEFAULT_TIME_SLICE
 from ._share import loop_share
 from ._threaded import BACK, TO_THREAD

@@ -68,9 +68,10 @@ from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
 from ..tensors import CPU, Device
 from . import _blas
-from ._choice import Choices, SeededSlots
+from ._choice import Choices
 from ._loop import yield_slice
 from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, NEVER, run_kernel
+from ._seeded import SeededSlots
 from ._settings import (
     DEFAULT_REENTRANT_DEPTH_LIMIT,
     DEFAULT_TIME_SLICE,

@@ -37,8 +37,9 @@ from typing import Any
 
 import anyio
 
-from ..runtime._choice import Choices, Faults, SeededShare, decode_log, encode_log
+from ..runtime._choice import Choices, Faults, decode_log, encode_log
 from ..runtime._loop import loop_here
+from ..runtime._seeded import SeededShare
 from ..runtime._share import loop_share, swap_share
 
 __all__ = ["ExploreReport", "ScheduleFailure", "explore", "replay", "trace"]
