@@ -1638,6 +1638,7 @@ NO_BAD_INPUT: dict[str, str] = {
     "functional": "a module: its entry points have rows (ae.functional.*)",
     "viz": "a module: its entry points have rows (ae.viz.*)",
     "distributed": "a module: its bad input (ranks, ops, parameters, misuse) is tested in tests/test_distributed*.py",
+    "testing": "a module: its entry points have rows in tests/test_testing.py (bad arguments, schedules)",
     "AccumulateGrad": "a node type, made by the engine",
     "Node": "the node base type, made by the engine",
     "BackwardCFunction": "the node type of custom Functions, made by Function.apply",

@@ -452,6 +452,7 @@ VERBATIM = re.compile(r"^<!-- verbatim: (\S+) -->\n```python\n(.*?)^```", re.S |
 SHOWN = {
     "services.md": {"examples/fastapi_service.py", "examples/trio_service.py"},
     "devices-and-engine.md": {"examples/fastapi_service.py"},
+    "testing.md": {"examples/lost_update.py"},
 }
 
 

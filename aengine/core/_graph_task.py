@@ -128,6 +128,10 @@ def new_buffer(node: Node, nr: int, g: Any) -> InputBuffer:
     return buf
 
 
+#: ties of ``ReadyQueue.push_front``: below every ``push``'s (which count up from 0)
+_front_ties = itertools.count(-1, -1)
+
+
 class ReadyQueue:
     """The nodes of one graph task that are ready to run (see NOTE [Scheduler invariants]).
 
@@ -143,6 +147,15 @@ class ReadyQueue:
 
     def push(self, node: Node, buffer: InputBuffer) -> None:
         heapq.heappush(self.heap, (-node.sequence_nr, self.tie(), node, buffer))
+
+    def push_front(self, node: Node, buffer: InputBuffer) -> None:
+        """Put back a node just popped: it comes first again, before its equals too.
+
+        For a node the runtime held back at a boundary (NOTE [Choice points]
+        in aengine/runtime/_choice.py): PyTorch's order inside a graph task
+        must not change.  The ties it takes are negative, decreasing.
+        """
+        heapq.heappush(self.heap, (-node.sequence_nr, next(_front_ties), node, buffer))
 
     def pop(self) -> tuple[Node, InputBuffer]:
         _, _, node, buffer = heapq.heappop(self.heap)

@@ -9,6 +9,7 @@ queue, and yields to the event loop once per time slice rather than per node.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Awaitable, Coroutine
 from time import perf_counter
 from typing import Any
@@ -27,8 +28,10 @@ from ._engine import (
     cancelled_graph_error,
     mark_released,
     scheduler_for,
+    worker_name,
 )
 from ._loop import end_checkpoint, loop_running, yield_slice
+from ._seeded import Explored
 from ._settings import DEFAULT_TIME_SLICE
 from ._share import loop_share
 from ._threaded import BACK, TO_THREAD
@@ -125,7 +128,16 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
     # the Engine's device queues, or a lazy scheduler that asks for one when a
     # non-cpu node shows up (NOTE [Device queues] in _engine.py)
     sched = scheduler_for(gt)
-    gt.attach(sched, node_hook=sched.node_hook())
+    share = loop_share()
+    choices = share.choices  # an explored run's (NOTE [Choice points]), else None
+    if choices is None:
+        gt.attach(sched, node_hook=sched.node_hook())
+    else:
+        # NOTE [Choice points] in _choice.py: every node goes through the
+        # seeded scheduler's boundary; slices end by its choice, not the clock
+        key = choices.label(gt)
+        gt.attach(Explored(sched, choices, key), node_hook=choices.node_hook(gt, worker_name))
+        time_slice = math.inf
     first: Any = None  # the first step, when it is not a slice on the loop
     if sched is not LAZY:
         assert isinstance(sched, Engine)
@@ -137,10 +149,9 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                 gt.fail(None, exc)
                 gt.finish()
                 raise
-        if sched.starts_in_thread(gt):
+        if choices is None and sched.starts_in_thread(gt):
             first = TO_THREAD  # NOTE [A backward in a compute thread]
     token = _grad_enabled.set(gt.create_graph)
-    share = loop_share()
     held = False
     yielded = False
     try:
@@ -199,7 +210,10 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                     if not yielded:
                         # NOTE [The checkpoint of a short backward]
                         yielded = True
-                        await end_checkpoint(time_slice)
+                        if choices is None:
+                            await end_checkpoint(time_slice)
+                        else:
+                            await choices.end_checkpoint()
                         if gt.ready.heap or sched.busy(gt):
                             continue
                     break
@@ -216,6 +230,8 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                     await step
                 finally:
                     _current.reset(tok)
+                if choices is not None:
+                    await choices.resume()  # waiters resume in a seeded order
             except BaseException as exc:
                 if held:
                     held = False

@@ -68,8 +68,10 @@ from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
 from ..tensors import CPU, Device
 from . import _blas
+from ._choice import Choices
 from ._loop import yield_slice
 from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, NEVER, run_kernel
+from ._seeded import SeededSlots
 from ._settings import (
     DEFAULT_REENTRANT_DEPTH_LIMIT,
     DEFAULT_TIME_SLICE,
@@ -90,6 +92,7 @@ __all__ = [
     "scheduler_for",
     "mark_released",
     "cancelled_graph_error",
+    "worker_name",
 ]
 
 #: returned by ``Scheduler.dispatch`` when an async backward without an
@@ -139,6 +142,11 @@ def current_engine() -> Engine | None:
     if eng is not None and not eng._closed:
         return eng
     return loop_engine()  # type: ignore[no-any-return]
+
+
+def worker_name() -> str:
+    """The name of the device worker running here (``'sim:0#0'``), else ``'owner'``."""
+    return _worker_var.get() or "owner"
 
 
 def node_device(node: Node) -> Device:
@@ -314,6 +322,37 @@ class _DeviceQueue:
             return 0
         self.rr.remove(gt)
         return len(q)
+
+    def pause(self) -> float:
+        """Seconds a node waits before it runs here (a ``sim`` device's latency)."""
+        return self.latency
+
+
+class _SeededQueue(_DeviceQueue):
+    """A device queue of an explored run: the graph task served next is a seeded choice.
+
+    See NOTE [Choice points] in _choice.py.  Inside one graph task the order
+    is its own heap's, as always.
+    """
+
+    __slots__ = ("choices",)
+
+    def __init__(
+        self, dev: Device, target: int, threads: int, latency: float, choices: Choices
+    ) -> None:
+        super().__init__(dev, target, threads, latency)
+        self.choices = choices
+
+    def take(self) -> tuple[GraphTask, Node, list[Any]]:
+        rr = self.rr
+        i = self.choices.pick([self.choices.label(gt) for gt in rr])
+        if i:
+            rr.rotate(-i)  # the chosen one first; the others keep their turns
+        return super().take()
+
+    def pause(self) -> float:
+        # jitter: up to half the latency more, in quarters
+        return self.latency * (1.0 + self.choices.delay(2) / 4) if self.latency else 0.0
 
 
 def _int_setting(name: str, value: Any, least: int) -> int:
@@ -606,6 +645,8 @@ class Engine:
         self._worst_lag = 0.0
         self._share: LoopShare | None = None
         self._share_base = (0, 0)
+        #: the seeded choices of an explored run (ae.testing), None otherwise
+        self._explore: Choices | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running"
@@ -621,6 +662,9 @@ class Engine:
         if self._entered:
             raise RuntimeError("an Engine can be entered only once; create a new ae.Engine()")
         self._entered = True
+        choices = self._explore = loop_share().choices  # NOTE [Choice points]
+        if choices is not None and self.max_inflight is not None:
+            self._admission = SeededSlots(self.max_inflight, choices)
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -637,7 +681,8 @@ class Engine:
             if self.blas_threads is not None:
                 _blas.cap(self.blas_threads)
                 self._capped = True
-            tg.start_soon(self._probe_lag, name="aengine-loop-lag-probe")
+            if choices is None:  # a periodic timer would only slow virtual time down
+                tg.start_soon(self._probe_lag, name="aengine-loop-lag-probe")
         return self
 
     async def __aexit__(
@@ -714,6 +759,9 @@ class Engine:
             )
         self._calls += 1
         call = functools.partial(fn, *args, **kwargs)
+        if self._explore is not None:  # no thread in an explored run (NOTE [Choice points])
+            await checkpoint()
+            return contextvars.copy_context().run(call)
         result = await anyio.to_thread.run_sync(call, limiter=self._cpu())
         # cancelled while fn ran: its result is dropped, the cancellation raised
         await checkpoint_if_cancelled()
@@ -751,7 +799,7 @@ class Engine:
         on_node = self.on_node
         if on_node is None:
             return None
-        return lambda node: on_node(node, _worker_var.get() or "owner")
+        return lambda node: on_node(node, worker_name())
 
     def admit(self, gt: GraphTask) -> Awaitable[None] | None:
         """Admit a backward before it runs; an awaitable when it must wait for a place.
@@ -920,7 +968,12 @@ class Engine:
             latency = 0.0
             if dev.type == "sim":
                 latency = lat.get(str(dev), 0.0) if isinstance(lat, dict) else float(lat)
-            q = _DeviceQueue(dev, self.workers_per_device, self.offload_threads, latency)
+            if self._explore is None:
+                q = _DeviceQueue(dev, self.workers_per_device, self.offload_threads, latency)
+            else:
+                q = _SeededQueue(
+                    dev, self.workers_per_device, self.offload_threads, latency, self._explore
+                )
             self._queues[dev] = q
             for _ in range(self.workers_per_device):
                 self._spawn(q)
@@ -935,6 +988,9 @@ class Engine:
         _worker_var.set(name)
         share = loop_share()
         time_slice = self.time_slice
+        explore = self._explore
+        if explore is not None:
+            time_slice = 0.0  # a slice of one node; whether to yield is a choice
         held = False  # the loop's share: taken per slice, never held across an await
         start = 0.0
         try:
@@ -957,7 +1013,7 @@ class Engine:
                             held = False
                             share.count(start, time_slice)
                             share.give()
-                        await anyio.sleep(q.latency)
+                        await anyio.sleep(q.pause())
                         if gt.error is not None or gt.done:
                             self._done(gt)
                             continue
@@ -981,6 +1037,9 @@ class Engine:
                 if held:  # the slice is over (NOTE [The loop's share])
                     share.count(start, time_slice)
                     if q.rr:
+                        if explore is not None and not explore.yield_here(explore.label(gt)):
+                            start = perf_counter()
+                            continue
                         await yield_slice()  # holding it: NOTE [Yielding a time slice]
                         if share.waiters:
                             held = False
@@ -1026,6 +1085,8 @@ class Engine:
             self._spawn(q)
         try:
             await step
+            if self._explore is not None:
+                await self._explore.resume()  # waiters resume in a seeded order
         except cancelled:
             raise  # this worker is cancelled (the Engine closes)
         except BaseException:

@@ -42,10 +42,14 @@ from __future__ import annotations
 import threading
 from collections import deque
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 import anyio
 
-__all__ = ["FifoSlots", "LoopShare", "loop_share"]
+if TYPE_CHECKING:
+    from ._choice import Choices
+
+__all__ = ["FifoSlots", "LoopShare", "loop_share", "swap_share"]
 
 
 class FifoSlots:
@@ -101,6 +105,10 @@ class LoopShare(FifoSlots):
 
     __slots__ = ("overran", "running", "slices")
 
+    #: the seeded choices of the explored run on this thread (``SeededShare``),
+    #: None otherwise: read once per backward, where the share is fetched anyway
+    choices: Choices | None = None
+
     def __init__(self) -> None:
         super().__init__(1)
         #: True while a slice executes (synchronously) on this thread
@@ -132,3 +140,14 @@ _here = _PerThread()
 def loop_share() -> LoopShare:
     """This thread's share (NOTE [The loop's share])."""
     return _here.share
+
+
+def swap_share(share: LoopShare) -> LoopShare:
+    """Make ``share`` this thread's share; return the one it replaces.
+
+    For ``ae.testing``, whose runs hand the share on in a seeded order
+    (NOTE [Choice points] in _choice.py); called between two runs of a loop.
+    """
+    old = _here.share
+    _here.share = share
+    return old

@@ -1,0 +1,37 @@
+"""Seeded exploration and exact replay of concurrent schedules (see docs/testing.md).
+
+``explore(fn)`` runs ``async fn()`` once per seed; every scheduling choice
+aengine makes in a run comes from its seed, time is virtual, and the first
+failing run raises ``ScheduleFailure`` with the schedule string that
+``replay(fn, schedule)`` reproduces exactly.
+
+Example::
+
+    >>> import aengine as ae
+    >>> async def step():
+    ...     x = ae.ones(3, requires_grad=True)
+    ...     await (x * x).sum().backward()
+    ...     assert x.grad.tolist() == [2.0, 2.0, 2.0]
+    >>> ae.testing.explore(step, seeds=3, backend="trio").runs
+    3
+"""
+
+from ..runtime._choice import Faults as Faults
+from ..runtime._choice import InjectedFault as InjectedFault
+from ..runtime._choice import ScheduleMismatch as ScheduleMismatch
+from ._explore import ExploreReport as ExploreReport
+from ._explore import ScheduleFailure as ScheduleFailure
+from ._explore import explore as explore
+from ._explore import replay as replay
+from ._explore import trace as trace
+
+__all__ = [
+    "ExploreReport",
+    "Faults",
+    "InjectedFault",
+    "ScheduleFailure",
+    "ScheduleMismatch",
+    "explore",
+    "replay",
+    "trace",
+]
