@@ -7,7 +7,7 @@ import pytest
 
 import aengine as ae
 
-from .oracle import check_op, torch_or_skip
+from .oracle import check_op, torch_or_skip, torch_texts_or_skip
 
 
 def _np(t):  # type: ignore[no-untyped-def]
@@ -283,7 +283,7 @@ def test_leaf_errors():
 
 
 def test_errors_match_torch():
-    torch = torch_or_skip()
+    torch = torch_texts_or_skip()
 
     def errors(lib):  # type: ignore[no-untyped-def]
         out = []

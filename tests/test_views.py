@@ -7,7 +7,7 @@ import pytest
 
 import aengine as ae
 
-from .oracle import check_op, torch_or_skip
+from .oracle import check_op, torch_or_skip, torch_texts_or_skip
 
 
 def _backward(lib, t, *args, **kw):  # type: ignore[no-untyped-def]
@@ -494,7 +494,7 @@ def _restricted_view_error(lib, case):  # type: ignore[no-untyped-def]
     ],
 )
 def test_restricted_view_errors_are_torchs(case):
-    torch = torch_or_skip()
+    torch = torch_texts_or_skip()
     msgs = []
     for lib in (ae, torch):
         with pytest.raises(RuntimeError) as info:
