@@ -54,13 +54,25 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--fixedcost", action="store_true", help="one gradient call on 1 node")
     p.add_argument("--backend", default="asyncio", help="anyio backend for --async")
+    p.add_argument(
+        "--warmups",
+        type=int,
+        default=1,
+        help="backwards of the same graph structure before the measured one "
+        "(3 or more: the measured one runs by a backward plan)",
+    )
     args = p.parse_args(argv)
+    # (imported here as aengine above: the tool's --help needs no aengine)
+    from aengine.core._plan import PLANS
+
+    PLANS.cache.clear()  # each run sees the same history of graph structures
     if args.fixedcost:
         _fixedcost(ae, args)
         return
     wl = wide(args.wide) if args.wide else chain(args.nodes)
     x = ae.tensor(wl.params[0], requires_grad=True)
-    ae.sync.grad(wl.fn(ae, [], x), [x])  # warm-up: imports, caches
+    for _ in range(args.warmups):
+        ae.sync.grad(wl.fn(ae, [], x), [x])  # warm-up: imports, caches, plans
     if args.bytecodes:
         _bytecodes(ae, wl, x, args.forward, args.top)
         return

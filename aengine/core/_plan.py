@@ -1,0 +1,400 @@
+"""Backward plans: a flat schedule reused by later backwards of the same graph structure.
+
+# NOTE [Backward plans]
+# A training loop or a service records the same graph structure at every
+# step.  The general path pays at every backward for a dependency pass (a
+# dict entry per node), exec_info, a heap entry per ready node and a dict
+# lookup per edge while routing.  A plan does that work once:
+#
+# * Nodes are numbered in the order the dependency pass discovers them
+#   (breadth first from the root).  A plan holds, per number, the node's
+#   class, its ``next_nrs`` and the numbers its edges lead to; the order the
+#   hot loop runs them in (simulated once with the very rule of
+#   ``GraphTask.run``: heap by sequence_nr, the "run it next" shortcut, FIFO
+#   ties); per node whether it runs inline or takes the general path; and,
+#   for grad(), which numbers are captured into which result.  It holds no
+#   node, tensor or array: a freed graph is collected as without plans.
+# * A backward first looks its cheap key up (the root's class, depth
+#   (topological_nr) and slot, the retain_graph/create_graph flags, the
+#   inputs asked for, sync or async): a key seen once is remembered; at the
+#   second sighting the general preparation's results are turned into a
+#   plan; from the third on the plan is matched against the graph by one
+#   walk over lists (``match``: classes, ``next_nrs``, every edge's target
+#   identity, sequence_nr order, no hooks, nothing the scheduler would
+#   take), which replaces the dependency pass.  Any difference is a miss:
+#   the general path runs, and the key's plan is rebuilt at its next
+#   sighting; a key that misses ``MAX_MISSES`` times is left to the general
+#   path for good (structures alternating under one key).
+# * Only graphs whose general-path nodes never route are planned: the only
+#   nodes off the hot loop are leaves' AccumulateGrad (without hooks) and
+#   grad()'s captured nodes that do not run.  Hooks, retained gradients,
+#   async backward functions, anomaly mode, a node hook, a profile, grad()
+#   of non-leaf tensors (pruning by topological_nr), or a node the
+#   scheduler would take (another device, a large kernel) all keep the
+#   general path, which stays untouched.
+# * The plan's run is the hot loop with positions in place of dicts: the
+#   same nodes in the same order, the same ``evaluate`` calls, gradients
+#   summed in the same order (bit for bit the same results), the same
+#   error handling, and the same clock check every CLOCK_EVERY + 1 nodes
+#   (so the async driver yields, and can be cancelled, at the same points).
+# * A saved tensor modified in place, a freed graph (backward twice) or a
+#   bad gradient raise from ``evaluate`` exactly as on the general path:
+#   the plan records structure, never values or versions.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections import OrderedDict
+from collections import deque as drain
+from collections.abc import Iterator
+from itertools import islice
+from operator import attrgetter, sub
+from typing import Any
+
+from ._exec_info import PREPARE_CHUNK
+from ._graph import AccumulateGrad, Node
+
+__all__ = ["BackwardPlan", "PlanCache", "PLANS", "build", "match"]
+
+#: how many graph structures keep a plan (least recently used dropped first)
+MAX_PLANS = 32
+#: misses after which a key keeps the general path for good
+MAX_MISSES = 3
+#: graphs smaller than this (the root's topological_nr) are not planned:
+#: matching and bookkeeping cost about what they would save
+MIN_DEPTH = 8
+
+
+class BackwardPlan:
+    """The flat schedule of one graph structure (see NOTE [Backward plans])."""
+
+    __slots__ = (
+        "acc",
+        "captured",
+        "first",
+        "flat",
+        "hot",
+        "hot_idx",
+        "in_run",
+        "ndisc",
+        "needed",
+        "needed_general",
+        "nrs",
+        "num_outputs",
+        "order",
+        "popped",
+        "routes",
+        "anchor",
+        "seqs",
+        "special",
+        "types",
+    )
+
+    def __init__(self, reached: list[Node], hot: tuple[bool, ...]) -> None:
+        index = {n: i for i, n in enumerate(reached)}
+        #: per node number: its class, next_nrs, ``_special``, forward outputs
+        self.types = [type(n) for n in reached]
+        self.nrs = [n.next_nrs for n in reached]
+        self.special = [n._special for n in reached]
+        self.num_outputs = tuple(n.num_outputs for n in reached)
+        #: the edge targets (numbers, _NO_EDGE for none) of every node, in number
+        #: order, one flat list; ``ndisc[k]``: how many nodes are first reached by
+        #: node k's edges, ``first``: their positions in ``flat`` (numbering order)
+        flat: list[int] = []
+        ndisc: list[int] = []
+        first: list[int] = []
+        for n in reached:
+            d = 0
+            for m in n.next_nodes:
+                t = _NO_EDGE if m is None else index[m]
+                if t == len(first) + 1:
+                    first.append(len(flat))
+                    d += 1
+                flat.append(t)
+            ndisc.append(d)
+        self.flat = flat
+        self.ndisc = ndisc
+        self.first = first
+        #: per node number: the numbers its gradients go to (_NO_EDGE: none)
+        self.routes: tuple[tuple[int, ...], ...] = tuple(
+            tuple(_NO_EDGE if m is None else index[m] for m in n.next_nodes) for n in reached
+        )
+        self.hot = hot
+        self.hot_idx = tuple(i for i, h in enumerate(hot) if h)
+        #: the AccumulateGrad numbers (hooks and identity checked one by one)
+        self.acc = tuple(i for i, n in enumerate(reached) if type(n) is AccumulateGrad)
+        #: every node's sequence_nr: the matched graph's nodes made in forward
+        #: (all but the root and the leaves' accumulators, whose is ACC_SEQ)
+        #: must differ from them by one constant, the anchor's difference (the
+        #: heap's order is the same, and nodes are told apart)
+        self.seqs = [n.sequence_nr for n in reached]
+        self.anchor = next((i for i in range(1, len(reached)) if i not in self.acc), 0)
+        #: node numbers in the order they run; ``popped``: taken from the heap
+        #: (the hot loop checks for an error there) rather than run next directly
+        self.order: tuple[int, ...] = ()
+        self.popped: tuple[bool, ...] = ()
+        #: grad(): (node number, its (slot, result index) pairs) per captured node,
+        #: the numbers exec_info calls ``needed`` (they run) and those that may
+        #: run (``run_set``: needed or captured)
+        self.captured: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
+        self.needed: tuple[int, ...] = ()
+        self.needed_general: tuple[int, ...] = ()
+        self.in_run: tuple[int, ...] = ()
+
+
+class PlanCache:
+    """The plans by cheap key, least recently used dropped first (bounded)."""
+
+    __slots__ = ("entries", "lock")
+
+    def __init__(self) -> None:
+        #: key -> [plan or None (seen once), misses]
+        self.entries: OrderedDict[Any, list[Any]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def lookup(self, key: Any) -> tuple[BackwardPlan | None, bool]:
+        """(the key's plan, whether to build one from this backward's preparation)."""
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None:
+                self.entries[key] = [None, 0]
+                if len(self.entries) > MAX_PLANS:
+                    self.entries.popitem(last=False)
+                return None, False
+            self.entries.move_to_end(key)
+            if entry[1] >= MAX_MISSES:
+                return None, False
+            return entry[0], entry[0] is None
+
+    def store(self, key: Any, plan: BackwardPlan | None) -> None:
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None:
+                entry[0] = plan
+                if plan is None:  # not plannable (hooks, ...): counts as a miss
+                    entry[1] += 1
+
+    def miss(self, key: Any) -> None:
+        """The key's plan did not match: drop it (rebuilt at the next sighting)."""
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None:
+                entry[0] = None
+                entry[1] += 1
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+class _Switch:
+    __slots__ = ("cache", "enabled")
+
+    def __init__(self) -> None:
+        self.enabled = True
+        self.cache = PlanCache()
+
+
+#: whether backwards use plans, and their cache (one per process)
+PLANS = _Switch()
+
+_NO_EDGE = -1
+
+
+def build(
+    root: Node,
+    reached: list[Node],
+    deps: dict[Node, int],
+    run_set: Any,
+    captures: dict[Node, list[tuple[int, int]]] | None,
+    needed: Any,
+    general: Any,
+) -> BackwardPlan | None:
+    """The plan of a prepared graph task's graph, or None when it cannot have one.
+
+    ``reached`` is the dependency pass's order (the root first), ``deps``
+    its counts (before any node ran); ``run_set``, ``captures`` and
+    ``needed`` exec_info's.  ``general(node)`` says whether the hot loop
+    would hand ``node`` to the general path.
+    """
+    if len(reached) != len(deps) + 1:
+        return None  # a node below min_topo (pruned): not planned
+    hot_list: list[bool] = []
+    for n in reached:
+        if general(n):
+            if type(n) is AccumulateGrad:
+                if _has_hooks(n):
+                    return None
+            elif not (captures and n in captures and n not in needed):
+                return None  # a general-path node that routes: hooks, async Functions
+            hot_list.append(False)
+        else:
+            hot_list.append(True)
+    plan = BackwardPlan(reached, tuple(hot_list))
+    in_run = None if run_set is None else [n in run_set for n in reached]
+    if in_run is not None:
+        plan.routes = tuple(
+            tuple(t if t == _NO_EDGE or in_run[t] else _NO_EDGE for t in r) for r in plan.routes
+        )
+    counts = [0] + [deps[n] for n in reached[1:]]
+    seqs = [n.sequence_nr for n in reached]
+    plan.order, plan.popped = _simulate(seqs, plan.routes, plan.hot, counts, in_run)
+    index = {n: i for i, n in enumerate(reached)}
+    plan.captured = tuple(  # (an input that the root does not reach is never captured)
+        (index[n], tuple(caps)) for n, caps in (captures or {}).items() if n in index
+    )
+    if needed is not None:
+        plan.needed = tuple(i for i in range(len(reached)) if reached[i] in needed)
+        plan.needed_general = tuple(i for i in plan.needed if not plan.hot[i])
+        plan.in_run = tuple(i for i in range(len(reached)) if in_run is None or in_run[i])
+    return plan
+
+
+def _has_hooks(acc: Any) -> bool:
+    var = acc.variable
+    return bool(
+        acc._pre_hooks
+        or acc._post_hooks
+        or acc._tensor_pre_hooks
+        or acc._retains_grad
+        or var._hooks
+        or var._post_acc_hooks
+    )
+
+
+def _simulate(
+    seqs: list[int],
+    edges: tuple[tuple[int, ...], ...],
+    hot: tuple[bool, ...],
+    deps: list[int],
+    in_run: list[bool] | None,
+) -> tuple[tuple[int, ...], tuple[bool, ...]]:
+    """The order ``GraphTask.run`` runs the nodes in: its routing rule without the work."""
+    heap: list[tuple[int, int, int]] = [(-seqs[0], 0, 0)]
+    tie = itertools.count(1).__next__
+    heappop, heappush = heapq.heappop, heapq.heappush
+    order: list[int] = []
+    popped: list[bool] = []
+    while heap:
+        i: int | None = heappop(heap)[2]
+        first = True
+        while i is not None:
+            order.append(i)
+            popped.append(first)
+            first = False
+            if not hot[i]:
+                break  # general path: no routing (see build)
+            nxt_run: int | None = None
+            for t in edges[i]:
+                if t == _NO_EDGE:
+                    continue
+                d = deps[t] - 1
+                deps[t] = d
+                if (in_run is not None and not in_run[t]) or d:
+                    continue
+                if nxt_run is None and (not heap or -heap[0][0] < seqs[t]):
+                    nxt_run = t
+                elif nxt_run is not None and seqs[t] > seqs[nxt_run]:
+                    heappush(heap, (-seqs[nxt_run], tie(), nxt_run))
+                    nxt_run = t
+                else:
+                    heappush(heap, (-seqs[t], tie(), t))
+            i = nxt_run
+    return tuple(order), tuple(popped)
+
+
+def match(
+    plan: BackwardPlan,
+    root: Node,
+    outputs: list[tuple[Node, int]] | None,
+    sched: Any,
+    result: list[Any],
+) -> Iterator[None]:
+    """Match ``plan`` against the graph of ``root``, in steps of PREPARE_CHUNK nodes.
+
+    Appends the graph's nodes by number to ``result`` on a match, nothing
+    on a miss.  The walk collects the nodes by the plan's numbering and
+    every edge's target (a list ``extend`` per node); the comparisons run
+    over whole lists in C (``map``, list equality), which is what makes
+    matching cheaper than the dependency pass it replaces.
+    """
+    flat: list[Any] = []
+    extend = flat.extend
+    total = len(plan.types)
+    # The walk: each node's edges go to ``flat``; the nodes are read off it at
+    # the positions where the plan's numbering first reaches them, lazily, so
+    # that each is read once its parent's edges are in (breadth first).
+    found = map(flat.__getitem__, plan.first)
+    walk = map(extend, map(_next_nodes, itertools.chain((root,), found)))
+    done = 0
+    while done < total:
+        try:
+            drain(islice(walk, PREPARE_CHUNK), maxlen=0)
+        except (IndexError, AttributeError):
+            return  # fewer edges than planned, none where the plan has a node
+        done += PREPARE_CHUNK
+        if done < total:
+            yield
+    nodes = [root]
+    nodes += map(flat.__getitem__, plan.first)
+    if len(nodes) != total or len(flat) != len(plan.flat):
+        return
+    # every edge leads where the plan says (a node, or none)
+    nodes.append(None)  # type: ignore[arg-type]  # (number _NO_EDGE: no node)
+    same = flat == list(map(nodes.__getitem__, plan.flat))
+    nodes.pop()
+    if not same:
+        return
+    if (
+        list(map(_cls, nodes)) != plan.types
+        or list(map(_nrs, nodes)) != plan.nrs
+        or list(map(_special, nodes)) != plan.special
+    ):
+        return
+    # forward made the nodes in the same order (the heap's order; two nodes
+    # with one sequence_nr are one node): one constant apart from the plan's
+    diffs = list(map(sub, map(_seq, nodes), plan.seqs))
+    d = diffs[0] = diffs[plan.anchor]  # the root (a GraphRoot is made at backward)
+    if diffs.count(d) != total - (len(plan.acc) if d else 0):
+        return
+    accs = [nodes[i] for i in plan.acc]
+    if len(set(accs)) != len(accs) or any(map(_has_hooks, accs)):
+        return
+    if sched is not None:  # nothing the scheduler would take (NOTE [Where a node runs])
+        hot_nodes = list(map(nodes.__getitem__, plan.hot_idx))
+        if hot_nodes and (
+            max(map(_numel, hot_nodes)) >= sched.offload_min
+            or not set(map(_dev, hot_nodes)) <= {sched.home, None}
+        ):
+            return
+    if outputs is not None and not _same_outputs(plan, nodes, outputs):
+        return
+    result.extend(nodes)
+
+
+_next_nodes = attrgetter("next_nodes")
+_cls = attrgetter("__class__")
+_nrs = attrgetter("next_nrs")
+_special = attrgetter("_special")
+_seq = attrgetter("sequence_nr")
+_numel = attrgetter("numel")
+_dev = attrgetter("dev")
+
+
+def _same_outputs(plan: BackwardPlan, nodes: list[Node], outputs: list[tuple[Node, int]]) -> bool:
+    """Whether grad()'s inputs are captured where the plan captures them, and only there."""
+    caps_of = {id(nodes[i]): caps for i, caps in plan.captured}
+    found = 0
+    for j, (fn, nr) in enumerate(outputs):
+        caps = caps_of.get(id(fn))
+        if caps is None:
+            if any(fn is m for m in nodes):
+                return False  # reached but not captured in the plan
+            continue
+        if (nr, j) not in caps:
+            return False
+        found += 1
+    return found == sum(len(c) for _, c in plan.captured)
