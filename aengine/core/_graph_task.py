@@ -354,8 +354,10 @@ class GraphTask:
                 nodes: list[Node] = []
                 yield from match(plan, root, outputs, self.sched, nodes)
                 if nodes:
+                    PLANS.hits += 1
                     self._use_plan(plan, nodes, buffer, outputs)
                     return
+                PLANS.misses += 1
                 PLANS.cache.miss(key)
         deps: dict[Node, int] = {}
         self.dependencies = deps

@@ -191,11 +191,17 @@ class PlanCache:
 
 
 class _Switch:
-    __slots__ = ("cache", "enabled")
+    """Whether backwards use plans (``enabled``), the cache, and counts for tests."""
+
+    __slots__ = ("cache", "enabled", "hits", "misses")
 
     def __init__(self) -> None:
         self.enabled = True
         self.cache = PlanCache()
+        #: backwards run by a plan, and plans that did not match (approximate
+        #: under threads: for tests and bench.profile, never for decisions)
+        self.hits = 0
+        self.misses = 0
 
 
 #: whether backwards use plans, and their cache (one per process)

@@ -1,0 +1,362 @@
+"""Backward plans (aengine/core/_plan.py): reused schedules give the general path's results.
+
+Every test compares a run with plans against the same run without them,
+bit for bit (``np.array_equal`` on float64 and the errors' text), and
+checks through ``PLANS.hits`` / ``PLANS.misses`` that the plan was (or was
+not) used, so that none passes by never taking the path it is about.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import aengine as ae
+from aengine.core import GraphTask
+from aengine.core._plan import MAX_PLANS, PLANS
+
+DEPTH = 12  # links: well above the depth below which graphs are not planned
+
+
+@pytest.fixture(autouse=True)
+def _plans() -> Iterator[None]:
+    PLANS.enabled = True
+    PLANS.cache.clear()
+    yield
+    PLANS.enabled = True
+    PLANS.cache.clear()
+
+
+def _x(n: int = 4) -> ae.Tensor:
+    return ae.tensor(np.linspace(0.1, 0.9, n), requires_grad=True)
+
+
+def _chain(x: ae.Tensor, depth: int = DEPTH) -> ae.Tensor:
+    y = x
+    for i in range(depth):
+        y = ae.sin(y * (1.0 + i / 100) + 0.01)
+    return y.sum()
+
+
+def _wide(x: ae.Tensor, w: ae.Tensor, branches: int = DEPTH) -> ae.Tensor:
+    loss = (ae.sin(x * w) * 0.5).sum()
+    for c in np.linspace(0.5, 1.5, branches):
+        loss = loss + (ae.sin(x * float(c)) * w).sum()
+    return loss
+
+
+def _steps(fn: Callable[[], Any], steps: int, plans: bool) -> list[Any]:
+    """``fn()`` ``steps`` times with plans on or off (a fresh cache), its results."""
+    PLANS.enabled = plans
+    PLANS.cache.clear()
+    return [fn() for _ in range(steps)]
+
+
+def _same(a: Any, b: Any) -> None:
+    if isinstance(a, list | tuple):
+        assert len(a) == len(b)
+        for u, v in zip(a, b, strict=True):
+            _same(u, v)
+    elif a is None:
+        assert b is None
+    else:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _grads(x: ae.Tensor, *more: ae.Tensor) -> Callable[..., Any]:
+    return lambda loss, **kw: [
+        None if g is None else g.data for g in ae.sync.grad(loss, [x, *more], **kw)
+    ]
+
+
+def test_plan_hits_give_the_general_paths_gradients() -> None:
+    x, w = _x(), _x()
+    for build in (lambda: _chain(x), lambda: _wide(x, w)):
+
+        def step(build: Callable[[], ae.Tensor] = build) -> Any:
+            return _grads(x, w)(build(), allow_unused=True)
+
+        general = _steps(step, 5, plans=False)
+        hits = PLANS.hits
+        planned = _steps(step, 5, plans=True)
+        assert PLANS.hits - hits == 3  # seen, built, then run by the plan
+        _same(planned, general)
+
+
+def test_backward_accumulates_the_same_grad() -> None:
+    x, w = _x(), _x()
+
+    def step() -> Any:
+        x.grad = w.grad = None
+        ae.sync.backward(_wide(x, w))
+        return [x.grad.data, w.grad.data]
+
+    general = _steps(step, 4, plans=False)
+    hits = PLANS.hits
+    _same(_steps(step, 4, plans=True), general)
+    assert PLANS.hits - hits == 2
+
+
+def test_a_structure_change_under_the_same_key_misses() -> None:
+    """Same root, same depth, other edges: the plan does not match; the general path runs."""
+    x = _x()
+
+    def step(i: int) -> Any:
+        a = x * 2.0
+        b = x * 3.0
+        y = ae.sin(a if i < 3 else b)  # the same nodes, recorded alike; another edge
+        return _grads(x)(_chain(y))
+
+    general = [step(i) for i in range(5)]
+    PLANS.cache.clear()
+    misses = PLANS.misses
+    _same([step(i) for i in range(5)], general)
+    assert PLANS.misses - misses == 1
+
+
+def test_a_shape_change_gives_the_general_paths_result() -> None:
+    xs = [_x(4), _x(4), _x(4), _x(7), _x(4)]
+
+    def run() -> list[Any]:
+        return [_grads(x)(_chain(x)) for x in xs]
+
+    general = _steps(run, 1, plans=False)
+    _same(_steps(run, 1, plans=True), general)
+
+
+def test_a_hook_added_takes_the_general_path_and_runs() -> None:
+    x = _x()
+    calls: list[str] = []
+
+    def step(i: int) -> Any:
+        y = ae.sin(x * 1.5)
+        handle = None
+        if i == 3:
+            y.register_hook(lambda g: calls.append("tensor") or g * 2)
+        if i == 4:
+            handle = x.register_hook(lambda g: calls.append("leaf") or g * 3)
+        try:
+            return _grads(x)(_chain(y))
+        finally:
+            if handle is not None:
+                handle.remove()
+
+    general = [step(i) for i in range(5)]
+    assert calls == ["tensor", "leaf"]
+    calls.clear()
+    PLANS.cache.clear()
+    hits, misses = PLANS.hits, PLANS.misses
+    planned = [step(i) for i in range(5)]
+    assert calls == ["tensor", "leaf"]
+    _same(planned, general)
+    # step 2 by the plan; step 3 misses it; step 4 (a hook on a leaf) gets none built
+    assert (PLANS.hits - hits, PLANS.misses - misses) == (1, 1)
+
+
+def test_a_saved_tensor_modified_in_place_raises_the_same_error() -> None:
+    x = _x()
+
+    def step(bump: bool) -> str:
+        h = x * 1.0
+        y = ae.sin(h)  # saves h
+        loss = _chain(y)
+        if bump:
+            with ae.no_grad():
+                h.add_(1.0)
+        try:
+            ae.sync.grad(loss, [x])
+        except Exception as exc:  # the same class and text on both paths
+            return f"{type(exc).__name__}: {exc}"
+        return "no error"
+
+    PLANS.enabled = False
+    expected = step(True)
+    assert "modified by an inplace operation" in expected
+    PLANS.enabled = True
+    for _ in range(3):
+        assert step(False) == "no error"
+    hits = PLANS.hits
+    assert step(True) == expected
+    assert PLANS.hits - hits == 1  # the plan matched: the check is evaluate's
+
+
+def test_backward_twice_raises_the_same_error() -> None:
+    x = _x()
+    for _ in range(3):
+        ae.sync.grad(_chain(x), [x], retain_graph=True)
+    loss = _chain(x)
+    ae.sync.grad(loss, [x], retain_graph=True)  # a plan, keeping the graph
+    again = ae.sync.grad(loss, [x])  # the same graph again (by the plan)
+    _same([g.data for g in again], [g.data for g in ae.sync.grad(_chain(x), [x])])
+    with pytest.raises(ae.AutogradError, match="backward through the graph a second time"):
+        ae.sync.grad(loss, [x])
+
+
+def test_create_graph_gives_the_same_second_order() -> None:
+    x = _x()
+
+    def step() -> Any:
+        (g,) = ae.sync.grad(_chain(x), [x], create_graph=True)
+        return [g.data, ae.sync.grad(g.sum(), [x])[0].data]
+
+    general = _steps(step, 4, plans=False)
+    _same(_steps(step, 4, plans=True), general)
+
+
+def test_nodes_run_in_the_same_order() -> None:
+    """A sync custom Function records when its backward runs (ties between branches included)."""
+    order: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, k: int) -> Any:
+            ctx.k = k
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            order.append(ctx.k)
+            return g, None
+
+    x = _x()
+
+    def step() -> list[int]:
+        order.clear()
+        loss = Tag.apply(x, 0).sum()
+        for k in range(1, DEPTH):
+            loss = loss + Tag.apply(ae.sin(x * float(k)), k).sum() * Tag.apply(x, -k).sum()
+        ae.sync.grad(loss, [x])
+        return list(order)
+
+    general = _steps(step, 4, plans=False)
+    hits = PLANS.hits
+    assert _steps(step, 4, plans=True) == general
+    assert PLANS.hits - hits == 2
+
+
+def test_a_plan_holds_no_graph() -> None:
+    x = _x()
+    for _ in range(3):
+        ae.sync.grad(_chain(x), [x])
+    loss = _chain(x)
+    hits = PLANS.hits
+    ae.sync.grad(loss, [x])
+    assert PLANS.hits - hits == 1
+    node = weakref.ref(loss.grad_fn)
+    del loss
+    gc.collect()
+    assert node() is None
+
+
+def test_the_cache_is_bounded() -> None:
+    x = _x()
+    for depth in range(DEPTH, DEPTH + MAX_PLANS + 10):
+        ae.sync.grad(_chain(x, depth), [x])
+    assert len(PLANS.cache.entries) == MAX_PLANS
+
+
+def test_leaving_a_plan_part_way_gives_the_same_gradients() -> None:
+    """``_leave_plan`` (another scheduler mid-backward): the general path goes on exactly."""
+    x, w = _x(), _x()
+    (expected,) = ae.sync.grad(_wide(x, w), [x])
+    for _ in range(2):
+        ae.sync.grad(_wide(x, w), [x])
+    for stop in (1, 5, 17, 30):
+        loss = _wide(x, w)
+        gt = GraphTask(keep_graph=False, create_graph=False)
+        gt.plan((loss,), [(loss.grad_fn, 0)], [np.ones(())], [(x._grad_accumulator(), 0)], False)
+        gt.attach(None)
+        for _ in gt.pending:  # type: ignore[union-attr]
+            pass
+        gt.pending = None
+        assert gt.planned is not None
+        gt.plan_pos = 0
+        _run_until(gt, stop)
+        gt._leave_plan()
+        assert gt.planned is None
+        assert gt.run() is None
+        gt.check_complete()
+        np.testing.assert_array_equal(gt.captured[0], expected.data)
+
+
+def _run_until(gt: GraphTask, stop: int) -> None:
+    """Run the first ``stop`` nodes of ``gt``'s plan (a deadline already past yields)."""
+    plan = gt.planned
+    assert plan is not None
+    keep = plan.order
+    plan.order = keep[:stop]
+    try:
+        assert gt.run() is None
+    finally:
+        plan.order = keep
+
+
+@pytest.mark.anyio
+async def test_async_plans_yield_and_give_the_same_gradients() -> None:
+    x, w = _x(), _x()
+    PLANS.enabled = False
+    (expected,) = await ae.grad(_wide(x, w, 200), [x])
+    PLANS.enabled = True
+    hits = PLANS.hits
+    async with ae.Engine(time_slice=1e-9):  # a yield at every clock check
+        for _ in range(4):
+            (g,) = await ae.grad(_wide(x, w, 200), [x])
+            np.testing.assert_array_equal(g.data, expected.data)
+    assert PLANS.hits - hits >= 2
+
+
+@st.composite
+def _programs(draw: st.DrawFn) -> list[tuple[str, int, int]]:
+    n = draw(st.integers(10, 30))
+    return [
+        (draw(st.sampled_from(["add", "mul", "sin", "sum"])), draw(st.integers(0, 99)), i)
+        for i in range(n)
+    ]
+
+
+def _run_program(prog: list[tuple[str, int, int]], xs: list[ae.Tensor]) -> Any:
+    vals = list(xs)
+    for op, a, _ in prog:
+        u = vals[a % len(vals)]
+        v = vals[(a * 7 + 3) % len(vals)]
+        if op == "add":
+            vals.append(u + v)
+        elif op == "mul":
+            vals.append(u * v)
+        elif op == "sin":
+            vals.append(ae.sin(u))
+        else:
+            vals.append(u.sum() * v)
+    loss = vals[-1].sum()
+    for t in vals[-4:-1]:
+        loss = loss + t.sum()
+    return loss
+
+
+@settings(max_examples=25, deadline=None)
+@given(_programs())
+def test_random_programs_give_the_same_gradients_with_and_without_plans(
+    prog: list[tuple[str, int, int]],
+) -> None:
+    xs = [ae.tensor(np.linspace(0.1, 0.5, 3) * (i + 1), requires_grad=True) for i in range(3)]
+
+    def step() -> Any:
+        loss = _run_program(prog, xs)
+        return [
+            None if g is None else g.data
+            for g in ae.sync.grad(loss, xs, allow_unused=True, materialize_grads=False)
+        ]
+
+    general = _steps(step, 4, plans=False)
+    hits = PLANS.hits
+    with pytest.MonkeyPatch.context() as mp:  # small programs too
+        mp.setattr("aengine.core._graph_task.MIN_DEPTH", 0)
+        _same(_steps(step, 4, plans=True), general)
+    assert PLANS.hits - hits == 2
