@@ -290,12 +290,12 @@ def _run_until(gt: GraphTask, stop: int) -> None:
     """Run the first ``stop`` nodes of ``gt``'s plan (a deadline already past yields)."""
     plan = gt.planned
     assert plan is not None
-    keep = plan.order
-    plan.order = keep[:stop]
+    keep = plan.steps
+    plan.steps = keep[:stop]
     try:
         assert gt.run() is None
     finally:
-        plan.order = keep
+        plan.steps = keep
 
 
 @pytest.mark.anyio

@@ -61,7 +61,7 @@ from ._errors import AutogradError, BackwardError
 from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
 from ._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
 from ._node_hooks import Detach, post_hooks, pre_hooks, tensor_pre_hooks
-from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build, match
+from ._plan import MIN_DEPTH, NEW, NEW_ONE, PLANS, BackwardPlan, build, match
 
 __all__ = [
     "ACC_SEQ",
@@ -495,23 +495,23 @@ class GraphTask:
             # where nodes run: the general path asks it node by node
             self._leave_plan()
             return self.run(deadline)
-        order, popped, hot = plan.order, plan.popped, plan.hot
-        routes, num_outputs = plan.routes, plan.num_outputs
+        steps, num_outputs = plan.steps, plan.num_outputs
         nodes, bufs = self.plan_nodes, self.plan_bufs
         create_graph = self.create_graph
         release = not self.keep_graph
         perf = time.perf_counter
         pos = self.plan_pos
-        end = len(order)
+        end = len(steps)
         count = 0
         token = _current.set(self)
         try:
             while pos < end:
+                i, popped, hot, prog = steps[pos]
                 # the hot loop's checks, at the same nodes: an error before a
                 # node taken from the heap, the clock (and the error) at every
                 # (CLOCK_EVERY + 1)th node
                 count += 1
-                if popped[pos]:
+                if popped:
                     if self.error is not None:
                         return None
                     if not count & CLOCK_EVERY and perf() > deadline:
@@ -520,12 +520,11 @@ class GraphTask:
                 elif not count & CLOCK_EVERY and (perf() > deadline or self.error is not None):
                     self.plan_pos = pos
                     return YIELD
-                i = order[pos]
                 pos += 1
                 node = nodes[i]
                 buffer = bufs[i]
                 bufs[i] = None
-                if not hot[i]:
+                if not hot:
                     self.plan_pos = pos
                     res = self._general(node, buffer)  # type: ignore[arg-type]
                     if res is not None:
@@ -537,22 +536,22 @@ class GraphTask:
                     self.plan_pos = pos
                     self.fail(node, exc)
                     raise
-                for t, nr, g in zip(routes[i], node.next_nrs, outs):
-                    if t < 0:
-                        continue
-                    buf = bufs[t]
-                    if buf is None:
-                        k = num_outputs[t]
-                        if k == 1:
-                            bufs[t] = [g]
-                        else:
-                            buf = [None] * k
-                            buf[nr] = g
-                            bufs[t] = buf
-                    elif buf[nr] is None:
+                # routing, with ``accumulate`` inlined; the plan knows which
+                # gradient makes a buffer (a node returns one per edge)
+                for k, t, nr, how in prog:
+                    g = outs[k]
+                    if how == NEW_ONE:
+                        bufs[t] = [g]
+                    elif how == NEW:
+                        buf = [None] * num_outputs[t]
                         buf[nr] = g
-                    elif g is not None:
-                        buf[nr] = buf[nr] + g
+                        bufs[t] = buf
+                    else:
+                        buf = bufs[t]  # type: ignore[assignment]
+                        if buf[nr] is None:
+                            buf[nr] = g
+                        elif g is not None:
+                            buf[nr] = buf[nr] + g
             self.plan_pos = pos
             return None
         finally:

@@ -85,8 +85,8 @@ class BackwardPlan:
         "nrs",
         "num_outputs",
         "order",
-        "popped",
         "routes",
+        "steps",
         "anchor",
         "seqs",
         "special",
@@ -132,10 +132,9 @@ class BackwardPlan:
         #: heap's order is the same, and nodes are told apart)
         self.seqs = [n.sequence_nr for n in reached]
         self.anchor = next((i for i in range(1, len(reached)) if i not in self.acc), 0)
-        #: node numbers in the order they run; ``popped``: taken from the heap
-        #: (the hot loop checks for an error there) rather than run next directly
+        #: node numbers in the order they run, and per position a Step
         self.order: tuple[int, ...] = ()
-        self.popped: tuple[bool, ...] = ()
+        self.steps: tuple[Step, ...] = ()
         #: grad(): (node number, its (slot, result index) pairs) per captured node,
         #: the numbers exec_info calls ``needed`` (they run) and those that may
         #: run (``run_set``: needed or captured)
@@ -247,7 +246,8 @@ def build(
         )
     counts = [0] + [deps[n] for n in reached[1:]]
     seqs = [n.sequence_nr for n in reached]
-    plan.order, plan.popped = _simulate(seqs, plan.routes, plan.hot, counts, in_run)
+    plan.order, popped = _simulate(seqs, plan.routes, plan.hot, counts, in_run)
+    plan.steps = _steps(plan, popped)
     index = {n: i for i, n in enumerate(reached)}
     plan.captured = tuple(  # (an input that the root does not reach is never captured)
         (index[n], tuple(caps)) for n, caps in (captures or {}).items() if n in index
@@ -257,6 +257,36 @@ def build(
         plan.needed_general = tuple(i for i in plan.needed if not plan.hot[i])
         plan.in_run = tuple(i for i in range(len(reached)) if in_run is None or in_run[i])
     return plan
+
+
+#: one position of a plan's run: (node number, taken from the heap (the hot
+#: loop checks for an error there) rather than run next directly, runs
+#: inline, its routing: (output index, node number, slot, NEW_ONE | NEW |
+#: ADD) per edge that carries a gradient)
+Step = tuple[int, bool, bool, tuple[tuple[int, int, int, int], ...]]
+#: how a gradient reaches its node's InputBuffer: the first one of a
+#: one-slot buffer, the first one of a larger buffer, added to what is there
+NEW_ONE, NEW, ADD = 0, 1, 2
+
+
+def _steps(plan: BackwardPlan, popped: tuple[bool, ...]) -> tuple[Step, ...]:
+    """The Steps of ``plan``'s run: which edge makes a buffer is known from the order."""
+    made = [False] * len(plan.types)
+    made[0] = True  # the root's buffer is made by the backward call
+    steps: list[Step] = []
+    for i, pop in zip(plan.order, popped, strict=True):
+        prog: list[tuple[int, int, int, int]] = []
+        if plan.hot[i]:
+            for k, (t, nr) in enumerate(zip(plan.routes[i], plan.nrs[i], strict=True)):
+                if t == _NO_EDGE:
+                    continue
+                if made[t]:
+                    prog.append((k, t, nr, ADD))
+                else:
+                    made[t] = True
+                    prog.append((k, t, nr, NEW_ONE if plan.num_outputs[t] == 1 else NEW))
+        steps.append((i, pop, plan.hot[i], tuple(prog)))
+    return tuple(steps)
 
 
 def _has_hooks(acc: Any) -> bool:
