@@ -191,6 +191,9 @@ class Scheduler(Protocol):
 
 # -- GraphTask ------------------------------------------------------------------------------
 
+#: the plan fields of a GraphTask that runs without a plan (never mutated: replaced)
+_NO_NODES: list[Any] = []
+
 
 class GraphTask:
     """The state of one backward call (see NOTE [Scheduler invariants])."""
@@ -276,8 +279,8 @@ class GraphTask:
         #: the backward plan this task runs by (NOTE [Backward plans] in _plan.py),
         #: its graph's nodes and their InputBuffers by number, the next position
         self.planned: BackwardPlan | None = None
-        self.plan_nodes: list[Node] = []
-        self.plan_bufs: list[InputBuffer | None] = []
+        self.plan_nodes: list[Node] = _NO_NODES
+        self.plan_bufs: list[InputBuffer | None] = _NO_NODES  # type: ignore[assignment]
         self.plan_pos = 0
         self.plan_sched: Scheduler | None = None
         #: runs async user code to completion where no event loop runs (sync driver)
@@ -346,7 +349,12 @@ class GraphTask:
                     min_topo = fn.topological_nr
         key = None
         build_plan = False
-        if not min_topo and (outputs is None or not accumulate):
+        if (
+            root.topological_nr >= MIN_DEPTH  # small graphs: not worth it (a test, no call)
+            and PLANS.enabled
+            and not min_topo
+            and (outputs is None or not accumulate)
+        ):
             key = self._plan_key(root, root_edges, outputs)
         if key is not None:
             plan, build_plan = PLANS.cache.lookup(key)
@@ -389,13 +397,7 @@ class GraphTask:
         outputs: list[tuple[Node, int]] | None,
     ) -> Any:
         """The cheap key of this backward's plan, or None when it takes none."""
-        if (
-            not PLANS.enabled
-            or root.topological_nr < MIN_DEPTH
-            or self.anomaly
-            or self.node_hook is not None
-            or self.prof is not None
-        ):
+        if self.anomaly or self.node_hook is not None or self.prof is not None:
             return None
         return (
             type(root),
@@ -484,7 +486,7 @@ class GraphTask:
                 else:
                     self.ready.push(nodes[t], buf)
         self.planned = None
-        self.plan_bufs = []
+        self.plan_bufs = _NO_NODES  # type: ignore[assignment]
 
     def _run_plan(self, deadline: float) -> Any:
         """``run`` by the plan: the hot loop with node numbers for dicts and heap."""
