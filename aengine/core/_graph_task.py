@@ -28,6 +28,11 @@
 #   staged and committed only when the whole graph task succeeded
 #   (aengine.core._commit), so an error or a cancellation leaves every
 #   ``.grad`` as it was.
+# * A graph whose structure was seen before may run by a backward plan
+#   (NOTE [Backward plans] in _plan.py): ``_run_plan`` keeps these
+#   invariants with node numbers for the dicts and the heap (``planned``,
+#   ``plan_nodes``, ``plan_bufs``, ``plan_pos``); ``dependencies`` and
+#   ``not_ready`` stay empty unless ``_leave_plan`` hands over mid-run.
 # * The task is complete when its queue is empty and no node of it runs
 #   elsewhere (a device worker, an awaited hook): the async driver asks its
 #   scheduler (``Scheduler.busy``).

@@ -6,40 +6,52 @@
 # dict entry per node), exec_info, a heap entry per ready node and a dict
 # lookup per edge while routing.  A plan does that work once:
 #
-# * Nodes are numbered in the order the dependency pass discovers them
+# * Nodes are numbered in the order the dependency pass meets them
 #   (breadth first from the root).  A plan holds, per number, the node's
-#   class, its ``next_nrs`` and the numbers its edges lead to; the order the
-#   hot loop runs them in (simulated once with the very rule of
-#   ``GraphTask.run``: heap by sequence_nr, the "run it next" shortcut, FIFO
-#   ties); per node whether it runs inline or takes the general path; and,
-#   for grad(), which numbers are captured into which result.  It holds no
+#   class, ``next_nrs``, ``_special`` and edge targets, and its
+#   sequence_nr; the order the hot loop runs the nodes in, simulated once
+#   with the very rule of ``GraphTask.run`` (heap by sequence_nr, the "run
+#   it next" shortcut, FIFO ties); per position a Step: whether the node
+#   was taken from the heap (where the loop checks for an error), whether
+#   it runs inline or takes the general path, and which of its edges make
+#   an InputBuffer and which add to one (known from the order); and, for
+#   grad(), which numbers are captured into which result.  It holds no
 #   node, tensor or array: a freed graph is collected as without plans.
-# * A backward first looks its cheap key up (the root's class, depth
-#   (topological_nr) and slot, the retain_graph/create_graph flags, the
-#   inputs asked for, sync or async): a key seen once is remembered; at the
-#   second sighting the general preparation's results are turned into a
-#   plan; from the third on the plan is matched against the graph by one
-#   walk over lists (``match``: classes, ``next_nrs``, every edge's target
-#   identity, sequence_nr order, no hooks, nothing the scheduler would
-#   take), which replaces the dependency pass.  Any difference is a miss:
-#   the general path runs, and the key's plan is rebuilt at its next
-#   sighting; a key that misses ``MAX_MISSES`` times is left to the general
-#   path for good (structures alternating under one key).
-# * Only graphs whose general-path nodes never route are planned: the only
-#   nodes off the hot loop are leaves' AccumulateGrad (without hooks) and
+# * A backward looks its cheap key up (the root's class, depth and slot,
+#   the retain_graph and create_graph flags, the inputs asked for, sync or
+#   async): a key seen once is remembered; at its second sighting the
+#   general preparation's results become a plan (``build``); from the
+#   third on, ``match`` walks the graph by the plan's numbering (a list
+#   ``extend`` per node, driven by ``map`` in C) and compares whole lists:
+#   every edge's target, classes, ``next_nrs``, ``_special``, and the
+#   sequence numbers, which must all be one constant apart from the plan's
+#   (the heap's order is then the same, and no two numbers are one node).
+#   Leaves' accumulators (one sequence number for all) are checked for
+#   identity and hooks one by one; under an async driver, that no inline
+#   node is one the scheduler would take.  Matching replaces the
+#   dependency pass and exec_info; any difference is a miss: the general
+#   path runs, and the plan is rebuilt at the key's next sighting; a key
+#   that misses ``MAX_MISSES`` times keeps the general path.
+# * Only graphs whose general-path nodes never route are planned: off the
+#   hot loop there are only leaves' AccumulateGrad nodes without hooks and
 #   grad()'s captured nodes that do not run.  Hooks, retained gradients,
-#   async backward functions, anomaly mode, a node hook, a profile, grad()
-#   of non-leaf tensors (pruning by topological_nr), or a node the
-#   scheduler would take (another device, a large kernel) all keep the
-#   general path, which stays untouched.
-# * The plan's run is the hot loop with positions in place of dicts: the
-#   same nodes in the same order, the same ``evaluate`` calls, gradients
-#   summed in the same order (bit for bit the same results), the same
-#   error handling, and the same clock check every CLOCK_EVERY + 1 nodes
-#   (so the async driver yields, and can be cancelled, at the same points).
+#   async backward functions, anomaly mode, a node hook, a profile,
+#   grad() of non-leaf tensors (pruning by topological_nr),
+#   backward(inputs=...), nodes the scheduler would take (another device,
+#   a large kernel) and graphs shallower than MIN_DEPTH keep the general
+#   path, which is unchanged.
+# * The plan's run (``GraphTask._run_plan``) is the hot loop with list
+#   positions for dicts and heap: the same nodes in the same order, the
+#   same ``evaluate`` calls, gradients summed in the same order (the same
+#   results bit for bit), the same error handling, and the same clock and
+#   error checks (so the async driver yields, and sees cancellation, at
+#   the same nodes).  It relies on what ``evaluate`` promises: one
+#   gradient per edge.  When the scheduler changes mid-run (a backward
+#   moved to or from a compute thread), ``GraphTask._leave_plan`` turns the
+#   state into the general path's and the run goes on there.
 # * A saved tensor modified in place, a freed graph (backward twice) or a
-#   bad gradient raise from ``evaluate`` exactly as on the general path:
-#   the plan records structure, never values or versions.
+#   bad gradient raise from ``evaluate`` as on the general path: a plan
+#   records structure, never values or versions.
 """
 
 from __future__ import annotations
@@ -106,22 +118,27 @@ class BackwardPlan:
         flat: list[int] = []
         ndisc: list[int] = []
         first: list[int] = []
+        routes: list[tuple[int, ...]] = []
+        append = flat.append
         for n in reached:
             d = 0
+            start = len(flat)
             for m in n.next_nodes:
-                t = _NO_EDGE if m is None else index[m]
+                if m is None:
+                    append(_NO_EDGE)
+                    continue
+                t = index[m]
                 if t == len(first) + 1:
                     first.append(len(flat))
                     d += 1
-                flat.append(t)
+                append(t)
             ndisc.append(d)
+            routes.append(tuple(flat[start:]))
         self.flat = flat
         self.ndisc = ndisc
         self.first = first
         #: per node number: the numbers its gradients go to (_NO_EDGE: none)
-        self.routes: tuple[tuple[int, ...], ...] = tuple(
-            tuple(_NO_EDGE if m is None else index[m] for m in n.next_nodes) for n in reached
-        )
+        self.routes: tuple[tuple[int, ...], ...] = tuple(routes)
         self.hot = hot
         self.hot_idx = tuple(i for i, h in enumerate(hot) if h)
         #: the AccumulateGrad numbers (hooks and identity checked one by one)
@@ -274,18 +291,20 @@ def _steps(plan: BackwardPlan, popped: tuple[bool, ...]) -> tuple[Step, ...]:
     made = [False] * len(plan.types)
     made[0] = True  # the root's buffer is made by the backward call
     steps: list[Step] = []
+    hot, routes, nrs, num_outputs = plan.hot, plan.routes, plan.nrs, plan.num_outputs
     for i, pop in zip(plan.order, popped, strict=True):
         prog: list[tuple[int, int, int, int]] = []
-        if plan.hot[i]:
-            for k, (t, nr) in enumerate(zip(plan.routes[i], plan.nrs[i], strict=True)):
-                if t == _NO_EDGE:
-                    continue
-                if made[t]:
-                    prog.append((k, t, nr, ADD))
-                else:
-                    made[t] = True
-                    prog.append((k, t, nr, NEW_ONE if plan.num_outputs[t] == 1 else NEW))
-        steps.append((i, pop, plan.hot[i], tuple(prog)))
+        if hot[i]:
+            k = 0
+            for t, nr in zip(routes[i], nrs[i], strict=True):
+                if t != _NO_EDGE:
+                    if made[t]:
+                        prog.append((k, t, nr, ADD))
+                    else:
+                        made[t] = True
+                        prog.append((k, t, nr, NEW_ONE if num_outputs[t] == 1 else NEW))
+                k += 1
+        steps.append((i, pop, hot[i], tuple(prog)))
     return tuple(steps)
 
 
