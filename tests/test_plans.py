@@ -360,3 +360,23 @@ def test_random_programs_give_the_same_gradients_with_and_without_plans(
         mp.setattr("aengine.core._graph_task.MIN_DEPTH", 0)
         _same(_steps(step, 4, plans=True), general)
     assert PLANS.hits - hits == 2
+
+
+def test_anomaly_mode_and_a_profile_keep_the_general_path() -> None:
+    x = _x()
+    for _ in range(3):
+        ae.sync.grad(_chain(x), [x])
+    (expected,) = ae.sync.grad(_chain(x), [x])
+    hits, before = PLANS.hits, PLANS.misses
+    with (
+        pytest.warns(UserWarning, match="Anomaly Detection has been enabled"),
+        ae.detect_anomaly(),
+    ):
+        (g,) = ae.sync.grad(_chain(x), [x])
+    np.testing.assert_array_equal(g.data, expected.data)
+    with ae.profile():
+        (g,) = ae.sync.grad(_chain(x), [x])
+    np.testing.assert_array_equal(g.data, expected.data)
+    assert (PLANS.hits, PLANS.misses) == (hits, before)  # not even looked up
+    ae.sync.grad(_chain(x), [x])
+    assert PLANS.hits == hits + 1  # and the plan is still there
