@@ -9,6 +9,7 @@ not) used, so that none passes by never taking the path it is about.
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -380,3 +381,52 @@ def test_anomaly_mode_and_a_profile_keep_the_general_path() -> None:
     assert (PLANS.hits, PLANS.misses) == (hits, before)  # not even looked up
     ae.sync.grad(_chain(x), [x])
     assert PLANS.hits == hits + 1  # and the plan is still there
+
+
+@pytest.mark.anyio
+async def test_a_planned_backward_sent_back_from_its_thread_goes_on_by_the_general_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A heavy first node starts the backward in a compute thread; past a slice a large
+    graph comes back to the loop (another scheduler): the plan hands over mid-run."""
+    left: list[int] = []
+    leave = GraphTask._leave_plan
+
+    def counted(gt: GraphTask) -> None:
+        left.append(gt.plan_pos)
+        leave(gt)
+
+    monkeypatch.setattr(GraphTask, "_leave_plan", counted)
+
+    class Slow(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any) -> Any:
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            time.sleep(0.002)  # 40 of them: past the thread's time slice
+            return g
+
+    rng = np.random.default_rng(0)
+    w = ae.tensor(rng.standard_normal((32, 32)) / 6, requires_grad=True)
+    x = ae.tensor(np.linspace(-1, 1, 8 * 32).reshape(8, 32), requires_grad=True)
+
+    def loss() -> ae.Tensor:
+        h = x
+        for i in range(300):  # 600 nodes: more than a thread keeps
+            h = ae.sin(h) * 0.99 if i % 10 else Slow.apply(h)
+        return ae.tanh(h @ w).sum()  # heavy first nodes
+
+    PLANS.enabled = False
+    want = [g.numpy() for g in await ae.grad(loss(), [x, w])]
+    PLANS.enabled = True
+    hits = PLANS.hits
+    async with ae.Engine(offload_threshold=1) as engine:
+        for _ in range(4):
+            got = await ae.grad(loss(), [x, w])
+            for g, ref in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g.numpy(), ref)
+        assert engine.stats().backwards_in_threads >= 4
+    assert PLANS.hits - hits == 2
+    assert len(left) == 2 and all(pos > 0 for pos in left)

@@ -497,6 +497,8 @@ class GraphTask:
         """``run`` by the plan: the hot loop with node numbers for dicts and heap."""
         plan = self.planned
         assert plan is not None
+        if self.plan_pos >= len(plan.steps):
+            return None  # drained (the driver asks again: ``run`` on an empty queue)
         if self.sched is not self.plan_sched:
             # another scheduler (a compute thread's, the loop's) decides anew
             # where nodes run: the general path asks it node by node
