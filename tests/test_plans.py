@@ -430,3 +430,28 @@ async def test_a_planned_backward_sent_back_from_its_thread_goes_on_by_the_gener
         assert engine.stats().backwards_in_threads >= 4
     assert PLANS.hits - hits == 2
     assert len(left) == 2 and all(pos > 0 for pos in left)
+
+
+def test_a_node_with_another_number_of_outputs_misses() -> None:
+    """A custom Function's node keeps its own output count: part of the structure."""
+
+    class Split(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, two: bool) -> Any:
+            return (a * 1.0, a * 2.0) if two else a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, *gs: Any) -> Any:
+            return (gs[0] if gs[1] is None else gs[0] + gs[1]) if len(gs) == 2 else gs[0], None
+
+    x = _x()
+
+    def step(i: int) -> Any:
+        out = Split.apply(x, i < 3)
+        return _grads(x)(_chain(out[0] if i < 3 else out))
+
+    general = [step(i) for i in range(4)]
+    PLANS.cache.clear()
+    hits, misses = PLANS.hits, PLANS.misses
+    _same([step(i) for i in range(4)], general)
+    assert (PLANS.hits - hits, PLANS.misses - misses) == (1, 1)

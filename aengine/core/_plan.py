@@ -23,7 +23,7 @@
 #   general preparation's results become a plan (``build``); from the
 #   third on, ``match`` walks the graph by the plan's numbering (a list
 #   ``extend`` per node, driven by ``map`` in C) and compares whole lists:
-#   every edge's target, classes, ``next_nrs``, ``_special``, and the
+#   every edge's target, classes, ``next_nrs``, ``_special``, ``num_outputs``, and the
 #   sequence numbers, which must all be one constant apart from the plan's
 #   (the heap's order is then the same, and no two numbers are one node).
 #   Leaves' accumulators (one sequence number for all) are checked for
@@ -111,7 +111,8 @@ class BackwardPlan:
         self.types = [type(n) for n in reached]
         self.nrs = [n.next_nrs for n in reached]
         self.special = [n._special for n in reached]
-        self.num_outputs = tuple(n.num_outputs for n in reached)
+        #: (a custom Function's node has its own: an InputBuffer's size)
+        self.num_outputs = [n.num_outputs for n in reached]
         #: the edge targets (numbers, _NO_EDGE for none) of every node, in number
         #: order, one flat list; ``ndisc[k]``: how many nodes are first reached by
         #: node k's edges, ``first``: their positions in ``flat`` (numbering order)
@@ -407,6 +408,7 @@ def match(
         list(map(_cls, nodes)) != plan.types
         or list(map(_nrs, nodes)) != plan.nrs
         or list(map(_special, nodes)) != plan.special
+        or list(map(_num_outputs, nodes)) != plan.num_outputs
     ):
         return
     # forward made the nodes in the same order (the heap's order; two nodes
@@ -434,6 +436,7 @@ _next_nodes = attrgetter("next_nodes")
 _cls = attrgetter("__class__")
 _nrs = attrgetter("next_nrs")
 _special = attrgetter("_special")
+_num_outputs = attrgetter("num_outputs")
 _seq = attrgetter("sequence_nr")
 _numel = attrgetter("numel")
 _dev = attrgetter("dev")
