@@ -455,3 +455,40 @@ def test_a_node_with_another_number_of_outputs_misses() -> None:
     hits, misses = PLANS.hits, PLANS.misses
     _same([step(i) for i in range(4)], general)
     assert (PLANS.hits - hits, PLANS.misses - misses) == (1, 1)
+
+
+def test_time_slices_end_at_the_same_nodes() -> None:
+    """With the deadline past, ``run`` yields at every clock check: at the same nodes."""
+    ran: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any) -> Any:
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            ran.append(0)
+            return g
+
+    x = _x()
+
+    def slices() -> list[int]:
+        loss = Tag.apply(x).sum()
+        for k in range(DEPTH):
+            loss = loss + (Tag.apply(ae.sin(x * float(k))) * Tag.apply(x)).sum()
+        gt = GraphTask(keep_graph=False, create_graph=False)
+        gt.plan((loss,), [(loss.grad_fn, 0)], [np.ones(())], [(x._grad_accumulator(), 0)], False)
+        gt.attach(None)
+        ran.clear()
+        ends = []
+        while gt.run(deadline=-1.0) is not None:
+            ends.append(len(ran))
+        gt.check_complete()
+        return ends
+
+    general = _steps(slices, 4, plans=False)
+    hits = PLANS.hits
+    planned = _steps(slices, 4, plans=True)
+    assert PLANS.hits - hits == 2
+    assert planned == general and len(general[-1]) > 5
