@@ -256,11 +256,23 @@ def test_a_plan_holds_no_graph() -> None:
     assert node() is None
 
 
-def test_the_cache_is_bounded() -> None:
+def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     x = _x()
     for depth in range(DEPTH, DEPTH + MAX_PLANS + 10):
         ae.sync.grad(_chain(x, depth), [x])
     assert len(PLANS.cache.entries) == MAX_PLANS
+    # in nodes too: the least recently used plans go; a larger graph gets none
+    monkeypatch.setattr("aengine.core._plan.MAX_PLAN_NODES", 200)
+    PLANS.cache.clear()
+    hits = PLANS.hits
+    for depth in (12, 13, 14, 40, 70):  # 3 * depth + 2 nodes
+        for _ in range(3):
+            ae.sync.grad(_chain(x, depth), [x])
+        assert PLANS.cache.nodes <= 200
+    assert PLANS.hits - hits == 4  # 212 nodes (depth 70) get no plan
+    plans = [e[0] for e in PLANS.cache.entries.values() if e[0] is not None]
+    assert sorted(len(p.types) for p in plans) == [44, 122]  # 38 and 41 went first
+    assert PLANS.cache.nodes == 166
 
 
 def test_leaving_a_plan_part_way_gives_the_same_gradients() -> None:

@@ -75,6 +75,9 @@ __all__ = ["BackwardPlan", "PlanCache", "PLANS", "build", "match"]
 MAX_PLANS = 32
 #: misses after which a key keeps the general path for good
 MAX_MISSES = 3
+#: nodes in all plans together (a plan keeps about 500 bytes per node): the
+#: least recently used plans go first beyond it, and a larger graph gets none
+MAX_PLAN_NODES = 250_000
 #: graphs smaller than this (the root's topological_nr) are not planned:
 #: matching and bookkeeping cost about what they would save
 MIN_DEPTH = 8
@@ -165,12 +168,14 @@ class BackwardPlan:
 class PlanCache:
     """The plans by cheap key, least recently used dropped first (bounded)."""
 
-    __slots__ = ("entries", "lock")
+    __slots__ = ("entries", "lock", "nodes")
 
     def __init__(self) -> None:
         #: key -> [plan or None (seen once), misses]
         self.entries: OrderedDict[Any, list[Any]] = OrderedDict()
         self.lock = threading.Lock()
+        #: the nodes of the plans held (bounded by MAX_PLAN_NODES)
+        self.nodes = 0
 
     def lookup(self, key: Any) -> tuple[BackwardPlan | None, bool]:
         """(the key's plan, whether to build one from this backward's preparation)."""
@@ -179,7 +184,7 @@ class PlanCache:
             if entry is None:
                 self.entries[key] = [None, 0]
                 if len(self.entries) > MAX_PLANS:
-                    self.entries.popitem(last=False)
+                    self._drop(next(iter(self.entries)))
                 return None, False
             self.entries.move_to_end(key)
             if entry[1] >= MAX_MISSES:
@@ -189,22 +194,37 @@ class PlanCache:
     def store(self, key: Any, plan: BackwardPlan | None) -> None:
         with self.lock:
             entry = self.entries.get(key)
-            if entry is not None:
-                entry[0] = plan
-                if plan is None:  # not plannable (hooks, ...): counts as a miss
-                    entry[1] += 1
+            if entry is None:
+                return
+            self._forget(entry)
+            if plan is None:  # not plannable (hooks, too large...): counts as a miss
+                entry[1] += 1
+                return
+            entry[0] = plan
+            self.nodes += len(plan.types)
+            while self.nodes > MAX_PLAN_NODES:  # the least recently used plans first
+                self._forget(next(e for e in self.entries.values() if e[0] is not None))
 
     def miss(self, key: Any) -> None:
         """The key's plan did not match: drop it (rebuilt at the next sighting)."""
         with self.lock:
             entry = self.entries.get(key)
             if entry is not None:
-                entry[0] = None
+                self._forget(entry)
                 entry[1] += 1
 
     def clear(self) -> None:
         with self.lock:
             self.entries.clear()
+            self.nodes = 0
+
+    def _forget(self, entry: list[Any]) -> None:
+        if entry[0] is not None:
+            self.nodes -= len(entry[0].types)
+            entry[0] = None
+
+    def _drop(self, key: Any) -> None:
+        self._forget(self.entries.pop(key))
 
 
 class _Switch:
@@ -243,8 +263,8 @@ def build(
     ``needed`` exec_info's.  ``general(node)`` says whether the hot loop
     would hand ``node`` to the general path.
     """
-    if len(reached) != len(deps) + 1:
-        return None  # a node below min_topo (pruned): not planned
+    if len(reached) != len(deps) + 1 or len(reached) > MAX_PLAN_NODES:
+        return None  # a node below min_topo (pruned), or too large a graph
     hot_list: list[bool] = []
     for n in reached:
         if general(n):
