@@ -17,6 +17,8 @@
 #   an InputBuffer and which add to one (known from the order); and, for
 #   grad(), which numbers are captured into which result.  It holds no
 #   node, tensor or array: a freed graph is collected as without plans.
+#   The cache keeps at most MAX_PLANS plans of MAX_PLAN_NODES nodes in all
+#   (least recently used first out; a plan costs about 500 bytes a node).
 # * A backward looks its cheap key up (the root's class, depth and slot,
 #   the retain_graph and create_graph flags, the inputs asked for, sync or
 #   async): a key seen once is remembered; at its second sighting the
