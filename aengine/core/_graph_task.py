@@ -66,7 +66,7 @@ from ._errors import AutogradError, BackwardError
 from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
 from ._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
 from ._node_hooks import Detach, post_hooks, pre_hooks, tensor_pre_hooks
-from ._plan import MIN_DEPTH, NEW, NEW_ONE, PLANS, BackwardPlan, build, match
+from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build, match
 
 __all__ = [
     "ACC_SEQ",
@@ -512,6 +512,7 @@ class GraphTask:
         pos = self.plan_pos
         end = len(steps)
         count = 0
+        clock = CLOCK_EVERY
         token = _current.set(self)
         try:
             while pos < end:
@@ -523,10 +524,10 @@ class GraphTask:
                 if popped:
                     if self.error is not None:
                         return None
-                    if not count & CLOCK_EVERY and perf() > deadline:
+                    if not count & clock and perf() > deadline:
                         self.plan_pos = pos
                         return YIELD
-                elif not count & CLOCK_EVERY and (perf() > deadline or self.error is not None):
+                elif not count & clock and (perf() > deadline or self.error is not None):
                     self.plan_pos = pos
                     return YIELD
                 pos += 1
@@ -549,9 +550,9 @@ class GraphTask:
                 # gradient makes a buffer (a node returns one per edge)
                 for k, t, nr, how in prog:
                     g = outs[k]
-                    if how == NEW_ONE:
+                    if not how:  # NEW_ONE
                         bufs[t] = [g]
-                    elif how == NEW:
+                    elif how == 1:  # NEW
                         buf = [None] * num_outputs[t]
                         buf[nr] = g
                         bufs[t] = buf

@@ -306,6 +306,7 @@ def build(
 Step = tuple[int, bool, bool, tuple[tuple[int, int, int, int], ...]]
 #: how a gradient reaches its node's InputBuffer: the first one of a
 #: one-slot buffer, the first one of a larger buffer, added to what is there
+#: (``GraphTask._run_plan`` tests them as the literals 0 and 1)
 NEW_ONE, NEW, ADD = 0, 1, 2
 
 
