@@ -38,8 +38,6 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> None:
     """Print the cProfile table of one aengine backward (or forward)."""
-    import anyio
-
     import aengine as ae
 
     p = argparse.ArgumentParser(prog="python -m bench.profile")
@@ -54,13 +52,34 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--fixedcost", action="store_true", help="one gradient call on 1 node")
     p.add_argument("--backend", default="asyncio", help="anyio backend for --async")
+    p.add_argument(
+        "--plans",
+        action="store_true",
+        help="profile a backward run by a backward plan (its structure met twice "
+        "before); without it, plans are off: the general path",
+    )
     args = p.parse_args(argv)
+    # (imported here as aengine above: the tool's --help needs no aengine)
+    from aengine.core._plan import PLANS
+
+    PLANS.cache.clear()  # each run sees the same history of graph structures
+    previous, PLANS.enabled = PLANS.enabled, args.plans
+    try:
+        _profile(ae, args)
+    finally:
+        PLANS.enabled = previous
+
+
+def _profile(ae: Any, args: argparse.Namespace) -> None:
+    import anyio  # (as in main: imported when profiling only)
+
     if args.fixedcost:
         _fixedcost(ae, args)
         return
     wl = wide(args.wide) if args.wide else chain(args.nodes)
     x = ae.tensor(wl.params[0], requires_grad=True)
-    ae.sync.grad(wl.fn(ae, [], x), [x])  # warm-up: imports, caches
+    for _ in range(3 if args.plans else 1):
+        ae.sync.grad(wl.fn(ae, [], x), [x])  # warm-up: imports, caches, the plan
     if args.bytecodes:
         _bytecodes(ae, wl, x, args.forward, args.top)
         return

@@ -5,7 +5,8 @@ backward.  Each trial here runs ``steps`` such steps on one set of
 parameter tensors (created untimed before the first), forward (recording)
 and backward timed apart, and reports the first step and the median of the
 later ones: what a system does once (first step) is told apart from what
-it does every step.  The parameters are not updated between steps, so each
+it does every step (backward plans: step 1 meets the graph structure for the
+first time, step 2 builds the plan, steps 3 on run by it).  The parameters are not updated between steps, so each
 step's gradients are the same and are checked against torch's last step.
 
 Systems: torch (``torch.autograd.grad``), aengine (``ae.sync.grad``,
@@ -149,6 +150,10 @@ def steady_trial(name: str, wl: GraphWorkload, steps: int) -> dict[str, Any]:
         )
     import aengine as ae
 
+    # (imported here, as aengine: the torch and floor trials need neither)
+    from aengine.core._plan import PLANS
+
+    PLANS.cache.clear()  # step 1 of every trial meets its graph structure first
     ps = [ae.tensor(p, requires_grad=True) for p in wl.params]
     cs = [ae.as_tensor(c) for c in wl.consts]
 

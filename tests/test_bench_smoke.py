@@ -278,3 +278,16 @@ def test_targets_read_medians_and_best_trials() -> None:
     assert readings[conc] == ("1.00x", False, "1.30x", True)
     results["targets"] = evaluate_targets(results)
     assert "| 2.00x | at most 1.30x | MISSED | 1.11x (met) |" in markdown(results)
+
+
+def test_plans_and_gcshare_tools_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench.plans`` (gradients checked equal) and ``python -m bench.gcshare``."""
+    from aengine.core._plan import PLANS
+    from bench.gcshare import main as gcshare
+    from bench.plans import main as plans
+
+    plans(["--only", "chain-3k", "--rounds", "1", "--steps", "3"])
+    out = capsys.readouterr().out
+    assert "chain-3k   on/off" in out and PLANS.enabled
+    gcshare(["--nodes", "300", "--rounds", "1"])
+    assert "its share" in capsys.readouterr().out

@@ -28,6 +28,11 @@
 #   staged and committed only when the whole graph task succeeded
 #   (aengine.core._commit), so an error or a cancellation leaves every
 #   ``.grad`` as it was.
+# * A graph whose structure was seen before may run by a backward plan
+#   (NOTE [Backward plans] in _plan.py): ``_run_plan`` keeps these
+#   invariants with node numbers for the dicts and the heap (``planned``,
+#   ``plan_nodes``, ``plan_bufs``, ``plan_pos``); ``dependencies`` and
+#   ``not_ready`` stay empty unless ``_leave_plan`` hands over mid-run.
 # * The task is complete when its queue is empty and no node of it runs
 #   elsewhere (a device worker, an awaited hook): the async driver asks its
 #   scheduler (``Scheduler.busy``).
@@ -61,6 +66,7 @@ from ._errors import AutogradError, BackwardError
 from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
 from ._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
 from ._node_hooks import Detach, post_hooks, pre_hooks, tensor_pre_hooks
+from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build, match
 
 __all__ = [
     "ACC_SEQ",
@@ -203,6 +209,9 @@ class Scheduler(Protocol):
 
 # -- GraphTask ------------------------------------------------------------------------------
 
+#: the plan fields of a GraphTask that runs without a plan (never mutated: replaced)
+_NO_NODES: list[Any] = []
+
 
 class GraphTask:
     """The state of one backward call (see NOTE [Scheduler invariants])."""
@@ -232,6 +241,11 @@ class GraphTask:
         "not_ready",
         "on_finish",
         "pending",
+        "plan_bufs",
+        "plan_nodes",
+        "plan_pos",
+        "plan_sched",
+        "planned",
         "ready",
         "reached",
         "roots",
@@ -285,6 +299,13 @@ class GraphTask:
         self.error_node: Node | None = None
         #: the async driver's scheduler (device queues, offload), None when sync
         self.sched: Scheduler | None = None
+        #: the backward plan this task runs by (NOTE [Backward plans] in _plan.py),
+        #: its graph's nodes and their InputBuffers by number, the next position
+        self.planned: BackwardPlan | None = None
+        self.plan_nodes: list[Node] = _NO_NODES
+        self.plan_bufs: list[InputBuffer | None] = _NO_NODES  # type: ignore[assignment]
+        self.plan_pos = 0
+        self.plan_sched: Scheduler | None = None
         #: runs async user code to completion where no event loop runs (sync driver)
         self.detach: Detach | None = None
 
@@ -349,6 +370,26 @@ class GraphTask:
             for fn, _ in outputs:
                 if fn.topological_nr < min_topo:
                     min_topo = fn.topological_nr
+        key = None
+        build_plan = False
+        if (
+            root.topological_nr >= MIN_DEPTH  # small graphs: not worth it (a test, no call)
+            and PLANS.enabled
+            and not min_topo
+            and (outputs is None or not accumulate)
+        ):
+            key = self._plan_key(root, root_edges, outputs)
+        if key is not None:
+            plan, build_plan = PLANS.cache.lookup(key)
+            if plan is not None:
+                nodes: list[Node] = []
+                yield from match(plan, root, outputs, self.sched, nodes)
+                if nodes:
+                    PLANS.hits += 1
+                    self._use_plan(plan, nodes, buffer, outputs)
+                    return
+                PLANS.misses += 1
+                PLANS.cache.miss(key)
         deps: dict[Node, int] = {}
         self.dependencies = deps
         sinks: list[Node] | None = [] if outputs is not None else None
@@ -365,9 +406,184 @@ class GraphTask:
             self.checkpoint_valid = False
             if root not in needed and root not in captures:
                 return  # nothing to run
+        if build_plan:
+            PLANS.cache.store(key, self._build_plan())
         # the root goes to this task's own queue; the hot loop hands it to the
         # scheduler if it runs elsewhere (NOTE [Where a node runs])
         self.ready.push(root, buffer)
+
+    # -- backward plans (NOTE [Backward plans] in _plan.py) ------------------------------------
+    def _plan_key(
+        self,
+        root: Node,
+        root_edges: list[tuple[Node, int]],
+        outputs: list[tuple[Node, int]] | None,
+    ) -> Any:
+        """The cheap key of this backward's plan, or None when it takes none."""
+        if self.anomaly or self.node_hook is not None or self.prof is not None:
+            return None
+        return (
+            type(root),
+            root.topological_nr,
+            root.next_nrs,
+            root_edges[0][1] if len(root_edges) == 1 else -1,
+            None if outputs is None else tuple(nr for _, nr in outputs),
+            self.keep_graph,
+            self.create_graph,
+            self.sched is None,
+        )
+
+    def _build_plan(self) -> BackwardPlan | None:
+        """The plan of this task's prepared graph (before any node ran)."""
+        slow = self._slow_nodes()
+        sched = self.sched
+
+        def general(node: Node) -> bool:  # the hot loop's test (see run)
+            if node._special or (slow is not None and node in slow):
+                return True
+            return sched is not None and (
+                node.numel >= sched.offload_min
+                or (node.dev is not sched.home and node.dev is not None)
+            )
+
+        return build(
+            self.reached[0],
+            self.reached,
+            self.dependencies,
+            self.run_set,
+            self.captures,
+            self.needed,
+            general,
+        )
+
+    def _use_plan(
+        self,
+        plan: BackwardPlan,
+        nodes: list[Node],
+        buffer: InputBuffer,
+        outputs: list[tuple[Node, int]] | None,
+    ) -> None:
+        """Run by ``plan``, matched against this graph's ``nodes``."""
+        self.planned = plan
+        self.plan_nodes = nodes
+        self.reached = nodes
+        bufs: list[InputBuffer | None] = [None] * len(nodes)
+        bufs[0] = buffer
+        self.plan_bufs = bufs
+        self.plan_sched = self.sched
+        if outputs is not None:  # grad(): exec_info, for the general-path nodes only
+            self.needed = {nodes[i] for i in plan.needed_general}
+            self.captures = {nodes[i]: list(caps) for i, caps in plan.captured}
+            self.captured = [None] * len(outputs)
+            self.checkpoint_valid = False
+
+    def graph_nodes(self) -> list[Node] | dict[Node, int]:
+        """The nodes of this task's graph found so far (the root aside when unplanned)."""
+        return self.plan_nodes if self.planned is not None else self.dependencies
+
+    def _leave_plan(self) -> None:
+        """Go on by the general path from where the plan's run is (between two nodes).
+
+        The general path's state at this point: dependency counts over the
+        edges of the nodes still to run, their InputBuffers, the ready ones
+        queued, and grad()'s exec_info in full.
+        """
+        plan = self.planned
+        assert plan is not None
+        nodes, bufs = self.plan_nodes, self.plan_bufs
+        ran = set(plan.order[: self.plan_pos])
+        deps: dict[Node, int] = {}
+        for k, n in enumerate(nodes):
+            if k not in ran:
+                for m in n.next_nodes:
+                    if m is not None:
+                        deps[m] = deps.get(m, 0) + 1
+        self.dependencies = deps
+        if self.needed is not None:
+            self.needed = {nodes[i] for i in plan.needed}
+            self.run_set = {nodes[i] for i in plan.in_run}
+        for t, buf in enumerate(bufs):
+            if buf is not None and t not in ran:
+                if deps.get(nodes[t], 0):
+                    self.not_ready[nodes[t]] = buf
+                else:
+                    self.ready.push(nodes[t], buf)
+        self.planned = None
+        self.plan_bufs = _NO_NODES  # type: ignore[assignment]
+
+    def _run_plan(self, deadline: float) -> Any:
+        """``run`` by the plan: the hot loop with node numbers for dicts and heap."""
+        plan = self.planned
+        assert plan is not None
+        if self.plan_pos >= len(plan.steps):
+            return None  # drained (the driver asks again: ``run`` on an empty queue)
+        if self.sched is not self.plan_sched:
+            # another scheduler (a compute thread's, the loop's) decides anew
+            # where nodes run: the general path asks it node by node
+            self._leave_plan()
+            return self.run(deadline)
+        steps, num_outputs = plan.steps, plan.num_outputs
+        nodes, bufs = self.plan_nodes, self.plan_bufs
+        create_graph = self.create_graph
+        release = not self.keep_graph
+        perf = time.perf_counter
+        pos = self.plan_pos
+        end = len(steps)
+        count = 0
+        clock = CLOCK_EVERY
+        token = _current.set(self)
+        try:
+            while pos < end:
+                i, popped, hot, prog = steps[pos]
+                # the hot loop's checks, at the same nodes: an error before a
+                # node taken from the heap, the clock (and the error) at every
+                # (CLOCK_EVERY + 1)th node
+                count += 1
+                if popped:
+                    if self.error is not None:
+                        return None
+                    if not count & clock and perf() > deadline:
+                        self.plan_pos = pos
+                        return YIELD
+                elif not count & clock and (perf() > deadline or self.error is not None):
+                    self.plan_pos = pos
+                    return YIELD
+                pos += 1
+                node = nodes[i]
+                buffer = bufs[i]
+                bufs[i] = None
+                if not hot:
+                    self.plan_pos = pos
+                    res = self._general(node, buffer)  # type: ignore[arg-type]
+                    if res is not None:
+                        return res
+                    continue
+                try:
+                    outs = node.evaluate(buffer, create_graph, release)  # type: ignore[arg-type]
+                except BaseException as exc:
+                    self.plan_pos = pos
+                    self.fail(node, exc)
+                    raise
+                # routing, with ``accumulate`` inlined; the plan knows which
+                # gradient makes a buffer (a node returns one per edge)
+                for k, t, nr, how in prog:
+                    g = outs[k]
+                    if not how:  # NEW_ONE
+                        bufs[t] = [g]
+                    elif how == 1:  # NEW
+                        buf = [None] * num_outputs[t]
+                        buf[nr] = g
+                        bufs[t] = buf
+                    else:
+                        buf = bufs[t]  # type: ignore[assignment]
+                        if buf[nr] is None:
+                            buf[nr] = g
+                        elif g is not None:
+                            buf[nr] = buf[nr] + g
+            self.plan_pos = pos
+            return None
+        finally:
+            _current.reset(token)
 
     # -- transitions ---------------------------------------------------------------------------
     def push(self, node: Node, buffer: InputBuffer) -> None:
@@ -529,6 +745,8 @@ class GraphTask:
                 if time.perf_counter() > deadline:
                     return YIELD
             self.pending = None
+        if self.planned is not None:
+            return self._run_plan(deadline)
         heap: list[Any] = self.ready.heap
         heappop, heappush = heapq.heappop, heapq.heappush
         tie = self.ready.tie

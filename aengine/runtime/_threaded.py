@@ -126,7 +126,7 @@ def movable(gt: GraphTask) -> bool:
     """Whether the rest of ``gt`` may run in a compute thread (see the NOTE)."""
     if _loop_bound(gt):
         return False
-    nodes = gt.dependencies
+    nodes = gt.graph_nodes()
     if len(nodes) > MAX_NODES:
         return False
     return not any(_user_code(node) for node in nodes)
@@ -153,6 +153,6 @@ def starts_heavy(gt: GraphTask, offload_min: int) -> bool:
 
 def run_slice(gt: GraphTask) -> Any:
     """One slice of ``gt`` in the compute thread (the caller set its scheduler)."""
-    if gt.pending is None and len(gt.dependencies) > MAX_NODES:
+    if gt.pending is None and len(gt.graph_nodes()) > MAX_NODES:
         return BACK  # too large to hold the GIL here in long stretches
     return gt.run(perf_counter() + THREAD_SLICE)

@@ -1,0 +1,92 @@
+"""``python -m bench.plans``: backward plans on against off, steps in a row, one process.
+
+Each trial clears the plan cache and runs ``--steps`` steps (forward, then
+``ae.sync.grad``) of one workload with plans on or off; trials of the two
+alternate (on first in even rounds, off first in odd ones), so both see
+the same machine.  Reported per workload and setting: the median over the
+rounds of step 1 (the structure met for the first time: what plans must
+not slow down), of step 2 (the plan is built) and of the median of steps
+3 on (run by the plan), backward only, and the on/off ratios.  The
+gradients of every step are checked equal bit for bit between the two.
+
+    python -m bench.plans                       # chain-30k and wide-10k, 7 rounds
+    python -m bench.plans --only chain-3k --rounds 21
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+from .workloads import GraphWorkload, chain, wide
+
+__all__ = ["main", "trial"]
+
+WORKLOADS = {
+    "chain-3k": lambda: chain(3_000),
+    "chain-30k": lambda: chain(30_000),
+    "wide-1k": lambda: wide(1_000),
+    "wide-10k": lambda: wide(10_000),
+}
+
+
+def trial(wl: GraphWorkload, steps: int, plans: bool) -> tuple[list[float], list[Any]]:
+    """Backward times of ``steps`` steps, plans on or off, and the last gradients."""
+    import aengine as ae
+
+    # (imported here, as aengine: --help needs neither)
+    from aengine.core._plan import PLANS
+
+    PLANS.enabled = plans
+    PLANS.cache.clear()
+    ps = [ae.tensor(p, requires_grad=True) for p in wl.params]
+    cs = [ae.as_tensor(c) for c in wl.consts]
+    times: list[float] = []
+    grads: list[Any] = []
+    try:
+        for _ in range(steps):
+            loss = wl.fn(ae, cs, *ps)
+            t0 = perf_counter()
+            grads = ae.sync.grad(loss, ps)
+            times.append(perf_counter() - t0)
+            del loss
+    finally:
+        PLANS.enabled = True
+    return times, [g.numpy() for g in grads]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.plans")
+    p.add_argument("--only", default="chain-30k,wide-10k", help=", ".join(WORKLOADS))
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--steps", type=int, default=6)
+    args = p.parse_args(argv)
+    print(f"{'workload':10} {'plans':5} {'step 1':>10} {'step 2':>10} {'steps 3+':>10}")
+    for name in args.only.split(","):
+        if name not in WORKLOADS:
+            raise SystemExit(f"unknown workload {name!r}; use one of {', '.join(WORKLOADS)}")
+        wl = WORKLOADS[name]()
+        rows: dict[bool, list[list[float]]] = {True: [], False: []}
+        trial(wl, args.steps, True)  # warm-up: imports, caches
+        for r in range(args.rounds):
+            got = {}
+            for plans in (True, False) if r % 2 == 0 else (False, True):
+                ts, got[plans] = trial(wl, args.steps, plans)
+                rows[plans].append([ts[0], ts[1], statistics.median(ts[2:])])
+            for a, b in zip(got[True], got[False], strict=True):
+                if not np.array_equal(a, b):
+                    raise SystemExit(f"{name}: the gradients differ with and without plans")
+        med = {k: [statistics.median(col) for col in zip(*v, strict=True)] for k, v in rows.items()}
+        for plans in (False, True):
+            cells = " ".join(f"{t * 1e3:8.2f}ms" for t in med[plans])
+            print(f"{name:10} {'on' if plans else 'off':5} {cells}")
+        ratios = " ".join(f"{a / b:10.3f}" for a, b in zip(med[True], med[False], strict=True))
+        print(f"{name:10} {'on/off':5} {ratios}")
+
+
+if __name__ == "__main__":
+    main()

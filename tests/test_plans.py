@@ -1,0 +1,506 @@
+"""Backward plans (aengine/core/_plan.py): reused schedules give the general path's results.
+
+Every test compares a run with plans against the same run without them,
+bit for bit (``np.array_equal`` on float64 and the errors' text), and
+checks through ``PLANS.hits`` / ``PLANS.misses`` that the plan was (or was
+not) used, so that none passes by never taking the path it is about.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import aengine as ae
+from aengine.core import GraphTask
+from aengine.core._plan import MAX_PLANS, PLANS
+
+DEPTH = 12  # links: well above the depth below which graphs are not planned
+
+
+@pytest.fixture(autouse=True)
+def _plans() -> Iterator[None]:
+    PLANS.enabled = True
+    PLANS.cache.clear()
+    yield
+    PLANS.enabled = True
+    PLANS.cache.clear()
+
+
+def _x(n: int = 4) -> ae.Tensor:
+    return ae.tensor(np.linspace(0.1, 0.9, n), requires_grad=True)
+
+
+def _chain(x: ae.Tensor, depth: int = DEPTH) -> ae.Tensor:
+    y = x
+    for i in range(depth):
+        y = ae.sin(y * (1.0 + i / 100) + 0.01)
+    return y.sum()
+
+
+def _wide(x: ae.Tensor, w: ae.Tensor, branches: int = DEPTH) -> ae.Tensor:
+    loss = (ae.sin(x * w) * 0.5).sum()
+    for c in np.linspace(0.5, 1.5, branches):
+        loss = loss + (ae.sin(x * float(c)) * w).sum()
+    return loss
+
+
+def _steps(fn: Callable[[], Any], steps: int, plans: bool) -> list[Any]:
+    """``fn()`` ``steps`` times with plans on or off (a fresh cache), its results."""
+    PLANS.enabled = plans
+    PLANS.cache.clear()
+    return [fn() for _ in range(steps)]
+
+
+def _same(a: Any, b: Any) -> None:
+    if isinstance(a, list | tuple):
+        assert len(a) == len(b)
+        for u, v in zip(a, b, strict=True):
+            _same(u, v)
+    elif a is None:
+        assert b is None
+    else:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _grads(x: ae.Tensor, *more: ae.Tensor) -> Callable[..., Any]:
+    return lambda loss, **kw: [
+        None if g is None else g.data for g in ae.sync.grad(loss, [x, *more], **kw)
+    ]
+
+
+def test_plan_hits_give_the_general_paths_gradients() -> None:
+    x, w = _x(), _x()
+    for build in (lambda: _chain(x), lambda: _wide(x, w)):
+
+        def step(build: Callable[[], ae.Tensor] = build) -> Any:
+            return _grads(x, w)(build(), allow_unused=True)
+
+        general = _steps(step, 5, plans=False)
+        hits = PLANS.hits
+        planned = _steps(step, 5, plans=True)
+        assert PLANS.hits - hits == 3  # seen, built, then run by the plan
+        _same(planned, general)
+
+
+def test_backward_accumulates_the_same_grad() -> None:
+    x, w = _x(), _x()
+
+    def step() -> Any:
+        x.grad = w.grad = None
+        ae.sync.backward(_wide(x, w))
+        return [x.grad.data, w.grad.data]
+
+    general = _steps(step, 4, plans=False)
+    hits = PLANS.hits
+    _same(_steps(step, 4, plans=True), general)
+    assert PLANS.hits - hits == 2
+
+
+def test_a_structure_change_under_the_same_key_misses() -> None:
+    """Same root, same depth, other edges: the plan does not match; the general path runs."""
+    x = _x()
+
+    def step(i: int) -> Any:
+        a = x * 2.0
+        b = x * 3.0
+        y = ae.sin(a if i < 3 else b)  # the same nodes, recorded alike; another edge
+        return _grads(x)(_chain(y))
+
+    general = [step(i) for i in range(5)]
+    PLANS.cache.clear()
+    misses = PLANS.misses
+    _same([step(i) for i in range(5)], general)
+    assert PLANS.misses - misses == 1
+
+
+def test_a_shape_change_gives_the_general_paths_result() -> None:
+    xs = [_x(4), _x(4), _x(4), _x(7), _x(4)]
+
+    def run() -> list[Any]:
+        return [_grads(x)(_chain(x)) for x in xs]
+
+    general = _steps(run, 1, plans=False)
+    _same(_steps(run, 1, plans=True), general)
+
+
+def test_a_hook_added_takes_the_general_path_and_runs() -> None:
+    x = _x()
+    calls: list[str] = []
+
+    def step(i: int) -> Any:
+        y = ae.sin(x * 1.5)
+        handle = None
+        if i == 3:
+            y.register_hook(lambda g: calls.append("tensor") or g * 2)
+        if i == 4:
+            handle = x.register_hook(lambda g: calls.append("leaf") or g * 3)
+        try:
+            return _grads(x)(_chain(y))
+        finally:
+            if handle is not None:
+                handle.remove()
+
+    general = [step(i) for i in range(5)]
+    assert calls == ["tensor", "leaf"]
+    calls.clear()
+    PLANS.cache.clear()
+    hits, misses = PLANS.hits, PLANS.misses
+    planned = [step(i) for i in range(5)]
+    assert calls == ["tensor", "leaf"]
+    _same(planned, general)
+    # step 2 by the plan; step 3 misses it; step 4 (a hook on a leaf) gets none built
+    assert (PLANS.hits - hits, PLANS.misses - misses) == (1, 1)
+
+
+def test_a_saved_tensor_modified_in_place_raises_the_same_error() -> None:
+    x = _x()
+
+    def step(bump: bool) -> str:
+        h = x * 1.0
+        y = ae.sin(h)  # saves h
+        loss = _chain(y)
+        if bump:
+            with ae.no_grad():
+                h.add_(1.0)
+        try:
+            ae.sync.grad(loss, [x])
+        except Exception as exc:  # the same class and text on both paths
+            return f"{type(exc).__name__}: {exc}"
+        return "no error"
+
+    PLANS.enabled = False
+    expected = step(True)
+    assert "modified by an inplace operation" in expected
+    PLANS.enabled = True
+    for _ in range(3):
+        assert step(False) == "no error"
+    hits = PLANS.hits
+    assert step(True) == expected
+    assert PLANS.hits - hits == 1  # the plan matched: the check is evaluate's
+
+
+def test_backward_twice_raises_the_same_error() -> None:
+    x = _x()
+    for _ in range(3):
+        ae.sync.grad(_chain(x), [x], retain_graph=True)
+    loss = _chain(x)
+    ae.sync.grad(loss, [x], retain_graph=True)  # a plan, keeping the graph
+    again = ae.sync.grad(loss, [x])  # the same graph again (by the plan)
+    _same([g.data for g in again], [g.data for g in ae.sync.grad(_chain(x), [x])])
+    with pytest.raises(ae.AutogradError, match="backward through the graph a second time"):
+        ae.sync.grad(loss, [x])
+
+
+def test_create_graph_gives_the_same_second_order() -> None:
+    x = _x()
+
+    def step() -> Any:
+        (g,) = ae.sync.grad(_chain(x), [x], create_graph=True)
+        return [g.data, ae.sync.grad(g.sum(), [x])[0].data]
+
+    general = _steps(step, 4, plans=False)
+    _same(_steps(step, 4, plans=True), general)
+
+
+def test_nodes_run_in_the_same_order() -> None:
+    """A sync custom Function records when its backward runs (ties between branches included)."""
+    order: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, k: int) -> Any:
+            ctx.k = k
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            order.append(ctx.k)
+            return g, None
+
+    x = _x()
+
+    def step() -> list[int]:
+        order.clear()
+        loss = Tag.apply(x, 0).sum()
+        for k in range(1, DEPTH):
+            loss = loss + Tag.apply(ae.sin(x * float(k)), k).sum() * Tag.apply(x, -k).sum()
+        ae.sync.grad(loss, [x])
+        return list(order)
+
+    general = _steps(step, 4, plans=False)
+    hits = PLANS.hits
+    assert _steps(step, 4, plans=True) == general
+    assert PLANS.hits - hits == 2
+
+
+def test_a_plan_holds_no_graph() -> None:
+    x = _x()
+    for _ in range(3):
+        ae.sync.grad(_chain(x), [x])
+    loss = _chain(x)
+    hits = PLANS.hits
+    ae.sync.grad(loss, [x])
+    assert PLANS.hits - hits == 1
+    node = weakref.ref(loss.grad_fn)
+    del loss
+    gc.collect()
+    assert node() is None
+
+
+def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = _x()
+    for depth in range(DEPTH, DEPTH + MAX_PLANS + 10):
+        ae.sync.grad(_chain(x, depth), [x])
+    assert len(PLANS.cache.entries) == MAX_PLANS
+    # in nodes too: the least recently used plans go; a larger graph gets none
+    monkeypatch.setattr("aengine.core._plan.MAX_PLAN_NODES", 200)
+    PLANS.cache.clear()
+    hits = PLANS.hits
+    for depth in (12, 13, 14, 40, 70):  # 3 * depth + 2 nodes
+        for _ in range(3):
+            ae.sync.grad(_chain(x, depth), [x])
+        assert PLANS.cache.nodes <= 200
+    assert PLANS.hits - hits == 4  # 212 nodes (depth 70) get no plan
+    plans = [e[0] for e in PLANS.cache.entries.values() if e[0] is not None]
+    assert sorted(len(p.types) for p in plans) == [44, 122]  # 38 and 41 went first
+    assert PLANS.cache.nodes == 166
+
+
+def test_leaving_a_plan_part_way_gives_the_same_gradients() -> None:
+    """``_leave_plan`` (another scheduler mid-backward): the general path goes on exactly."""
+    x, w = _x(), _x()
+    (expected,) = ae.sync.grad(_wide(x, w), [x])
+    for _ in range(2):
+        ae.sync.grad(_wide(x, w), [x])
+    for stop in (1, 5, 17, 30):
+        loss = _wide(x, w)
+        gt = GraphTask(keep_graph=False, create_graph=False)
+        gt.plan((loss,), [(loss.grad_fn, 0)], [np.ones(())], [(x._grad_accumulator(), 0)], False)
+        gt.attach(None)
+        for _ in gt.pending:  # type: ignore[union-attr]
+            pass
+        gt.pending = None
+        assert gt.planned is not None
+        gt.plan_pos = 0
+        _run_until(gt, stop)
+        gt._leave_plan()
+        assert gt.planned is None
+        assert gt.run() is None
+        gt.check_complete()
+        np.testing.assert_array_equal(gt.captured[0], expected.data)
+
+
+def _run_until(gt: GraphTask, stop: int) -> None:
+    """Run the first ``stop`` nodes of ``gt``'s plan (a deadline already past yields)."""
+    plan = gt.planned
+    assert plan is not None
+    keep = plan.steps
+    plan.steps = keep[:stop]
+    try:
+        assert gt.run() is None
+    finally:
+        plan.steps = keep
+
+
+@pytest.mark.anyio
+async def test_async_plans_yield_and_give_the_same_gradients() -> None:
+    x, w = _x(), _x()
+    PLANS.enabled = False
+    (expected,) = await ae.grad(_wide(x, w, 200), [x])
+    PLANS.enabled = True
+    hits = PLANS.hits
+    async with ae.Engine(time_slice=1e-9):  # a yield at every clock check
+        for _ in range(4):
+            (g,) = await ae.grad(_wide(x, w, 200), [x])
+            np.testing.assert_array_equal(g.data, expected.data)
+    assert PLANS.hits - hits >= 2
+
+
+@st.composite
+def _programs(draw: st.DrawFn) -> list[tuple[str, int, int]]:
+    n = draw(st.integers(10, 30))
+    return [
+        (draw(st.sampled_from(["add", "mul", "sin", "sum"])), draw(st.integers(0, 99)), i)
+        for i in range(n)
+    ]
+
+
+def _run_program(prog: list[tuple[str, int, int]], xs: list[ae.Tensor]) -> Any:
+    vals = list(xs)
+    for op, a, _ in prog:
+        u = vals[a % len(vals)]
+        v = vals[(a * 7 + 3) % len(vals)]
+        if op == "add":
+            vals.append(u + v)
+        elif op == "mul":
+            vals.append(u * v)
+        elif op == "sin":
+            vals.append(ae.sin(u))
+        else:
+            vals.append(u.sum() * v)
+    loss = vals[-1].sum()
+    for t in vals[-4:-1]:
+        loss = loss + t.sum()
+    return loss
+
+
+@settings(max_examples=25, deadline=None)
+@given(_programs())
+def test_random_programs_give_the_same_gradients_with_and_without_plans(
+    prog: list[tuple[str, int, int]],
+) -> None:
+    xs = [ae.tensor(np.linspace(0.1, 0.5, 3) * (i + 1), requires_grad=True) for i in range(3)]
+
+    def step() -> Any:
+        loss = _run_program(prog, xs)
+        return [
+            None if g is None else g.data
+            for g in ae.sync.grad(loss, xs, allow_unused=True, materialize_grads=False)
+        ]
+
+    general = _steps(step, 4, plans=False)
+    hits = PLANS.hits
+    with pytest.MonkeyPatch.context() as mp:  # small programs too
+        mp.setattr("aengine.core._graph_task.MIN_DEPTH", 0)
+        _same(_steps(step, 4, plans=True), general)
+    assert PLANS.hits - hits == 2
+
+
+def test_anomaly_mode_and_a_profile_keep_the_general_path() -> None:
+    x = _x()
+    for _ in range(3):
+        ae.sync.grad(_chain(x), [x])
+    (expected,) = ae.sync.grad(_chain(x), [x])
+    hits, before = PLANS.hits, PLANS.misses
+    with (
+        pytest.warns(UserWarning, match="Anomaly Detection has been enabled"),
+        ae.detect_anomaly(),
+    ):
+        (g,) = ae.sync.grad(_chain(x), [x])
+    np.testing.assert_array_equal(g.data, expected.data)
+    with ae.profile():
+        (g,) = ae.sync.grad(_chain(x), [x])
+    np.testing.assert_array_equal(g.data, expected.data)
+    assert (PLANS.hits, PLANS.misses) == (hits, before)  # not even looked up
+    ae.sync.grad(_chain(x), [x])
+    assert PLANS.hits == hits + 1  # and the plan is still there
+
+
+@pytest.mark.anyio
+async def test_a_planned_backward_sent_back_from_its_thread_goes_on_by_the_general_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A heavy first node starts the backward in a compute thread; past a slice a large
+    graph comes back to the loop (another scheduler): the plan hands over mid-run."""
+    left: list[int] = []
+    leave = GraphTask._leave_plan
+
+    def counted(gt: GraphTask) -> None:
+        left.append(gt.plan_pos)
+        leave(gt)
+
+    monkeypatch.setattr(GraphTask, "_leave_plan", counted)
+
+    class Slow(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any) -> Any:
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            time.sleep(0.002)  # 40 of them: past the thread's time slice
+            return g
+
+    rng = np.random.default_rng(0)
+    w = ae.tensor(rng.standard_normal((32, 32)) / 6, requires_grad=True)
+    x = ae.tensor(np.linspace(-1, 1, 8 * 32).reshape(8, 32), requires_grad=True)
+
+    def loss() -> ae.Tensor:
+        h = x
+        for i in range(300):  # 600 nodes: more than a thread keeps
+            h = ae.sin(h) * 0.99 if i % 10 else Slow.apply(h)
+        return ae.tanh(h @ w).sum()  # heavy first nodes
+
+    PLANS.enabled = False
+    want = [g.numpy() for g in await ae.grad(loss(), [x, w])]
+    PLANS.enabled = True
+    hits = PLANS.hits
+    async with ae.Engine(offload_threshold=1) as engine:
+        for _ in range(4):
+            got = await ae.grad(loss(), [x, w])
+            for g, ref in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g.numpy(), ref)
+        assert engine.stats().backwards_in_threads >= 4
+    assert PLANS.hits - hits == 2
+    assert len(left) == 2 and all(pos > 0 for pos in left)
+
+
+def test_a_node_with_another_number_of_outputs_misses() -> None:
+    """A custom Function's node keeps its own output count: part of the structure."""
+
+    class Split(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, two: bool) -> Any:
+            return (a * 1.0, a * 2.0) if two else a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, *gs: Any) -> Any:
+            return (gs[0] if gs[1] is None else gs[0] + gs[1]) if len(gs) == 2 else gs[0], None
+
+    x = _x()
+
+    def step(i: int) -> Any:
+        out = Split.apply(x, i < 3)
+        return _grads(x)(_chain(out[0] if i < 3 else out))
+
+    general = [step(i) for i in range(4)]
+    PLANS.cache.clear()
+    hits, misses = PLANS.hits, PLANS.misses
+    _same([step(i) for i in range(4)], general)
+    assert (PLANS.hits - hits, PLANS.misses - misses) == (1, 1)
+
+
+def test_time_slices_end_at_the_same_nodes() -> None:
+    """With the deadline past, ``run`` yields at every clock check: at the same nodes."""
+    ran: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any) -> Any:
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            ran.append(0)
+            return g
+
+    x = _x()
+
+    def slices() -> list[int]:
+        loss = Tag.apply(x).sum()
+        for k in range(DEPTH):
+            loss = loss + (Tag.apply(ae.sin(x * float(k))) * Tag.apply(x)).sum()
+        gt = GraphTask(keep_graph=False, create_graph=False)
+        gt.plan((loss,), [(loss.grad_fn, 0)], [np.ones(())], [(x._grad_accumulator(), 0)], False)
+        gt.attach(None)
+        ran.clear()
+        ends = []
+        while gt.run(deadline=-1.0) is not None:
+            ends.append(len(ran))
+        gt.check_complete()
+        return ends
+
+    general = _steps(slices, 4, plans=False)
+    hits = PLANS.hits
+    planned = _steps(slices, 4, plans=True)
+    assert PLANS.hits - hits == 2
+    assert planned == general and len(general[-1]) > 5
