@@ -290,4 +290,7 @@ def test_plans_and_gcshare_tools_run(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     assert "chain-3k   on/off" in out and PLANS.enabled
     gcshare(["--nodes", "300", "--rounds", "1"])
-    assert "its share" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "its share" in out
+    # a chain link: 3 nodes, their 3 edge tuples, the Tensor sin saves (+ sum, leaf)
+    assert "tracked objects left per recorded node: 2.3" in out and "(302 nodes;" in out
