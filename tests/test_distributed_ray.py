@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import importlib.util
 import pathlib
 import re
@@ -46,6 +47,18 @@ def cluster() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _no_hang() -> Iterator[None]:
+    """A test that hangs (seconds are normal; a minute on a loaded machine)
+    ends the run after 150 s with every thread's traceback, rather than
+    holding CI until its own limit."""
+    faulthandler.dump_traceback_later(150, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="module")
