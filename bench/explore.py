@@ -18,12 +18,13 @@ from typing import Any
 
 import aengine as ae
 
-__all__ = ["main", "seeds_per_second"]
+__all__ = ["load_example", "main", "seeds_per_second"]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def _example() -> Any:
+def load_example() -> Any:
+    """examples/lost_update.py as a module (the tests load it the same way)."""
     spec = importlib.util.spec_from_file_location("lost_update", ROOT / "examples/lost_update.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
@@ -33,7 +34,7 @@ def _example() -> Any:
 
 def seeds_per_second(locked: bool, backend: str, seeds: int) -> tuple[float, int, str]:
     """(seeds/s, distinct node orders, outcome) of exploring the example on one backend."""
-    example = _example()
+    example = load_example()
     start = time.perf_counter()
     try:
         report = ae.testing.explore(example.training(locked), seeds=seeds, backend=backend)

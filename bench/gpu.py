@@ -54,17 +54,25 @@ def _ae_inputs(ae: Any, wl: GraphWorkload) -> tuple[list[Any], list[Any]]:
     return ps, cs
 
 
-def _ae_sync_trial(ae: Any, sync: Callable[[], None], wl: GraphWorkload) -> dict[str, Any]:
+def _ae_timed_forward(ae: Any, sync: Callable[[], None], wl: GraphWorkload) -> tuple[Any, ...]:
+    """(params, loss, t0, t1): the inputs made untimed, the forward timed to the GPU's end."""
     ps, cs = _ae_inputs(ae, wl)
     sync()
     t0 = perf_counter()
     loss = wl.fn(ae, cs, *ps)
     sync()
-    t1 = perf_counter()
-    grads = ae.sync.grad(loss, ps)
+    return ps, loss, t0, perf_counter()
+
+
+def _ae_result(sync: Callable[[], None], t0: float, t1: float, grads: Any) -> dict[str, Any]:
     sync()
     t2 = perf_counter()
     return {"forward": t1 - t0, "backward": t2 - t1, "grads": [g.numpy() for g in grads]}
+
+
+def _ae_sync_trial(ae: Any, sync: Callable[[], None], wl: GraphWorkload) -> dict[str, Any]:
+    ps, loss, t0, t1 = _ae_timed_forward(ae, sync, wl)
+    return _ae_result(sync, t0, t1, ae.sync.grad(loss, ps))
 
 
 def _ae_async_trial(ae: Any, sync: Callable[[], None], wl: GraphWorkload) -> dict[str, Any]:
@@ -72,16 +80,8 @@ def _ae_async_trial(ae: Any, sync: Callable[[], None], wl: GraphWorkload) -> dic
 
     async def main() -> dict[str, Any]:
         async with ae.Engine():
-            ps, cs = _ae_inputs(ae, wl)
-            sync()
-            t0 = perf_counter()
-            loss = wl.fn(ae, cs, *ps)
-            sync()
-            t1 = perf_counter()
-            grads = await ae.grad(loss, ps)
-            sync()
-            t2 = perf_counter()
-        return {"forward": t1 - t0, "backward": t2 - t1, "grads": [g.numpy() for g in grads]}
+            ps, loss, t0, t1 = _ae_timed_forward(ae, sync, wl)
+            return _ae_result(sync, t0, t1, await ae.grad(loss, ps))
 
     return anyio.run(main)  # type: ignore[no-any-return]
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import doctest
-import importlib.util
-import pathlib
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,24 +14,16 @@ import pytest
 import aengine as ae
 from aengine.runtime._choice import decode_log, encode_log
 from aengine.testing import _explore
+from bench.explore import load_example
 
 from .conftest import torch_or_skip
 
 pytest_plugins = ["pytester"]
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 BACKENDS = ["asyncio", "trio"]
 
 
-def _example() -> Any:
-    spec = importlib.util.spec_from_file_location("lost_update", ROOT / "examples/lost_update.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-lost_update = _example()
+lost_update = load_example()
 
 
 # -- the worked example: a lost update ------------------------------------------------------
