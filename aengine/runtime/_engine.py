@@ -916,11 +916,13 @@ class Engine:
             self._kernels += 1
             return await run_kernel(node, inputs, gt.create_graph, self._cpu())
         q = self._queue(dev)
-        if q.inline and q.select is not None:
+        if q.inline:  # a GPU: launched here, on its worker (NOTE [Kernel offload policy])
+            if q.select is None:
+                return node.apply(inputs, gt.create_graph)
             with q.select():
                 return node.apply(inputs, gt.create_graph)
         self._kernels += 1
-        return await run_kernel(node, inputs, gt.create_graph, q.limiter, q.select)
+        return await run_kernel(node, inputs, gt.create_graph, q.limiter)
 
     # -- internals ------------------------------------------------------------------------------
     def _cpu(self) -> anyio.CapacityLimiter:

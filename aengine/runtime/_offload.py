@@ -82,7 +82,7 @@ def reset_stats() -> None:
     stats = _Stats()
 
 
-def _in_thread(node: Any, inputs: list[Any], create_graph: bool, select: Any) -> Any:
+def _in_thread(node: Any, inputs: list[Any], create_graph: bool) -> Any:
     global _running
     with _lock:
         _running += 1
@@ -92,31 +92,25 @@ def _in_thread(node: Any, inputs: list[Any], create_graph: bool, select: Any) ->
         if _running > st.max_concurrent:
             st.max_concurrent = _running
     try:
-        return _apply(node, inputs, create_graph, select)
+        return _apply(node, inputs, create_graph)
     finally:
         with _lock:
             _running -= 1
 
 
-def _apply(node: Any, inputs: list[Any], create_graph: bool, select: Any) -> Any:
-    """The kernel itself, in the worker thread (``select``: the device, for cuda)."""
-    if select is not None:
-        with select():
-            return node.apply(inputs, create_graph)
+def _apply(node: Any, inputs: list[Any], create_graph: bool) -> Any:
+    """The kernel itself, in the worker thread."""
     return node.apply(inputs, create_graph)
 
 
-async def run_kernel(
-    node: Any, inputs: list[Any], create_graph: bool, limiter: Any, select: Any = None
-) -> Any:
+async def run_kernel(node: Any, inputs: list[Any], create_graph: bool, limiter: Any) -> Any:
     """``node.apply(inputs, create_graph)`` in a worker thread under ``limiter``.
 
-    ``select`` is an optional context-manager factory entered in the thread
-    (the cuda backend selects the node's device there: device selection is
-    per thread).
+    Only the host's kernels come here: a GPU's are launched by its device
+    worker (NOTE [Kernel offload policy]).
     """
     rec = _trace.active
     if rec is not None:  # a profile times the kernel (NOTE [Profiling seam])
         run = partial(to_thread.run_sync, limiter=limiter)
-        return await rec.offload(node, run, _in_thread, node, inputs, create_graph, select)
-    return await to_thread.run_sync(_in_thread, node, inputs, create_graph, select, limiter=limiter)
+        return await rec.offload(node, run, _in_thread, node, inputs, create_graph)
+    return await to_thread.run_sync(_in_thread, node, inputs, create_graph, limiter=limiter)
