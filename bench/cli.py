@@ -26,7 +26,7 @@ from typing import Any
 
 from . import _progress
 from . import http_service as _http
-from .harness import OK, check_grads, interleave, summarize
+from .harness import OK, interleave, result_rows
 from .report import evaluate_targets, markdown
 from .service import run_concurrency, run_fixedcost, run_looplag, run_memory
 from .steady import run_steady, steady_workloads
@@ -115,23 +115,8 @@ def run_graph(
                 bar.update()
 
         runs = interleave({s.name: partial(trial, s) for s in avail}, repeats, pause, 1, log)
-    ref_rec = runs.get(REFERENCE)
-    ref = None if ref_rec is None else ref_rec["extras"].get("grads")
     keys = ["forward", "backward"] if wl.timing == "split" else ["step"]
-    rows = []
-    for s in systems:
-        if not s.available:
-            rows.append({"system": s.name, "status": f"unavailable: {s.reason}", "metrics": {}})
-            continue
-        rec = runs[s.name]
-        if rec["error"] is not None:
-            status = f"error: {rec['error']}"
-        elif ref is None:
-            status = "unchecked: torch unavailable"
-        else:
-            status = check_grads(rec["extras"].get("grads"), ref, wl.rtol, wl.atol)
-        metrics = {k: summarize(rec["metrics"].get(k, [])) for k in keys}
-        rows.append({"system": s.name, "status": status, "metrics": metrics})
+    rows = result_rows(systems, runs, REFERENCE, wl, keys)
     metrics = [{"key": k, "unit": "ms", "scale": 1e3, "better": "lower"} for k in keys]
     return {
         "name": wl.name,

@@ -131,3 +131,30 @@ def check_grads(
             err = float(np.max(np.abs(g.astype(np.float64) - r)))
             return f"FAILED: gradient {i} differs from torch by up to {err:.3g} (scale {scale:.3g})"
     return OK
+
+
+def result_rows(
+    systems: Sequence[Any], runs: dict[str, Any], reference: str, wl: Any, keys: Sequence[str]
+) -> list[dict[str, Any]]:
+    """One row per system of a graph workload: its status and the summaries of ``keys``.
+
+    The status says whether the system was unavailable, failed, or gave the
+    gradients of ``reference`` (torch) to the workload's tolerance.
+    """
+    ref_rec = runs.get(reference)
+    ref = None if ref_rec is None else ref_rec["extras"].get("grads")
+    rows: list[dict[str, Any]] = []
+    for s in systems:
+        if not s.available:
+            rows.append({"system": s.name, "status": f"unavailable: {s.reason}", "metrics": {}})
+            continue
+        rec = runs[s.name]
+        if rec["error"] is not None:
+            status = f"error: {rec['error']}"
+        elif ref is None:
+            status = "unchecked: torch unavailable"
+        else:
+            status = check_grads(rec["extras"].get("grads"), ref, wl.rtol, wl.atol)
+        metrics = {k: summarize(rec["metrics"].get(k, [])) for k in keys}
+        rows.append({"system": s.name, "status": status, "metrics": metrics})
+    return rows

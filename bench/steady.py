@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import _progress
-from .harness import check_grads, interleave, summarize
+from .harness import interleave, result_rows
 from .systems import FLOOR, REFERENCE, System
 from .workloads import GraphWorkload, chain, mlp, wide
 
@@ -209,22 +209,7 @@ def run_steady(
                 bar.update()
 
         runs = interleave({s.name: partial(trial, s) for s in avail}, repeats, pause, 1, log)
-    ref_rec = runs.get(REFERENCE)
-    ref = None if ref_rec is None else ref_rec["extras"].get("grads")
-    rows = []
-    for s in chosen:
-        if not s.available:
-            rows.append({"system": s.name, "status": f"unavailable: {s.reason}", "metrics": {}})
-            continue
-        rec = runs[s.name]
-        if rec["error"] is not None:
-            status = f"error: {rec['error']}"
-        elif ref is None:
-            status = "unchecked: torch unavailable"
-        else:
-            status = check_grads(rec["extras"].get("grads"), ref, wl.rtol, wl.atol)
-        metrics = {m["key"]: summarize(rec["metrics"].get(m["key"], [])) for m in _METRICS}
-        rows.append({"system": s.name, "status": status, "metrics": metrics})
+    rows = result_rows(chosen, runs, REFERENCE, wl, [m["key"] for m in _METRICS])
     return {
         "name": name,
         "family": "steady",
