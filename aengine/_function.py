@@ -228,7 +228,7 @@ class BackwardCFunction(Node, FunctionCtx):
         """Validate the user's gradients: count, shape (sum broadcast), dtype."""
         if not isinstance(res, tuple):
             res = (res,)
-        n = len(self.next_nodes)
+        n = len(self)
         if len(res) > n:
             extra = res[n:]
             if all(r is None for r in extra):
@@ -250,7 +250,7 @@ class BackwardCFunction(Node, FunctionCtx):
                     f"function {self.name()} returned a gradient different than None at "
                     f"position {i + 1}, but the corresponding forward input was not a Tensor"
                 )
-            if self.next_nodes[i] is None:
+            if self[i] is None:
                 outs.append(None)  # input does not require grad: the gradient is dropped
                 continue
             shape, dtype, dev = meta

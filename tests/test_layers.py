@@ -39,8 +39,13 @@ def test_record_builds_nodes_as_node_init_does() -> None:
     plain = Node((None,))
     node = (ae.ones(2, requires_grad=True) * 2).grad_fn
     set_by_init = {name for name in _slots(Node) if hasattr(plain, name)}
-    assert set_by_init == {"next_nodes", "next_nrs", "sequence_nr", "topological_nr", "_special"}
+    assert set_by_init == {"next_nrs", "sequence_nr", "topological_nr", "_special"}
     assert all(hasattr(node, name) for name in set_by_init)
+    # the node is the list of its next nodes, one per input (NOTE [A node is
+    # the list of its next nodes]), as Node.__init__ makes it
+    assert len(plain) == len(plain.next_nrs) == 1 and plain[0] is None
+    assert len(node) == len(node.next_nrs) == 2 and node[1] is None
+    assert node[0] is node.next_functions[0][0] is not None
     # the facts the runtime decides from (NOTE [Where a node runs])
     assert node.dev == ae.device("cpu") and node.numel == 2
 

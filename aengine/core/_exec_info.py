@@ -75,7 +75,7 @@ def dependency_steps(
     start = 0
     while True:
         for fn in islice(visit, PREPARE_CHUNK):
-            for nxt in fn.next_nodes:
+            for nxt in fn:
                 if nxt is None:
                     continue
                 c = get(nxt)
@@ -189,12 +189,12 @@ def exec_info_steps(
         if level is None:
             continue
         for fn in level:
-            for nxt in fn.next_nodes:
+            for nxt in fn:
                 if nxt in marked:  # (None never is)
                     add_needed(fn)
                     add_marked(fn)
                     break
-    for nxt in root.next_nodes:  # the root has no in-edges: not filed
+    for nxt in root:  # the root has no in-edges: not filed
         if nxt in marked:
             needed.add(root)
             break

@@ -12,14 +12,26 @@
 
 An edge is a plain tuple ``(node, input_nr)``; a missing edge is ``None``.
 
-# NOTE [Edges as two tuples]
-# A node keeps its edges as two parallel tuples: ``next_nodes`` (a node, or
-# None for an input that takes no gradient) and ``next_nrs`` (the input_nr of
-# each edge), the latter shared between nodes (``nrs``: (0,), (0, 0), ...).
-# One tuple per edge would be an object the garbage collector tracks for as
-# long as the graph lives: with them, recording a chain allocated markedly
-# more tracked objects and the collections they trigger took a large share
-# of the forward.  ``next_edges`` builds the tuples of edges on demand.
+# NOTE [A node is the list of its next nodes]
+# A node keeps its edges in two parallel parts: the node itself is a list
+# (``Node`` derives from ``list``) whose item ``i`` is the node that input
+# ``i`` of the forward op sends its gradient to (None for an input that
+# takes no gradient), and ``next_nrs`` holds the input_nr of each edge, a
+# tuple shared between nodes (``nrs``: (0,), (0, 0), ...).  Every object
+# a forward leaves alive is one more for the cyclic garbage collector to
+# walk, at each of its collections, for as long as the graph lives: one
+# tuple per edge was one such object per edge, and a separate tuple of next
+# nodes one per node, the largest share of what recording a graph cost
+# after the numpy calls.  A list keeps its items outside the object (a
+# plain allocation the collector never sees), so a recorded node is one
+# tracked object, and the engine's loops iterate the node itself (``for nxt
+# in node``), C-level iteration without an attribute read.
+#
+# Being a list is not part of what a node means: identity, not contents,
+# decides equality and hashing (a node is a dict key of the engine), a node
+# is always true, and it orders as an object (not at all).  ``next_edges``,
+# ``next_functions`` and ``next_nodes`` give the edges as tuples, for code
+# off the hot path.
 """
 
 from __future__ import annotations
@@ -235,7 +247,7 @@ _NRS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 def nrs(numbers: tuple[int, ...]) -> tuple[int, ...]:
-    """The shared tuple equal to ``numbers`` (see NOTE [Edges as two tuples])."""
+    """The shared tuple equal to ``numbers`` (NOTE [A node is the list of its next nodes])."""
     shared = _NRS.get(numbers)
     if shared is None:
         if len(_NRS) > 4096:  # unusual input_nr patterns: stop sharing, stay bounded
@@ -296,12 +308,13 @@ def _add_hook(hooks: dict[int, Any], fn: Any) -> RemovableHandle:
     return handle
 
 
-class Node:
+class Node(list["Node | None"]):
     """A function of the backward graph (``tensor.grad_fn``).
 
     ``next_edges`` holds one edge per input of the forward op: a tuple
     ``(node, input_nr)`` or ``None`` where that input needs no gradient
-    (stored as ``next_nodes`` and ``next_nrs``, NOTE [Edges as two tuples]).
+    (kept in the node itself and ``next_nrs``, NOTE [A node is the list of
+    its next nodes]).
     ``apply`` takes one gradient per forward output (``None`` where none
     arrived) and returns one gradient per forward input.
 
@@ -321,7 +334,6 @@ class Node:
         "__dict__",
         "__weakref__",
         "_special",
-        "next_nodes",
         "next_nrs",
         "sequence_nr",
         "topological_nr",
@@ -350,16 +362,29 @@ class Node:
     # ``_special``: True when the node must take the general path (hooks,
     # retained gradients, ``_always_special``); only this class sets it.
 
-    next_nodes: tuple[Node | None, ...]
     next_nrs: tuple[int, ...]
     sequence_nr: int
     topological_nr: int
 
+    # NOTE [A node is the list of its next nodes]: identity semantics.  The
+    # slot wrappers of ``object`` are C functions the type calls directly.
+    __hash__ = object.__hash__  # type: ignore[assignment]
+    __eq__ = object.__eq__  # type: ignore[assignment]
+    __ne__ = object.__ne__  # type: ignore[assignment]
+    __lt__ = object.__lt__  # type: ignore[assignment, operator]
+    __le__ = object.__le__  # type: ignore[assignment, operator]
+    __gt__ = object.__gt__  # type: ignore[assignment, operator]
+    __ge__ = object.__ge__  # type: ignore[assignment, operator]
+
+    def __bool__(self) -> bool:
+        return True
+
     def __init__(self, next_edges: tuple[Edge | None, ...]) -> None:
-        self.next_nodes, self.next_nrs = split_edges(next_edges)
+        nodes, self.next_nrs = split_edges(next_edges)
+        self.extend(nodes)
         self.sequence_nr = next_sequence_nr()
         topo = 0
-        for fn in self.next_nodes:
+        for fn in nodes:
             if fn is not None and fn.topological_nr >= topo:
                 topo = fn.topological_nr + 1
         self.topological_nr = topo
@@ -377,17 +402,21 @@ class Node:
         return f"<{self.name()} object at {id(self):#x}>"
 
     @property
+    def next_nodes(self) -> tuple[Node | None, ...]:
+        """The node each forward input sends its gradient to (None: no gradient)."""
+        return tuple(self)
+
+    @property
     def next_edges(self) -> tuple[Edge | None, ...]:
         """``(node, input_nr)`` per forward input, None for an input without gradient."""
         return tuple(
-            None if fn is None else (fn, nr)
-            for fn, nr in zip(self.next_nodes, self.next_nrs, strict=True)
+            None if fn is None else (fn, nr) for fn, nr in zip(self, self.next_nrs, strict=True)
         )
 
     @property
     def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
         """``((node, input_nr), ...)`` per forward input; ``(None, 0)`` for none."""
-        return tuple(zip(self.next_nodes, self.next_nrs, strict=True))
+        return tuple(zip(self, self.next_nrs, strict=True))
 
     @property
     def metadata(self) -> dict[str, Any]:

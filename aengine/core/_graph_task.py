@@ -495,7 +495,7 @@ class GraphTask:
         deps: dict[Node, int] = {}
         for k, n in enumerate(nodes):
             if k not in ran:
-                for m in n.next_nodes:
+                for m in n:
                     if m is not None:
                         deps[m] = deps.get(m, 0) + 1
         self.dependencies = deps
@@ -599,10 +599,9 @@ class GraphTask:
         deps = self.dependencies
         not_ready = self.not_ready
         run_set = self.run_set
-        nodes = node.next_nodes
         nrs = node.next_nrs
-        for i in range(len(nodes)):
-            nxt = nodes[i]
+        for i in range(len(node)):
+            nxt = node[i]
             if nxt is None:
                 continue
             g = outs[i] if i < len(outs) else None
@@ -804,7 +803,7 @@ class GraphTask:
                     # ``accumulate`` inlined (a call per edge costs measurably here)
                     nxt_run = None
                     nxt_buf = None
-                    for nxt, nr, g in zip(node.next_nodes, node.next_nrs, outs):
+                    for nxt, nr, g in zip(node, node.next_nrs, outs):
                         if nxt is None:
                             continue
                         d = deps[nxt] - 1

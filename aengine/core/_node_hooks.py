@@ -200,7 +200,7 @@ async def post_hooks(
 def _out_tensor(node: Node, i: int, g: Any) -> Any:
     if g is None or isinstance(g, TensorBase):
         return g
-    nxt = node.next_nodes[i] if i < len(node.next_nodes) else None
+    nxt = node[i] if i < len(node) else None
     dev = None
     if isinstance(nxt, AccumulateGrad):
         dev = nxt.variable._device

@@ -129,7 +129,7 @@ class BackwardPlan:
         for n in reached:
             d = 0
             start = len(flat)
-            for m in n.next_nodes:
+            for m in n:
                 if m is None:
                     append(_NO_EDGE)
                     continue
@@ -407,12 +407,12 @@ def match(
     # the positions where the plan's numbering first reaches them, lazily, so
     # that each is read once its parent's edges are in (breadth first).
     found = map(flat.__getitem__, plan.first)
-    walk = map(extend, map(_next_nodes, itertools.chain((root,), found)))
+    walk = map(extend, itertools.chain((root,), found))  # a node is its next nodes
     done = 0
     while done < total:
         try:
             drain(islice(walk, PREPARE_CHUNK), maxlen=0)
-        except (IndexError, AttributeError):
+        except (IndexError, TypeError):
             return  # fewer edges than planned, none where the plan has a node
         done += PREPARE_CHUNK
         if done < total:
@@ -455,7 +455,6 @@ def match(
     result.extend(nodes)
 
 
-_next_nodes = attrgetter("next_nodes")
 _cls = attrgetter("__class__")
 _nrs = attrgetter("next_nrs")
 _special = attrgetter("_special")

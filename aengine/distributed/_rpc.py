@@ -399,7 +399,7 @@ def _leaves_of(nodes: list[Node | None]) -> list[Tensor]:
         if isinstance(node, AccumulateGrad):
             leaves.append(node.variable)  # type: ignore[arg-type]
             continue
-        stack.extend(n for n in node.next_nodes if n is not None and n not in seen)
+        stack.extend(n for n in node if n is not None and n not in seen)
     return leaves
 
 

@@ -98,7 +98,7 @@ class OpNode(Node):
         if g is None:  # one output, and it got no gradient
             if release and (saved.__class__ is not tuple or saved):
                 self.saved = None
-            return (None,) * len(self.next_nodes)
+            return (None,) * len(self)
         if create_graph:
             vals: Any = self._unpacked()
             outs = self.rule(TENSOR_OPS, g, vals, self)
@@ -246,7 +246,8 @@ def record(
             if x._inference:
                 return _plain(out, dev)
             fa, na = gradient_edge(x)
-        next_nodes: tuple[Any, ...] = (fa,)
+        node = _new_node(cls)
+        node.append(fa)
         next_nrs = _NRS0 if not na else nrs((na,))
         topo = fa.topological_nr + 1
         needs: tuple[bool, ...] = _NEEDS1
@@ -262,15 +263,20 @@ def record(
                     return _plain(out, dev)
                 fa, na = gradient_edge(a)
             topo = fa.topological_nr + 1
+            node = _new_node(cls)
+            node.append(fa)
             if rb:
-                fb, nb = gradient_edge(b)
+                if b._fn is not None and b._view_meta is None:
+                    fb, nb = b._fn, b.output_nr
+                else:
+                    fb, nb = gradient_edge(b)
                 if fb.topological_nr >= topo:
                     topo = fb.topological_nr + 1
-                next_nodes = (fa, fb)
+                node.append(fb)
                 next_nrs = _NRS00 if not (na or nb) else nrs((na, nb))
                 needs = _NEEDS_TT
             else:  # tensor op scalar/constant: the common case
-                next_nodes = (fa, None)
+                node.append(None)
                 next_nrs = _NRS00 if not na else nrs((na, 0))
                 needs = _NEEDS_TF
         elif rb:
@@ -278,7 +284,9 @@ def record(
                 return _plain(out, dev)
             fb, nb = gradient_edge(b)
             topo = fb.topological_nr + 1
-            next_nodes = (None, fb)
+            node = _new_node(cls)
+            node.append(None)
+            node.append(fb)
             next_nrs = _NRS00 if not nb else nrs((0, nb))
             needs = _NEEDS_FT
         else:
@@ -299,9 +307,10 @@ def record(
         for fn in next_nodes:
             if fn is not None and fn.topological_nr >= topo:
                 topo = fn.topological_nr + 1
-    # Node.__init__ inlined (this runs once per recorded op).
-    node = _new_tensor(cls)
-    node.next_nodes = next_nodes
+        node = _new_node(cls)
+        node.extend(next_nodes)
+    # Node.__init__ inlined (this runs once per recorded op; the node, a list,
+    # holds its next nodes: NOTE [A node is the list of its next nodes]).
     node.next_nrs = next_nrs
     node.sequence_nr = next_sequence_nr()
     node.topological_nr = topo
@@ -371,6 +380,7 @@ def _versions(saved: tuple[Tensor, ...]) -> tuple[int, ...]:
 
 
 _new_tensor = object.__new__
+_new_node = list.__new__
 
 
 def _all_inference(inputs: Any) -> bool:

@@ -165,7 +165,7 @@ def _keep_self_dtype(r: Tensor, t: Tensor, other: Any) -> None:
     node = r._fn
     if node is None or other.__class__ is not Tensor or other.data.dtype == t.data.dtype:
         return
-    meta = list(node.meta or (None,) * len(node.next_nodes))  # type: ignore[attr-defined]
+    meta = list(node.meta or (None,) * len(node))  # type: ignore[attr-defined]
     meta[0] = (t.data.shape, t.data.dtype)
     node.meta = tuple(meta)  # type: ignore[attr-defined]
 

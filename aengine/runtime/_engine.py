@@ -173,7 +173,7 @@ def mark_released(gt: GraphTask) -> None:
         node = stack.pop()
         if getattr(node, "saved", ()) is None:
             _released_by_failure.add(node)
-        for nxt in node.next_nodes:
+        for nxt in node:
             if nxt is not None and nxt not in seen:
                 seen.add(nxt)
                 stack.append(nxt)

@@ -147,7 +147,7 @@ def starts_heavy(gt: GraphTask, offload_min: int) -> bool:
         seen += 1
         if node.numel >= offload_min and (node.dev is None or node.dev is CPU):
             return True
-        queue.extend(n for n in node.next_nodes if n is not None)
+        queue.extend(n for n in node if n is not None)
     return False
 
 

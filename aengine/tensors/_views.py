@@ -394,14 +394,14 @@ class CopySlices(Node):
             raise freed_error()
         g = grads[0]
         if g is None:
-            return (None,) * len(self.next_nodes)
+            return (None,) * len(self)
         raw = self.dev._backend.raw
         if create_graph:
             F = TENSOR_OPS
             gv = self.view_fn(F, g)
             res = fn.apply([gv], True)
             out0 = None
-            if self.next_nodes[0] is not None:
+            if self[0] is not None:
                 r0 = res[0]
                 if r0 is not None:
                     self._check_overlap(raw)
@@ -422,7 +422,7 @@ class CopySlices(Node):
             pos = self._positions(raw)
             res = fn.apply([result.reshape(-1)[pos]], False)
         out0 = None
-        if self.next_nodes[0] is not None:
+        if self[0] is not None:
             r0 = res[0]
             if r0 is not None and not direct:
                 self._check_overlap(raw)
