@@ -529,57 +529,69 @@ class GraphTask:
         perf = time.perf_counter
         pos = self.plan_pos
         end = len(steps)
-        count = 0
-        clock = CLOCK_EVERY
+        # The hot loop's checks, at the same nodes: an error before a node
+        # taken from the heap, the clock (and the error) before every
+        # (CLOCK_EVERY + 1)th node of this call.  The nodes between two clock
+        # checks run as one stretch, without a count.
+        stretch = CLOCK_EVERY
         token = _current.set(self)
         try:
-            while pos < end:
-                i, popped, hot, prog = steps[pos]
-                # the hot loop's checks, at the same nodes: an error before a
-                # node taken from the heap, the clock (and the error) at every
-                # (CLOCK_EVERY + 1)th node
-                count += 1
-                if popped:
+            while True:
+                stop = pos + stretch
+                if stop > end:
+                    stop = end
+                for pos in range(pos, stop):  # noqa: B020 (pos is set anew after the stretch)
+                    i, popped, kind, prog = steps[pos]
+                    if popped and self.error is not None:
+                        return None
+                    node = nodes[i]
+                    buffer = bufs[i]
+                    bufs[i] = None
+                    if not kind:  # GENERAL
+                        self.plan_pos = pos + 1
+                        res = self._general(node, buffer)  # type: ignore[arg-type]
+                        if res is not None:
+                            return res
+                        continue
+                    try:
+                        outs = node.evaluate(buffer, create_graph, release)  # type: ignore[arg-type]
+                    except BaseException as exc:
+                        self.plan_pos = pos + 1
+                        self.fail(node, exc)
+                        raise
+                    # routing, with ``accumulate`` inlined; the plan knows which
+                    # gradient makes a buffer (a node returns one per edge)
+                    if kind == 2:  # ONE_ROUTE: (output index, node number), a new 1-slot buffer
+                        bufs[prog[1]] = [outs[prog[0]]]
+                        continue
+                    for k, t, nr, how in prog:  # type: ignore[union-attr]
+                        g = outs[k]
+                        if not how:  # NEW_ONE
+                            bufs[t] = [g]
+                        elif how == 1:  # NEW
+                            buf = [None] * num_outputs[t]
+                            buf[nr] = g
+                            bufs[t] = buf
+                        else:
+                            buf = bufs[t]  # type: ignore[assignment]
+                            if buf[nr] is None:
+                                buf[nr] = g
+                            elif g is not None:
+                                buf[nr] = buf[nr] + g
+                pos = stop
+                if pos >= end:
+                    break
+                # the clock check, before the node at ``pos``
+                stretch = CLOCK_EVERY + 1
+                if steps[pos][1]:  # taken from the heap
                     if self.error is not None:
                         return None
-                    if not count & clock and perf() > deadline:
+                    if perf() > deadline:
                         self.plan_pos = pos
                         return YIELD
-                elif not count & clock and (perf() > deadline or self.error is not None):
+                elif perf() > deadline or self.error is not None:
                     self.plan_pos = pos
                     return YIELD
-                pos += 1
-                node = nodes[i]
-                buffer = bufs[i]
-                bufs[i] = None
-                if not hot:
-                    self.plan_pos = pos
-                    res = self._general(node, buffer)  # type: ignore[arg-type]
-                    if res is not None:
-                        return res
-                    continue
-                try:
-                    outs = node.evaluate(buffer, create_graph, release)  # type: ignore[arg-type]
-                except BaseException as exc:
-                    self.plan_pos = pos
-                    self.fail(node, exc)
-                    raise
-                # routing, with ``accumulate`` inlined; the plan knows which
-                # gradient makes a buffer (a node returns one per edge)
-                for k, t, nr, how in prog:
-                    g = outs[k]
-                    if not how:  # NEW_ONE
-                        bufs[t] = [g]
-                    elif how == 1:  # NEW
-                        buf = [None] * num_outputs[t]
-                        buf[nr] = g
-                        bufs[t] = buf
-                    else:
-                        buf = bufs[t]  # type: ignore[assignment]
-                        if buf[nr] is None:
-                            buf[nr] = g
-                        elif g is not None:
-                            buf[nr] = buf[nr] + g
             self.plan_pos = pos
             return None
         finally:

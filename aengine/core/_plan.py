@@ -300,10 +300,15 @@ def build(
 
 
 #: one position of a plan's run: (node number, taken from the heap (the hot
-#: loop checks for an error there) rather than run next directly, runs
-#: inline, its routing: (output index, node number, slot, NEW_ONE | NEW |
-#: ADD) per edge that carries a gradient)
-Step = tuple[int, bool, bool, tuple[tuple[int, int, int, int], ...]]
+#: loop checks for an error there) rather than run next directly, its kind,
+#: its routing).  Kinds: GENERAL, the general path runs it (no routing);
+#: ROUTES, it runs inline and routes by (output index, node number, slot,
+#: NEW_ONE | NEW | ADD) per edge that carries a gradient; ONE_ROUTE, it runs
+#: inline and its one gradient makes a one-slot buffer: the routing is
+#: (output index, node number), the commonest step, read without a loop.
+Step = tuple[int, bool, int, Any]
+#: (``GraphTask._run_plan`` tests them as the literals 0 and 2)
+GENERAL, ROUTES, ONE_ROUTE = 0, 1, 2
 #: how a gradient reaches its node's InputBuffer: the first one of a
 #: one-slot buffer, the first one of a larger buffer, added to what is there
 #: (``GraphTask._run_plan`` tests them as the literals 0 and 1)
@@ -328,7 +333,12 @@ def _steps(plan: BackwardPlan, popped: tuple[bool, ...]) -> tuple[Step, ...]:
                         made[t] = True
                         prog.append((k, t, nr, NEW_ONE if num_outputs[t] == 1 else NEW))
                 k += 1
-        steps.append((i, pop, hot[i], tuple(prog)))
+        if not hot[i]:
+            steps.append((i, pop, GENERAL, ()))
+        elif len(prog) == 1 and prog[0][3] == NEW_ONE:
+            steps.append((i, pop, ONE_ROUTE, prog[0][:2]))
+        else:
+            steps.append((i, pop, ROUTES, tuple(prog)))
     return tuple(steps)
 
 

@@ -91,12 +91,13 @@ class OpNode(Node):
 
     def evaluate(self, grads: list[Any], create_graph: bool, release: bool) -> Any:
         # Hot path of every backward: kept flat (see bench/ for its measurements).
+        # One forward output (a node of several outputs is a _MultiOpNode).
         saved = self.saved
         if saved is None:
             raise freed_error()
-        g = grads[0] if self.num_outputs == 1 else grads
+        g = grads[0]
         if g is None:  # one output, and it got no gradient
-            if release and (saved.__class__ is not tuple or saved):
+            if release and saved is not _NOTHING:
                 self.saved = None
             return (None,) * len(self)
         if create_graph:
@@ -118,8 +119,9 @@ class OpNode(Node):
                         self._version_error(i)
                     vals.append(s.data)
             outs = self.rule(F, g, vals, self)
-        # after the rule succeeded, as release_variables
-        if release and (saved.__class__ is not tuple or saved):
+        # after the rule succeeded, as release_variables (a node that saved
+        # nothing keeps its empty tuple: it can run again, as in PyTorch)
+        if release and saved is not _NOTHING:
             self.saved = None
         meta = self.meta
         if meta is not None:
@@ -158,6 +160,20 @@ class OpNode(Node):
         )
 
 
+class _MultiOpNode(OpNode):
+    """Backward node of a built-in op with several outputs (split, chunk, unbind)."""
+
+    __slots__ = ()
+
+    def evaluate(self, grads: list[Any], create_graph: bool, release: bool) -> Any:
+        # the rule takes the list of gradients, one per output (None: none arrived)
+        return OpNode.evaluate(self, [grads], create_graph, release)
+
+
+#: the empty ``saved`` of a node that saves nothing (CPython's one empty tuple)
+_NOTHING: tuple[()] = ()
+
+
 def _fix_outputs(F: GradOps, outs: Any, meta: tuple[Any, ...]) -> Any:
     """Sum broadcast gradients back to their input's shape; cast to its dtype."""
     outs = list(outs)
@@ -176,8 +192,9 @@ def _fix_outputs(F: GradOps, outs: Any, meta: tuple[Any, ...]) -> Any:
 
 def node_class(name: str, rule: Rule, num_outputs: int = 1) -> type[OpNode]:
     """A new OpNode subclass named ``name`` (e.g. 'MulBackward0') using ``rule``."""
+    base = OpNode if num_outputs == 1 else _MultiOpNode
     return type(
-        name, (OpNode,), {"__slots__": (), "rule": staticmethod(rule), "num_outputs": num_outputs}
+        name, (base,), {"__slots__": (), "rule": staticmethod(rule), "num_outputs": num_outputs}
     )
 
 
