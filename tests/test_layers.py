@@ -50,6 +50,76 @@ def test_record_builds_nodes_as_node_init_does() -> None:
     assert node.dev == ae.device("cpu") and node.numel == 2
 
 
+def _node_fields(t: Tensor) -> dict[str, object]:
+    """What a recorded result and its node hold, by value (identity for graph objects)."""
+    node = t._fn
+    assert node is not None
+    fields: dict[str, object] = {"class": type(node), "next": [id(n) for n in node]}
+    for name in sorted(_slots(type(node)) - {"sequence_nr"}):
+        value = getattr(node, name)
+        if name == "saved" and value.__class__ is not Tensor and value != ():
+            value = (value.data is t.data, value.version, value.is_output)  # a saved output
+        elif name in ("saved", "dev"):
+            value = id(value)
+        fields[name] = value
+    for name in _slots(TensorFields):
+        value = getattr(t, name)
+        fields["t." + name] = value if name in ("_rg", "output_nr", "_vc") else type(value)
+    return fields
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["unary saves its input", "unary saves its output", "tensor and number", "promotes", "view"],
+)
+@pytest.mark.parametrize("leaf", [True, False], ids=["leaf", "non-leaf"])
+def test_record_one_builds_the_node_that_record_builds(case: str, leaf: bool) -> None:
+    """NOTE [Recording an op of one tensor]: both paths agree field by field."""
+    from aengine.ops._arith import MulScalarBackward
+    from aengine.ops._core import record, record_one
+    from aengine.ops._shape import ViewBackward0
+    from aengine.ops._unary import exp, sin
+
+    base = ae.ones(2, 3, dtype=ae.float32, requires_grad=True)
+    x = base if leaf else base * 1.5
+    if case == "view":
+        x = x[0]
+    dev = x._device
+    sin_cls, exp_cls = sin(x).grad_fn.__class__, exp(x).grad_fn.__class__
+    data = x.data * 2 if case != "promotes" else (x.data * 2).astype("float64")
+    calls = {
+        "unary saves its input": (
+            lambda: record(sin_cls, data, dev, (x,), (x,)),
+            lambda: record_one(sin_cls, data, dev, x, 1, None, True, False),
+        ),
+        "unary saves its output": (
+            lambda: record(exp_cls, data, dev, (x,), save_output=True),
+            lambda: record_one(exp_cls, data, dev, x, 1, save_output=True),
+        ),
+        "tensor and number": (
+            lambda: record(MulScalarBackward, data, dev, (x, 2.0), attrs=2.0),
+            lambda: record_one(MulScalarBackward, data, dev, x, 2, attrs=2.0),
+        ),
+        "promotes": (
+            lambda: record(MulScalarBackward, data, dev, (x, 2.0), attrs=2.0, bcast=True),
+            lambda: record_one(MulScalarBackward, data, dev, x, 2, attrs=2.0, bcast=True),
+        ),
+        "view": (
+            lambda: record(ViewBackward0, data, dev, (x,), attrs=x.data.shape),
+            lambda: record_one(ViewBackward0, data, dev, x, 1, x.data.shape),
+        ),
+    }
+    by_record, by_record_one = (call() for call in calls[case])
+    assert _node_fields(by_record) == _node_fields(by_record_one)
+    assert by_record_one.grad_fn.sequence_nr == by_record.grad_fn.sequence_nr + 1
+    with ae.no_grad():
+        assert calls[case][1]().grad_fn is None
+    with ae.inference_mode():
+        frozen = ae.ones(2, 3, dtype=ae.float32)
+    assert record_one(sin_cls, frozen.data, dev, frozen).grad_fn is None  # (as record's)
+    assert record(sin_cls, frozen.data, dev, (frozen,)).grad_fn is None
+
+
 def test_the_core_knows_tensors_only_through_tensor_base() -> None:
     assert issubclass(Tensor, TensorBase)
     from aengine.core._graph import _bound

@@ -402,6 +402,9 @@ class inference_mode(_Mode):
 _anomaly: contextvars.ContextVar[tuple[bool, bool]] = contextvars.ContextVar(
     "aengine_anomaly", default=(False, False)
 )
+#: whether anomaly mode was ever turned on in this process (never reset): until
+#: then no context can have it on, and recording an op skips reading ``_anomaly``
+anomaly_ever_enabled = False
 
 
 def is_anomaly_enabled() -> bool:
@@ -453,4 +456,6 @@ class detect_anomaly(_Mode):
         return clone
 
     def _set(self) -> list[contextvars.Token[Any]]:
+        global anomaly_ever_enabled
+        anomaly_ever_enabled = True
         return [_anomaly.set((True, self.check_nan))]  # type: ignore[list-item]

@@ -15,7 +15,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype, result_dtype
 from ..tensors._tensor import Tensor
 from ._compare import operand
-from ._core import GradOps, OpNode, as_tensor_arg, node_class, record, same_device
+from ._core import GradOps, OpNode, as_tensor_arg, node_class, record, record_one, same_device
 
 __all__ = [
     "add",
@@ -107,7 +107,7 @@ def add(a: Any, other: Any) -> Tensor:
     if bcast:
         out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
-    return record(AddScalarBackward, out, a._device, (a, other), bcast=bcast)
+    return record_one(AddScalarBackward, out, a._device, a, 2, bcast=bcast)
 
 
 def sub(a: Any, other: Any) -> Tensor:
@@ -125,7 +125,7 @@ def sub(a: Any, other: Any) -> Tensor:
     if bcast:
         out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
-    return record(SubScalarBackward, out, a._device, (a, other), bcast=bcast)
+    return record_one(SubScalarBackward, out, a._device, a, 2, bcast=bcast)
 
 
 def rsub(a: Tensor, other: Any) -> Tensor:
@@ -215,7 +215,7 @@ def mul(a: Any, other: Any) -> Tensor:
     if bcast:
         out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
-    return record(MulScalarBackward, out, a._device, (a, other), attrs=other, bcast=bcast)
+    return record_one(MulScalarBackward, out, a._device, a, 2, attrs=other, bcast=bcast)
 
 
 def _div_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:

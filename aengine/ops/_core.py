@@ -25,6 +25,7 @@ from ..core import (
     AutogradError,
     Node,
     SavedTensor,
+    _modes,
     gradient_edge,
     own_vc,
     record_forward,
@@ -50,6 +51,7 @@ __all__ = [
     "node_class",
     "wrap",
     "record",
+    "record_one",
     "record_multi",
     "as_tensor_arg",
     "same_device",
@@ -367,7 +369,84 @@ def record(
     else:
         node.saved = ()
         node.versions = ()
-    if _anomaly.get()[0]:
+    if _modes.anomaly_ever_enabled and _anomaly.get()[0]:
+        record_forward(node, running_node())
+    return t
+
+
+def record_one(
+    cls: type[OpNode],
+    out: Any,
+    dev: Device,
+    x: Tensor,
+    arity: int = 1,
+    attrs: Any = None,
+    save_input: bool = False,
+    save_output: bool = False,
+    bcast: bool = False,
+) -> Tensor:
+    """``record`` of an op whose one tensor input is ``x``: unary ops, a tensor and a number.
+
+    ``x`` is the first of the op's ``arity`` inputs (1, or 2 where the second
+    is a Python number: its edge is None); ``save_input`` saves ``x``,
+    ``save_output`` the result.  The same node as ``record(cls, out, dev,
+    (x,) or (x, number), ...)`` records, in fewer steps: the forward of a
+    graph of small ops spends most of its time here.
+    """
+    # NOTE [Recording an op of one tensor]
+    # ``record`` and this function build the same node; this one is the
+    # hot path of most ops (a unary function, a tensor and a number), kept
+    # apart so that they skip ``record``'s tuple of inputs and its dispatch
+    # on their number.  Both set every field that Node.__init__ sets, plus
+    # OpNode's (tests/test_layers.py checks that they agree field by field).
+    if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
+        out = as_array(out, dev)
+    if not _grad_enabled.get() or (
+        x.__class__ is not Tensor or not (x._rg or (x._view_meta is not None and _stale_view_rg(x)))
+    ):
+        return _plain(out, dev)
+    if x._fn is not None and x._view_meta is None:
+        fa, na = x._fn, x.output_nr
+    else:  # a leaf or a view: maybe an inference tensor (NOTE [Ops on inference tensors])
+        if x._inference and arity == 1:  # (a number beside it counts as a normal tensor)
+            return _plain(out, dev)
+        fa, na = gradient_edge(x)
+    node = _new_node(cls)
+    node.append(fa)
+    if arity == 1:
+        node.next_nrs = _NRS0 if not na else nrs((na,))
+        node.needs = _NEEDS1
+    else:
+        node.append(None)
+        node.next_nrs = _NRS00 if not na else nrs((na, 0))
+        node.needs = _NEEDS_TF
+    node.sequence_nr = next_sequence_nr()
+    node.topological_nr = fa.topological_nr + 1
+    node._special = False  # (no OpNode class is _always_special)
+    node.dev = dev
+    node.numel = out.size
+    node.attrs = attrs
+    node.meta = broadcast_meta((x,) if arity == 1 else (x, None), out) if bcast else None
+    t = _new_tensor(Tensor)  # Tensor._make inlined
+    t.data = out
+    t._rg = True
+    t._fn = node
+    t.output_nr = 0
+    t._vc = ZERO_VC
+    t._device = dev
+    if save_input:  # NOTE [Saved tensors of built-in ops]: the input as it is
+        if x._inference:
+            raise inference_saved_error()
+        v = x._vc[0]
+        node.saved = x
+        node.versions = _V0 if not v else (v,)
+    elif save_output:
+        node.saved = SavedTensor(t, True)
+        node.versions = _V0
+    else:
+        node.saved = _NOTHING
+        node.versions = _NOTHING
+    if _modes.anomaly_ever_enabled and _anomaly.get()[0]:
         record_forward(node, running_node())
     return t
 
@@ -471,7 +550,7 @@ def record_multi(
         t.output_nr = i
     node.saved = tuple(saved) if len(saved) != 1 else saved[0]
     node.versions = _versions(tuple(saved))
-    if _anomaly.get()[0]:
+    if _modes.anomaly_ever_enabled and _anomaly.get()[0]:
         record_forward(node, running_node())
     return ts
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import _NUMBERS, Tensor
-from ._core import GradOps, as_view, node_class, record, same_device
+from ._core import GradOps, as_view, node_class, record, record_one, same_device
 from ._shape import _norm_dim, dim_or_axis
 
 __all__ = [
@@ -305,7 +305,7 @@ def _basic(x: Tensor, idx: tuple[Any, ...], cls: Any) -> Tensor:
         out = x.data[idx]
     except IndexError as exc:
         raise _index_error(exc, x) from None
-    t = record(cls, out, x._device, (x,), attrs=(x.data.shape, idx))
+    t = record_one(cls, out, x._device, x, 1, (x.data.shape, idx))
     return as_view(t, x, lambda F, v: F.getitem(v, idx))
 
 
@@ -323,7 +323,7 @@ def _advanced(
     except IndexError as exc:
         raise _index_error(exc, x) from None
     if not x._rg:
-        return record(cls, out, x._device, (x,))
+        return record_one(cls, out, x._device, x)
     pos = tuple(i for i, it in enumerate(idx) if hasattr(it, "dtype"))
     template = tuple(None if i in pos else it for i, it in enumerate(idx))
     dev = x._device
@@ -460,7 +460,7 @@ def index_select(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = N
     idx = (slice(None),) * d + (a,)
     out = x.data[idx]
     if not x._rg:
-        return record(IndexSelectBackward0, out, x._device, (x,))
+        return record_one(IndexSelectBackward0, out, x._device, x)
     template = (slice(None),) * d + (None,)
     return record(
         IndexSelectBackward0, out, x._device, (x,), (it,), attrs=(x.data.shape, template, (d,))

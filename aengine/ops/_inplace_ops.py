@@ -41,7 +41,7 @@ from ._arith import (
     clamp,
     keep_saved,
 )
-from ._core import GradOps, as_tensor_arg, node_class, record, same_device
+from ._core import GradOps, as_tensor_arg, node_class, record, record_one, same_device
 from ._index import SelectBackward0, _basic, _index_error, _parse, ints_first
 
 __all__ = [
@@ -110,7 +110,7 @@ def take_flat(x: Tensor, pos: Any) -> Tensor:
     """The elements of ``x`` at flat positions ``pos`` (an integer array), shaped like ``pos``."""
     xp = x._device.backend.xp
     out = xp.asarray(x.data.reshape(-1)[pos])
-    return record(TakeFlatBackward0, out, x._device, (x,), attrs=(pos, x.data.shape))
+    return record_one(TakeFlatBackward0, out, x._device, x, 1, (pos, x.data.shape))
 
 
 # -- operands ------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ..core._errors import AutogradError
 from ..tensors._creation import ones, tensor_input
 from ..tensors._tensor import Tensor
 from ._arith import maximum, minimum
-from ._core import GradOps, node_class, record, wrap
+from ._core import GradOps, node_class, record, record_one, wrap
 from ._raw import RawOps
 from ._shape import dim_or_axis
 from ._unary import abs
@@ -115,10 +115,10 @@ def sum(
         data = data.astype("int64")
     if dim is None:  # every element; keepdim's ones broadcast back as they are
         out = data.sum(keepdims=True) if keepdim else data.sum()
-        return record(SumBackward0, out, x._device, (x,), attrs=x.data.shape)
+        return record_one(SumBackward0, out, x._device, x, 1, x.data.shape)
     dims = norm_dims(dim, x.data.ndim)
     out = data.sum(axis=dims, keepdims=keepdim)
-    return record(SumBackward1, out, x._device, (x,), attrs=(x.data.shape, dims, keepdim))
+    return record_one(SumBackward1, out, x._device, x, 1, (x.data.shape, dims, keepdim))
 
 
 def _mean_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
@@ -153,7 +153,7 @@ def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None)
     cls = MeanBackward0 if dim is None else MeanBackward1
     if out.dtype != x.data.dtype:
         out = out.astype(x.data.dtype)
-    return record(cls, out, x._device, (x,), attrs=(x.data.shape, dims, keepdim, float(count)))
+    return record_one(cls, out, x._device, x, 1, (x.data.shape, dims, keepdim, float(count)))
 
 
 # -- helpers of the rules below ---------------------------------------------------------
@@ -450,7 +450,7 @@ def _select(x: Tensor, dim: int, keepdim: bool, is_max: bool) -> Any:
         if not keepdim:
             vals, idx = vals.squeeze(d), kidx.squeeze(d)
     cls = MaxBackward0 if is_max else MinBackward0
-    values = record(cls, vals, x._device, (x,), attrs=(shape, d, keepdim, kidx))
+    values = record_one(cls, vals, x._device, x, 1, (shape, d, keepdim, kidx))
     indices = wrap(idx.astype("int64", copy=True), x._device)  # not the saved array
     return (MaxResult if is_max else MinResult)(values, indices)
 
@@ -732,7 +732,7 @@ def softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = None) 
     xp = x._device.backend.xp
     e = xp.exp(x.data - _shift(xp, x.data, dims))
     out = e / e.sum(axis=dims, keepdims=True)
-    return record(SoftmaxBackward0, out, x._device, (x,), attrs=dims, save_output=True)
+    return record_one(SoftmaxBackward0, out, x._device, x, 1, dims, save_output=True)
 
 
 def log_softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = None) -> Tensor:
@@ -753,7 +753,7 @@ def log_softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = No
     xp = x._device.backend.xp
     z = x.data - _shift(xp, x.data, dims)
     out = z - xp.log(xp.exp(z).sum(axis=dims, keepdims=True))
-    return record(LogSoftmaxBackward0, out, x._device, (x,), attrs=dims, save_output=True)
+    return record_one(LogSoftmaxBackward0, out, x._device, x, 1, dims, save_output=True)
 
 
 # -- norm ------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._device import Device
 from ..tensors._dtype import as_dtype
 from ..tensors._tensor import Tensor
-from ._core import GradOps, OpNode, as_view, node_class, record, wrap
+from ._core import GradOps, OpNode, as_view, node_class, record_one, wrap
 from ._raw import sum_to_axes
 
 __all__ = [
@@ -130,7 +130,7 @@ def reshape(x: Tensor, *shape: Any) -> Tensor:
         x = tensor_input(x, "reshape")
     shp = _resolve_shape(_shape_arg(shape), x.data.size, x.data.shape)
     out = x.data.reshape(shp)
-    t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
+    t = record_one(ViewBackward0, out, x._device, x, 1, x.data.shape)
     # numpy's reshape of a non-contiguous array copies (and the copy has a .base)
     if out.base is not None and x._device.backend.xp.may_share_memory(out, x.data):
         as_view(t, x, lambda F, v: F.reshape(v, shp))
@@ -152,7 +152,7 @@ def view(x: Tensor, *shape: Any) -> Tensor:
         ) from exc
     except Exception:
         out = x.data.reshape(shp)
-    t = record(ViewBackward0, out, x._device, (x,), attrs=x.data.shape)
+    t = record_one(ViewBackward0, out, x._device, x, 1, x.data.shape)
     return as_view(t, x, lambda F, v: F.reshape(v, shp))
 
 
@@ -205,7 +205,7 @@ def unsqueeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
 
 def _view_reshape(x: Tensor, shp: tuple[int, ...], cls: type[OpNode] = ViewBackward0) -> Tensor:
     out = x.data.reshape(shp)
-    t = record(cls, out, x._device, (x,), attrs=x.data.shape)
+    t = record_one(cls, out, x._device, x, 1, x.data.shape)
     return as_view(t, x, lambda F, v: F.reshape(v, shp))
 
 
@@ -231,7 +231,7 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
         raise ValueError(f"permute: dims {axes} are not a permutation of {tuple(range(nd))}")
     inv = tuple(sorted(range(nd), key=axes.__getitem__))
     out = x.data.transpose(axes)
-    t = record(PermuteBackward0, out, x._device, (x,), attrs=inv)
+    t = record_one(PermuteBackward0, out, x._device, x, 1, inv)
     return as_view(t, x, lambda F, v: F.permute(v, axes))
 
 
@@ -245,7 +245,7 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     axes[d0], axes[d1] = axes[d1], axes[d0]
     perm = tuple(axes)
     out = x.data.transpose(axes)
-    t = record(TransposeBackward0, out, x._device, (x,), attrs=perm)
+    t = record_one(TransposeBackward0, out, x._device, x, 1, perm)
     return as_view(t, x, lambda F, v: F.permute(v, perm))
 
 
@@ -291,7 +291,7 @@ def _expand(x: Tensor, sizes: tuple[int, ...]) -> Tensor:
         out = x._device.backend.xp.broadcast_to(x.data, shp)
     except ValueError:  # numpy's "operands could not be broadcast": say which size, as PyTorch
         raise ValueError(_expand_error(old, sizes)) from None
-    t = record(ExpandBackward0, out, x._device, (x,), attrs=old)
+    t = record_one(ExpandBackward0, out, x._device, x, 1, old)
     return as_view(t, x, lambda F, v: F.broadcast_to(v, shp))
 
 
@@ -328,7 +328,7 @@ def sum_to(x: Tensor, shape: Any) -> Tensor:
     axes = sum_to_axes(x.data.shape, shp)
     out = x.data.sum(axis=axes, keepdims=True) if axes else x.data
     out = out.reshape(shp)
-    return record(SumToBackward0, out, x._device, (x,), attrs=x.data.shape)
+    return record_one(SumToBackward0, out, x._device, x, 1, x.data.shape)
 
 
 # -- clone / to ----------------------------------------------------------------------------------
@@ -339,7 +339,7 @@ def clone(x: Tensor) -> Tensor:
     """A copy of ``x`` with its own data; gradients flow through it."""
     if x.__class__ is not Tensor:
         x = tensor_input(x, "clone")
-    return record(CloneBackward0, x.data.copy(), x._device, (x,))
+    return record_one(CloneBackward0, x.data.copy(), x._device, x)
 
 
 def contiguous(x: Tensor) -> Tensor:
@@ -380,7 +380,7 @@ def to(x: Tensor, device: Any = None, dtype: Any = None, *, copy: bool = False) 
         data = data.copy()
     if dt.kind not in "fc":
         return wrap(data, dst)
-    t = record(ToCopyBackward0, data, dst, (x,), attrs=(src, x.data.dtype))
+    t = record_one(ToCopyBackward0, data, dst, x, 1, (src, x.data.dtype))
     return t
 
 

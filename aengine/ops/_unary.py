@@ -7,7 +7,7 @@ from typing import Any
 from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
-from ._core import Rule, as_tensor_arg, node_class, record
+from ._core import Rule, as_tensor_arg, node_class, record_one
 
 __all__ = [
     "exp",
@@ -49,9 +49,7 @@ def _unary(
         if floating and data.dtype.kind in "biu":
             data = data.astype(get_default_dtype())
         out = fwd((dev._backend or dev.backend).xp, data)
-        if save_input:
-            return record(cls, out, dev, (x,), (x,))
-        return record(cls, out, dev, (x,), save_output=True)
+        return record_one(cls, out, dev, x, 1, None, save_input, not save_input)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise ``{name}``, differentiable to any order."
@@ -115,4 +113,4 @@ def sign(x: Tensor) -> Tensor:
     if x.__class__ is not Tensor:
         x = tensor_input(x, "sign")
     out = x._device.backend.xp.sign(x.data)
-    return record(SignBackward0, out, x._device, (x,))
+    return record_one(SignBackward0, out, x._device, x)
