@@ -387,8 +387,8 @@ def record_one(
 ) -> Tensor:
     """``record`` of an op whose one tensor input is ``x``: unary ops, a tensor and a number.
 
-    ``x`` is the first of the op's ``arity`` inputs (1, or 2 where the second
-    is a Python number: its edge is None); ``save_input`` saves ``x``,
+    ``x`` (a Tensor) is the first of the op's ``arity`` inputs (1, or 2 where
+    the second is a Python number: its edge is None); ``save_input`` saves ``x``,
     ``save_output`` the result.  The same node as ``record(cls, out, dev,
     (x,) or (x, number), ...)`` records, in fewer steps: the forward of a
     graph of small ops spends most of its time here.
@@ -401,12 +401,11 @@ def record_one(
     # OpNode's (tests/test_layers.py checks that they agree field by field).
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
         out = as_array(out, dev)
-    if not _grad_enabled.get() or (
-        x.__class__ is not Tensor or not (x._rg or (x._view_meta is not None and _stale_view_rg(x)))
-    ):
+    if not _grad_enabled.get() or not (x._rg or (x._view_meta is not None and _stale_view_rg(x))):
         return _plain(out, dev)
-    if x._fn is not None and x._view_meta is None:
-        fa, na = x._fn, x.output_nr
+    fa = x._fn
+    if fa is not None and x._view_meta is None:
+        na = x.output_nr
     else:  # a leaf or a view: maybe an inference tensor (NOTE [Ops on inference tensors])
         if x._inference and arity == 1:  # (a number beside it counts as a normal tensor)
             return _plain(out, dev)
