@@ -504,3 +504,50 @@ def test_time_slices_end_at_the_same_nodes() -> None:
     planned = _steps(slices, 4, plans=True)
     assert PLANS.hits - hits == 2
     assert planned == general and len(general[-1]) > 5
+
+
+def test_every_kind_of_step_gives_the_general_paths_gradients_and_slices() -> None:
+    """A plan's step kinds (NOTE [Backward plans], ``Step``): each runs as the general path.
+
+    The graph has chains (NEXT: a buffer handed straight to the next node),
+    fan-in (ADD), a node of several outputs (a buffer of several slots),
+    gradients to a node that runs later (ONE_ROUTE) and leaves (GENERAL);
+    with the deadline past, the run yields at every clock check, also
+    between a node and the next one it hands its buffer to.
+    """
+    from aengine.core._plan import GENERAL, NEXT, ONE_ROUTE, ROUTES
+
+    x, w = _x(8), _x(8)
+
+    def loss_of() -> ae.Tensor:
+        a, b = ae.split(ae.sin(x * w), 4)
+        loss = (a * b).sum()
+        for k in range(DEPTH):
+            loss = loss + ae.sin(a * float(k) + b).sum() * 0.5
+        return _chain(loss.reshape(1), 3) + (ae.cos(x) * w).sum()
+
+    def slices() -> tuple[list[Any], list[int]]:
+        loss = loss_of()
+        gt = GraphTask(keep_graph=False, create_graph=False)
+        edges = [(x._grad_accumulator(), 0), (w._grad_accumulator(), 0)]
+        gt.plan((loss,), [(loss.grad_fn, 0)], [np.ones(())], edges, False)
+        gt.attach(None)
+        ends = []
+        runs = 0
+        while gt.run(deadline=-1.0) is not None:
+            runs += 1
+            ends.append(runs)
+        gt.check_complete()
+        return [g.copy() for g in gt.captured], ends
+
+    general = _steps(slices, 4, plans=False)
+    hits = PLANS.hits
+    planned = _steps(slices, 4, plans=True)
+    assert PLANS.hits - hits == 2
+    _same([g for g, _ in planned], [g for g, _ in general])
+    assert [e for _, e in planned] == [e for _, e in general] and len(general[0][1]) > 10
+    plan = next(e[0] for e in PLANS.cache.entries.values() if e[0] is not None)
+    kinds = {kind for _, kind, _ in plan.steps}
+    assert kinds == {GENERAL, ROUTES, ONE_ROUTE, NEXT}
+    hows = {r[3] for _, kind, prog in plan.steps if kind == ROUTES for r in prog}
+    assert {0, -1, 2} <= hows  # a new one-slot buffer, an addition, a new 2-slot buffer

@@ -244,6 +244,7 @@ class GraphTask:
         "plan_bufs",
         "plan_nodes",
         "plan_pos",
+        "plan_run",
         "plan_sched",
         "planned",
         "ready",
@@ -305,6 +306,8 @@ class GraphTask:
         self.plan_nodes: list[Node] = _NO_NODES
         self.plan_bufs: list[InputBuffer | None] = _NO_NODES  # type: ignore[assignment]
         self.plan_pos = 0
+        #: the plan's nodes in the order they run (``plan_nodes`` is by number)
+        self.plan_run: list[Node] = _NO_NODES
         self.plan_sched: Scheduler | None = None
         #: runs async user code to completion where no event loop runs (sync driver)
         self.detach: Detach | None = None
@@ -466,8 +469,10 @@ class GraphTask:
         """Run by ``plan``, matched against this graph's ``nodes``."""
         self.planned = plan
         self.plan_nodes = nodes
+        self.plan_run = list(map(nodes.__getitem__, plan.order))
         self.reached = nodes
-        bufs: list[InputBuffer | None] = [None] * len(nodes)
+        # by run position (the root, number 0, runs first)
+        bufs: list[InputBuffer | None] = [None] * len(plan.order)
         bufs[0] = buffer
         self.plan_bufs = bufs
         self.plan_sched = self.sched
@@ -502,17 +507,20 @@ class GraphTask:
         if self.needed is not None:
             self.needed = {nodes[i] for i in plan.needed}
             self.run_set = {nodes[i] for i in plan.in_run}
-        for t, buf in enumerate(bufs):
-            if buf is not None and t not in ran:
-                if deps.get(nodes[t], 0):
-                    self.not_ready[nodes[t]] = buf
+        for p in range(self.plan_pos, len(bufs)):  # (by run position)
+            buf = bufs[p]
+            if buf is not None:
+                n = self.plan_run[p]
+                if deps.get(n, 0):
+                    self.not_ready[n] = buf
                 else:
-                    self.ready.push(nodes[t], buf)
+                    self.ready.push(n, buf)
         self.planned = None
         self.plan_bufs = _NO_NODES  # type: ignore[assignment]
+        self.plan_run = _NO_NODES
 
     def _run_plan(self, deadline: float) -> Any:
-        """``run`` by the plan: the hot loop with node numbers for dicts and heap."""
+        """``run`` by the plan: the hot loop with run positions for dicts and heap."""
         plan = self.planned
         assert plan is not None
         if self.plan_pos >= len(plan.steps):
@@ -522,8 +530,8 @@ class GraphTask:
             # where nodes run: the general path asks it node by node
             self._leave_plan()
             return self.run(deadline)
-        steps, num_outputs = plan.steps, plan.num_outputs
-        nodes, bufs = self.plan_nodes, self.plan_bufs
+        steps = plan.steps
+        run, bufs = self.plan_run, self.plan_bufs
         create_graph = self.create_graph
         release = not self.keep_graph
         perf = time.perf_counter
@@ -532,8 +540,11 @@ class GraphTask:
         # The hot loop's checks, at the same nodes: an error before a node
         # taken from the heap, the clock (and the error) before every
         # (CLOCK_EVERY + 1)th node of this call.  The nodes between two clock
-        # checks run as one stretch, without a count.
+        # checks run as one stretch, without a count.  ``buffer`` is not None
+        # between two nodes when a NEXT step handed the next node its buffer
+        # directly; it goes to ``bufs`` before any return.
         stretch = CLOCK_EVERY
+        buffer: Any = None
         token = _current.set(self)
         try:
             while True:
@@ -541,38 +552,44 @@ class GraphTask:
                 if stop > end:
                     stop = end
                 for pos in range(pos, stop):  # noqa: B020 (pos is set anew after the stretch)
-                    i, popped, kind, prog = steps[pos]
+                    popped, kind, prog = steps[pos]
                     if popped and self.error is not None:
-                        return None
-                    node = nodes[i]
-                    buffer = bufs[i]
-                    bufs[i] = None
+                        return None  # (failed: the buffers are not read again)
+                    node = run[pos]
+                    if buffer is None:  # (else handed on by the node before)
+                        buffer = bufs[pos]
+                        bufs[pos] = None
                     if not kind:  # GENERAL
                         self.plan_pos = pos + 1
-                        res = self._general(node, buffer)  # type: ignore[arg-type]
+                        res = self._general(node, buffer)
+                        buffer = None
                         if res is not None:
                             return res
                         continue
                     try:
-                        outs = node.evaluate(buffer, create_graph, release)  # type: ignore[arg-type]
+                        outs = node.evaluate(buffer, create_graph, release)
                     except BaseException as exc:
                         self.plan_pos = pos + 1
                         self.fail(node, exc)
                         raise
                     # routing, with ``accumulate`` inlined; the plan knows which
                     # gradient makes a buffer (a node returns one per edge)
-                    if kind == 2:  # ONE_ROUTE: (output index, node number), a new 1-slot buffer
+                    if kind == 3:  # NEXT: the one gradient, the next node's buffer
+                        buffer = [outs[prog]]
+                        continue
+                    buffer = None
+                    if kind == 2:  # ONE_ROUTE: (output index, position), a new 1-slot buffer
                         bufs[prog[1]] = [outs[prog[0]]]
                         continue
-                    for k, t, nr, how in prog:  # type: ignore[union-attr]
+                    for k, t, nr, how in prog:
                         g = outs[k]
                         if not how:  # NEW_ONE
                             bufs[t] = [g]
-                        elif how == 1:  # NEW
-                            buf = [None] * num_outputs[t]
+                        elif how > 0:  # the first of ``how`` slots
+                            buf = [None] * how
                             buf[nr] = g
                             bufs[t] = buf
-                        else:
+                        else:  # ADD
                             buf = bufs[t]  # type: ignore[assignment]
                             if buf[nr] is None:
                                 buf[nr] = g
@@ -583,17 +600,17 @@ class GraphTask:
                     break
                 # the clock check, before the node at ``pos``
                 stretch = CLOCK_EVERY + 1
-                if steps[pos][1]:  # taken from the heap
+                if steps[pos][0]:  # taken from the heap
                     if self.error is not None:
                         return None
                     if perf() > deadline:
-                        self.plan_pos = pos
-                        return YIELD
+                        break
                 elif perf() > deadline or self.error is not None:
-                    self.plan_pos = pos
-                    return YIELD
+                    break
             self.plan_pos = pos
-            return None
+            if buffer is not None:  # handed on to the node at ``pos``, which has not run
+                bufs[pos] = buffer
+            return None if pos >= end else YIELD
         finally:
             _current.reset(token)
 

@@ -299,46 +299,53 @@ def build(
     return plan
 
 
-#: one position of a plan's run: (node number, taken from the heap (the hot
-#: loop checks for an error there) rather than run next directly, its kind,
-#: its routing).  Kinds: GENERAL, the general path runs it (no routing);
-#: ROUTES, it runs inline and routes by (output index, node number, slot,
-#: NEW_ONE | NEW | ADD) per edge that carries a gradient; ONE_ROUTE, it runs
-#: inline and its one gradient makes a one-slot buffer: the routing is
-#: (output index, node number), the commonest step, read without a loop.
-Step = tuple[int, bool, int, Any]
-#: (``GraphTask._run_plan`` tests them as the literals 0 and 2)
-GENERAL, ROUTES, ONE_ROUTE = 0, 1, 2
+#: one position of a plan's run: (taken from the heap (the hot loop checks
+#: for an error there) rather than run next directly, its kind, its
+#: routing).  The run keeps nodes and InputBuffers by position (the node at
+#: position p is number ``order[p]``), so gradients go to positions.  Kinds:
+#: GENERAL, the general path runs it (no routing); ROUTES, it runs inline
+#: and routes by (output index, position, slot, how) per edge that carries
+#: a gradient; ONE_ROUTE, it runs inline and its one
+#: gradient makes a one-slot buffer, routing (output index, position);
+#: NEXT, the same where that buffer's node runs next, routing the output
+#: index: the buffer goes straight to it (a chain's every link).
+Step = tuple[bool, int, Any]
+#: (``GraphTask._run_plan`` tests them as the literals 0, 2 and 3)
+GENERAL, ROUTES, ONE_ROUTE, NEXT = 0, 1, 2, 3
 #: how a gradient reaches its node's InputBuffer: the first one of a
-#: one-slot buffer, the first one of a larger buffer, added to what is there
-#: (``GraphTask._run_plan`` tests them as the literals 0 and 1)
-NEW_ONE, NEW, ADD = 0, 1, 2
+#: one-slot buffer (NEW_ONE), added to what is there (ADD), or, a number
+#: n > 1, the first one of a buffer of n slots (``GraphTask._run_plan``
+#: tests them as the literals 0 and -1)
+NEW_ONE, ADD = 0, -1
 
 
 def _steps(plan: BackwardPlan, popped: tuple[bool, ...]) -> tuple[Step, ...]:
     """The Steps of ``plan``'s run: which edge makes a buffer is known from the order."""
     made = [False] * len(plan.types)
     made[0] = True  # the root's buffer is made by the backward call
+    at = {i: p for p, i in enumerate(plan.order)}  # a routed node runs: it has a position
     steps: list[Step] = []
     hot, routes, nrs, num_outputs = plan.hot, plan.routes, plan.nrs, plan.num_outputs
-    for i, pop in zip(plan.order, popped, strict=True):
+    for p, (i, pop) in enumerate(zip(plan.order, popped, strict=True)):
         prog: list[tuple[int, int, int, int]] = []
         if hot[i]:
             k = 0
             for t, nr in zip(routes[i], nrs[i], strict=True):
                 if t != _NO_EDGE:
                     if made[t]:
-                        prog.append((k, t, nr, ADD))
+                        prog.append((k, at[t], nr, ADD))
                     else:
                         made[t] = True
-                        prog.append((k, t, nr, NEW_ONE if num_outputs[t] == 1 else NEW))
+                        n = num_outputs[t]  # (a buffer's size)
+                        prog.append((k, at[t], nr, NEW_ONE if n == 1 else n))
                 k += 1
         if not hot[i]:
-            steps.append((i, pop, GENERAL, ()))
+            steps.append((pop, GENERAL, ()))
         elif len(prog) == 1 and prog[0][3] == NEW_ONE:
-            steps.append((i, pop, ONE_ROUTE, prog[0][:2]))
+            k, q = prog[0][:2]
+            steps.append((pop, NEXT, k) if q == p + 1 else (pop, ONE_ROUTE, (k, q)))
         else:
-            steps.append((i, pop, ROUTES, tuple(prog)))
+            steps.append((pop, ROUTES, tuple(prog)))
     return tuple(steps)
 
 
