@@ -158,6 +158,11 @@ def main(argv: list[str] | None = None) -> None:
         "--rounds", type=int, default=0, help="trials per system (default: per workload)"
     )
     p.add_argument("--torch", action="store_true", help="import torch first (a larger heap)")
+    p.add_argument(
+        "--no-plans",
+        action="store_true",
+        help="backward plans off in both (the general path: a structure's first backward)",
+    )
     args = p.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in WORKLOADS]
@@ -171,6 +176,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         a = load_revision(args.rev, Path(tmp))
         print(f"A: {args.rev} ({a.__file__})\nB: working tree ({b.__file__})")
+        if args.no_plans:
+            for m in (a, b):
+                plans = getattr(getattr(m.core, "_plan", None), "PLANS", None)
+                if plans is not None:  # (a revision before plans has none)
+                    plans.enabled = False
+            print("backward plans off in A and B")
         print(f"{'workload':10s} {'part':24s} {'A median':>11s} {'B median':>11s}   B/A  of minima")
         for name in names:
             make, rounds = WORKLOADS[name]
