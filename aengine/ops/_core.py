@@ -248,29 +248,14 @@ def record(
     records the shapes/dtypes of inputs that differ from the result's, so that
     their gradients are summed and cast back (see ``_fix_outputs``).
     """
-    # Hot path of every forward op: kept flat, one branch per arity.
+    # Hot path of every forward op of two or more tensors (one tensor: ``record_one``):
+    # kept flat, one branch per arity.
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
-        out = as_array(out, dev)
+        out = (dev._backend or dev.backend).asarray(out)
     if not _grad_enabled.get():
         return _plain(out, dev)
-    if len(inputs) == 1:
-        x = inputs[0]
-        if x.__class__ is not Tensor or not (
-            x._rg or (x._view_meta is not None and _stale_view_rg(x))
-        ):
-            return _plain(out, dev)
-        if x._fn is not None and x._view_meta is None:
-            fa, na = x._fn, x.output_nr
-        else:  # a leaf or a view: maybe an inference tensor (NOTE [Ops on inference tensors])
-            if x._inference:
-                return _plain(out, dev)
-            fa, na = gradient_edge(x)
-        node = _new_node(cls)
-        node.append(fa)
-        next_nrs = _NRS0 if not na else nrs((na,))
-        topo = fa.topological_nr + 1
-        needs: tuple[bool, ...] = _NEEDS1
-    elif len(inputs) == 2:
+    n_inputs = len(inputs)
+    if n_inputs == 2:
         a, b = inputs
         ra = a.__class__ is Tensor and (a._rg or (a._view_meta is not None and _stale_view_rg(a)))
         rb = b.__class__ is Tensor and (b._rg or (b._view_meta is not None and _stale_view_rg(b)))
@@ -293,7 +278,7 @@ def record(
                     topo = fb.topological_nr + 1
                 node.append(fb)
                 next_nrs = _NRS00 if not (na or nb) else nrs((na, nb))
-                needs = _NEEDS_TT
+                needs: tuple[bool, ...] = _NEEDS_TT
             else:  # tensor op scalar/constant: the common case
                 node.append(None)
                 next_nrs = _NRS00 if not na else nrs((na, 0))
@@ -310,6 +295,23 @@ def record(
             needs = _NEEDS_FT
         else:
             return _plain(out, dev)
+    elif n_inputs == 1:
+        x = inputs[0]
+        if x.__class__ is not Tensor or not (
+            x._rg or (x._view_meta is not None and _stale_view_rg(x))
+        ):
+            return _plain(out, dev)
+        if x._fn is not None and x._view_meta is None:
+            fa, na = x._fn, x.output_nr
+        else:  # a leaf or a view: maybe an inference tensor (NOTE [Ops on inference tensors])
+            if x._inference:
+                return _plain(out, dev)
+            fa, na = gradient_edge(x)
+        node = _new_node(cls)
+        node.append(fa)
+        next_nrs = _NRS0 if not na else nrs((na,))
+        topo = fa.topological_nr + 1
+        needs = _NEEDS1
     else:
         flags = [
             x.__class__ is Tensor and (x._rg or (x._view_meta is not None and _stale_view_rg(x)))
@@ -400,7 +402,7 @@ def record_one(
     # on their number.  Both set every field that Node.__init__ sets, plus
     # OpNode's (tests/test_layers.py checks that they agree field by field).
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
-        out = as_array(out, dev)
+        out = (dev._backend or dev.backend).asarray(out)
     if not _grad_enabled.get() or not (x._rg or (x._view_meta is not None and _stale_view_rg(x))):
         return _plain(out, dev)
     fa = x._fn
@@ -409,7 +411,14 @@ def record_one(
     else:  # a leaf or a view: maybe an inference tensor (NOTE [Ops on inference tensors])
         if x._inference and arity == 1:  # (a number beside it counts as a normal tensor)
             return _plain(out, dev)
-        fa, na = gradient_edge(x)
+        if x._view_meta is None:  # a leaf: its accumulator (Tensor._grad_accumulator
+            acc = x._acc  # makes it when the weak reference is dead or missing)
+            fa = acc() if acc is not None else None
+            if fa is None:
+                fa = x._grad_accumulator()
+            na = 0
+        else:
+            fa, na = gradient_edge(x)
     node = _new_node(cls)
     node.append(fa)
     if arity == 1:
