@@ -42,8 +42,12 @@
 #   backward(inputs=...), nodes the scheduler would take (another device,
 #   a large kernel) and graphs shallower than MIN_DEPTH keep the general
 #   path, which is unchanged.
-# * The plan's run (``GraphTask._run_plan``) is the hot loop with list
-#   positions for dicts and heap: the same nodes in the same order, the
+# * The plan's run (``GraphTask._run_plan``) is the hot loop with run
+#   positions for dicts and heap (nodes and InputBuffers kept in the order
+#   they run; a node whose one gradient is the whole buffer of the node
+#   run next hands it on without storing it, a ``Step`` of kind NEXT;
+#   the nodes between two clock checks run as one stretch without a
+#   count): the same nodes in the same order, the
 #   same ``evaluate`` calls, gradients summed in the same order (the same
 #   results bit for bit), the same error handling, and the same clock and
 #   error checks (so the async driver yields, and sees cancellation, at
