@@ -25,10 +25,13 @@ def _slots(cls: type) -> set[str]:
 
 
 def test_record_builds_tensors_as_tensor_make_does() -> None:
-    """``record`` inlines ``Tensor._make``: a field added to one must be added to both."""
+    """``record`` and ``record_one`` inline ``Tensor._make``: a field added to one must be added to all."""
     made = Tensor._make(ae.ones(2).data, True, ae.device("cpu"))
-    recorded = ae.ones(2, requires_grad=True) * 2
-    for t in (made, recorded):
+    x = ae.ones(2, requires_grad=True)
+    by_record_one = x * 2
+    by_record = x * by_record_one  # two tensors
+    assert by_record.grad_fn.next_functions[1][0] is by_record_one.grad_fn
+    for t in (made, by_record_one, by_record):
         assert all(hasattr(t, name) for name in _slots(TensorFields)), t
         assert vars(t) == {}  # cold fields stay at their class defaults
     assert _slots(Tensor) == _slots(TensorFields)
