@@ -803,6 +803,37 @@ def test_next_functions_match_torch() -> None:
     assert (tx + torch.ones(2)).grad_fn.next_functions[1] == (None, 0)
 
 
+def test_a_node_is_the_fixed_list_of_its_next_nodes() -> None:
+    """NOTE [A node is the list of its next nodes]: a list in layout only."""
+    x = ae.ones(2, requires_grad=True)
+    y = x * 2
+    node, acc = (y + y.detach()).grad_fn, x._grad_accumulator()
+    assert list(node) == [y.grad_fn, None] and len(node) == 2 and node[0] is y.grad_fn
+    assert node.next_nodes == (y.grad_fn, None)
+    assert node.next_functions == ((y.grad_fn, 0), (None, 0))
+    # identity, not contents: equal edges do not make equal nodes
+    twin = (y + y.detach()).grad_fn
+    assert list(twin) == list(node) and twin != node and not (twin == node)
+    assert len({node, twin, node}) == 2 and {node: 1}[node] == 1
+    assert bool(acc) and len(acc) == 0  # a node without edges is still true
+    with pytest.raises(TypeError):
+        _ = node < twin  # no order, as any object
+    for change in (
+        lambda: node.append(None),
+        lambda: node.extend([None]),
+        lambda: node.pop(),
+        lambda: node.clear(),
+        lambda: node.__setitem__(0, None),
+        lambda: node.__delitem__(0),
+        lambda: node.__iadd__([None]),
+    ):
+        with pytest.raises(TypeError, match="AddBackward0 are fixed"):
+            change()
+    assert list(node) == [y.grad_fn, None]  # unchanged
+    ae.sync.backward((y + y.detach()).sum())  # a graph still runs
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+
 def test_accumulation_across_calls_and_grad_reset(drv: Driver) -> None:
     torch_or_skip()  # pair() needs torch
     x, tx = pair(rand(3))

@@ -29,9 +29,11 @@ An edge is a plain tuple ``(node, input_nr)``; a missing edge is ``None``.
 #
 # Being a list is not part of what a node means: identity, not contents,
 # decides equality and hashing (a node is a dict key of the engine), a node
-# is always true, and it orders as an object (not at all).  ``next_edges``,
-# ``next_functions`` and ``next_nodes`` give the edges as tuples, for code
-# off the hot path.
+# is always true, and it orders as an object (not at all).  Its edges are
+# fixed once it is made: the list's methods that would change them raise
+# (``Node.__init__`` and the recorders fill it through ``list``'s own
+# methods, ``add_edge`` / ``add_edges``).  ``next_edges``, ``next_functions``
+# and ``next_nodes`` give the edges as tuples, for code off the hot path.
 """
 
 from __future__ import annotations
@@ -243,6 +245,11 @@ def current_version(t: Any) -> int:
     return vc.shared[0] if vc.__class__ is DetachedVC else vc[0]  # type: ignore[no-any-return]
 
 
+#: fill a node with its next nodes as it is made (NOTE [A node is the list of
+#: its next nodes]: a made node's edges are fixed; ``list``'s own methods)
+add_edge = list.append
+add_edges = list.extend
+
 _NRS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
@@ -379,9 +386,15 @@ class Node(list["Node | None"]):
     def __bool__(self) -> bool:
         return True
 
+    def _fixed(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError(f"the edges of {self.name()} are fixed: a backward node cannot change them")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _fixed  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _fixed  # type: ignore[assignment]
+
     def __init__(self, next_edges: tuple[Edge | None, ...]) -> None:
         nodes, self.next_nrs = split_edges(next_edges)
-        self.extend(nodes)
+        add_edges(self, nodes)
         self.sequence_nr = next_sequence_nr()
         topo = 0
         for fn in nodes:

@@ -33,6 +33,8 @@ from ..core import (
 )
 from ..core._graph import (
     ZERO_VC,
+    add_edge,
+    add_edges,
     freed_error,
     inference_saved_error,
     next_sequence_nr,
@@ -268,7 +270,7 @@ def record(
                 fa, na = gradient_edge(a)
             topo = fa.topological_nr + 1
             node = _new_node(cls)
-            node.append(fa)
+            add_edge(node, fa)
             if rb:
                 if b._fn is not None and b._view_meta is None:
                     fb, nb = b._fn, b.output_nr
@@ -276,11 +278,11 @@ def record(
                     fb, nb = gradient_edge(b)
                 if fb.topological_nr >= topo:
                     topo = fb.topological_nr + 1
-                node.append(fb)
+                add_edge(node, fb)
                 next_nrs = _NRS00 if not (na or nb) else nrs((na, nb))
                 needs: tuple[bool, ...] = _NEEDS_TT
             else:  # tensor op scalar/constant: the common case
-                node.append(None)
+                add_edge(node, None)
                 next_nrs = _NRS00 if not na else nrs((na, 0))
                 needs = _NEEDS_TF
         elif rb:
@@ -289,8 +291,8 @@ def record(
             fb, nb = gradient_edge(b)
             topo = fb.topological_nr + 1
             node = _new_node(cls)
-            node.append(None)
-            node.append(fb)
+            add_edge(node, None)
+            add_edge(node, fb)
             next_nrs = _NRS00 if not nb else nrs((0, nb))
             needs = _NEEDS_FT
         else:
@@ -308,7 +310,7 @@ def record(
                 return _plain(out, dev)
             fa, na = gradient_edge(x)
         node = _new_node(cls)
-        node.append(fa)
+        add_edge(node, fa)
         next_nrs = _NRS0 if not na else nrs((na,))
         topo = fa.topological_nr + 1
         needs = _NEEDS1
@@ -329,7 +331,7 @@ def record(
             if fn is not None and fn.topological_nr >= topo:
                 topo = fn.topological_nr + 1
         node = _new_node(cls)
-        node.extend(next_nodes)
+        add_edges(node, next_nodes)
     # Node.__init__ inlined (this runs once per recorded op; the node, a list,
     # holds its next nodes: NOTE [A node is the list of its next nodes]).
     node.next_nrs = next_nrs
@@ -420,12 +422,12 @@ def record_one(
         else:
             fa, na = gradient_edge(x)
     node = _new_node(cls)
-    node.append(fa)
+    add_edge(node, fa)
     if arity == 1:
         node.next_nrs = _NRS0 if not na else nrs((na,))
         node.needs = _NEEDS1
     else:
-        node.append(None)
+        add_edge(node, None)
         node.next_nrs = _NRS00 if not na else nrs((na, 0))
         node.needs = _NEEDS_TF
     node.sequence_nr = next_sequence_nr()
