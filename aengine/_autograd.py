@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any
 
-from .core import AutogradError, GraphTask, current_graph_task, gradient_edge, to_tensor
+from .core import AutogradError, GraphTask, Node, current_graph_task, gradient_edge, to_tensor
 from .core._modes import is_anomaly_enabled
 from .ops import ones_like, zeros_like
 from .runtime import drive_async_entry, drive_sync_entry, loop_here, time_slice
@@ -45,7 +45,7 @@ def _as_tuple(x: Any, what: str) -> tuple[Any, ...]:
         return (x,)
     if x is None:
         return ()
-    if isinstance(x, (list, tuple)):
+    if isinstance(x, (list, tuple)) and not isinstance(x, Node):  # (a node is a list)
         return tuple(x)
     raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}")
 

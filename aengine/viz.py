@@ -162,7 +162,7 @@ def render(dot: str, path: str | os.PathLike[str], format: Literal["svg", "png"]
 def _outputs(tensor: Any) -> list[Tensor]:
     if isinstance(tensor, Tensor):
         return [tensor]
-    if isinstance(tensor, Sequence) and not isinstance(tensor, (str, bytes)):
+    if isinstance(tensor, Sequence) and not isinstance(tensor, (str, bytes, Node)):
         for i, t in enumerate(tensor):
             if not isinstance(t, Tensor):
                 raise TypeError(

@@ -777,6 +777,16 @@ TABLE: dict[str, Bad] = {
         TypeError,
         "inputs must be a Tensor or a sequence of Tensors, got str",
     ),
+    "ae.sync.grad: a node (a list of its next nodes) as inputs": Bad(
+        lambda x: ae.sync.grad((x * 2).sum(), (x * 3).grad_fn),
+        TypeError,
+        "inputs must be a Tensor or a sequence of Tensors, got MulBackward0",
+    ),
+    "ae.sync.backward: a node as tensors": Bad(
+        lambda x: ae.sync.backward((x * 2).sum().grad_fn),
+        TypeError,
+        "tensors must be a Tensor or a sequence of Tensors, got SumBackward0",
+    ),
     "ae.sync.grad: a str among the inputs": Bad(
         lambda x: ae.sync.grad((x * 2).sum(), [x, "a"]),
         TypeError,
