@@ -280,6 +280,24 @@ def test_targets_read_medians_and_best_trials() -> None:
     assert "| 2.00x | at most 1.30x | MISSED | 1.11x (met) |" in markdown(results)
 
 
+def test_opcost_tool_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench.opcost``: one row per op, aengine's time and its ratio to torch's."""
+    from bench.opcost import main as opcost
+
+    opcost(["--calls", "20", "--rounds", "1"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines()[2:] if line.strip()]
+    assert [r[:22].strip() for r in rows] == [
+        "leaf * number",
+        "tensor * number",
+        "tensor + number",
+        "sin",
+        "sum",
+        "0-d tensor + tensor",
+    ]
+    assert all(float(r[22:].split()[0]) > 0 for r in rows), out  # aengine's ns per call
+
+
 def test_plans_and_gcshare_tools_run(capsys: pytest.CaptureFixture[str]) -> None:
     """``python -m bench.plans`` (gradients checked equal) and ``python -m bench.gcshare``."""
     from aengine.core._plan import PLANS
