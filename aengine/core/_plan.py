@@ -309,10 +309,10 @@ def build(
 #: position p is number ``order[p]``), so gradients go to positions.  Kinds:
 #: GENERAL, the general path runs it (no routing); ROUTES, it runs inline
 #: and routes by (output index, position, slot, how) per edge that carries
-#: a gradient; ONE_ROUTE, it runs inline and its one
-#: gradient makes a one-slot buffer, routing (output index, position);
-#: NEXT, the same where that buffer's node runs next, routing the output
-#: index: the buffer goes straight to it (a chain's every link).
+#: a gradient; ONE_ROUTE, it runs inline and its one gradient makes a
+#: one-slot buffer, routing (output index, position); NEXT, the same where
+#: that buffer's node runs next, routing the output index: the buffer goes
+#: straight to it (a chain's every link).
 Step = tuple[bool, int, Any]
 #: (``GraphTask._run_plan`` tests them as the literals 0, 2 and 3)
 GENERAL, ROUTES, ONE_ROUTE, NEXT = 0, 1, 2, 3
