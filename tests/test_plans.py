@@ -500,11 +500,17 @@ def test_time_slices_end_at_the_same_nodes() -> None:
         gt.check_complete()
         return ends
 
+    def running(ends: list[int]) -> list[int]:
+        """The slices once nodes run (preparing, matching and building yield apart)."""
+        return ends[ends.index(0) + ends.count(0) - 1 :] if 0 in ends else ends
+
     general = _steps(slices, 4, plans=False)
     hits = PLANS.hits
     planned = _steps(slices, 4, plans=True)
     assert PLANS.hits - hits == 2
-    assert planned == general and len(general[-1]) > 5
+    assert list(map(running, planned)) == list(map(running, general)) and len(general[-1]) > 5
+    # the step that builds the plan yields between the passes of its build
+    assert planned[1].count(0) > general[1].count(0) + 5
 
 
 def test_every_kind_of_step_gives_the_general_paths_gradients_and_slices() -> None:
@@ -536,8 +542,9 @@ def test_every_kind_of_step_gives_the_general_paths_gradients_and_slices() -> No
         ends = []
         runs = 0
         while gt.run(deadline=-1.0) is not None:
-            runs += 1
-            ends.append(runs)
+            if gt.pending is None:  # (preparing, matching and building yield apart)
+                runs += 1
+                ends.append(runs)
         gt.check_complete()
         return [g.copy() for g in gt.captured], ends
 
@@ -551,4 +558,6 @@ def test_every_kind_of_step_gives_the_general_paths_gradients_and_slices() -> No
     kinds = {kind for _, kind, _ in plan.steps}
     assert kinds == {GENERAL, ROUTES, ONE_ROUTE, NEXT}
     hows = {r[3] for _, kind, prog in plan.steps if kind == ROUTES for r in prog}
-    assert {0, -1, 2} <= hows  # a new one-slot buffer, an addition, a new 2-slot buffer
+    # a new one-slot buffer, an addition by offset and by position (a large
+    # fan-in: the leaves' accumulators), a new 2-slot buffer
+    assert {0, -1, -2, 2} <= hows

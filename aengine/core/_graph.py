@@ -542,8 +542,15 @@ class AccumulateGrad(Node):
     _always_special = True
 
     def __init__(self, variable: TensorBase) -> None:
-        super().__init__(())
+        # Node.__init__ without edges, and without taking a sequence number:
+        # a leaf's accumulator made anew (its last graph freed) must not
+        # shift the numbers of the nodes recorded after it (as in PyTorch,
+        # whose AccumulateGrad takes the largest number without counting);
+        # a backward plan compares those numbers (NOTE [Backward plans])
+        self.next_nrs = ()
         self.sequence_nr = ACC_SEQ
+        self.topological_nr = 0
+        self._special = self._always_special
         self.variable = variable
         self.dev = variable._device
 

@@ -66,7 +66,7 @@ from ._errors import AutogradError, BackwardError
 from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
 from ._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
 from ._node_hooks import Detach, post_hooks, pre_hooks, tensor_pre_hooks
-from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build, match
+from ._plan import MIN_DEPTH, PLANS, SCAN_CHUNK, BackwardPlan, build_steps, match
 
 __all__ = [
     "ACC_SEQ",
@@ -386,10 +386,11 @@ class GraphTask:
             plan, build_plan = PLANS.cache.lookup(key)
             if plan is not None:
                 nodes: list[Node] = []
-                yield from match(plan, root, outputs, self.sched, nodes)
+                sched = self.sched  # (the one matched against: _run_plan checks it)
+                yield from match(plan, root, outputs, sched, nodes)
                 if nodes:
                     PLANS.hits += 1
-                    self._use_plan(plan, nodes, buffer, outputs)
+                    yield from self._use_plan(plan, nodes, buffer, outputs, sched)
                     return
                 PLANS.misses += 1
                 PLANS.cache.miss(key)
@@ -410,7 +411,9 @@ class GraphTask:
             if root not in needed and root not in captures:
                 return  # nothing to run
         if build_plan:
-            PLANS.cache.store(key, self._build_plan())
+            built: list[BackwardPlan] = []
+            yield from self._build_plan(built)
+            PLANS.cache.store(key, built[0] if built else None)
         # the root goes to this task's own queue; the hot loop hands it to the
         # scheduler if it runs elsewhere (NOTE [Where a node runs])
         self.ready.push(root, buffer)
@@ -436,8 +439,8 @@ class GraphTask:
             self.sched is None,
         )
 
-    def _build_plan(self) -> BackwardPlan | None:
-        """The plan of this task's prepared graph (before any node ran)."""
+    def _build_plan(self, out: list[BackwardPlan]) -> Iterator[None]:
+        """Build the plan of this task's prepared graph (before any node ran) into ``out``."""
         slow = self._slow_nodes()
         sched = self.sched
 
@@ -449,14 +452,14 @@ class GraphTask:
                 or (node.dev is not sched.home and node.dev is not None)
             )
 
-        return build(
-            self.reached[0],
+        return build_steps(
             self.reached,
             self.dependencies,
             self.run_set,
             self.captures,
             self.needed,
             general,
+            out,
         )
 
     def _use_plan(
@@ -465,17 +468,27 @@ class GraphTask:
         nodes: list[Node],
         buffer: InputBuffer,
         outputs: list[tuple[Node, int]] | None,
-    ) -> None:
-        """Run by ``plan``, matched against this graph's ``nodes``."""
+        sched: Scheduler | None,
+    ) -> Iterator[None]:
+        """Run by ``plan``, matched against this graph's ``nodes`` under ``sched``.
+
+        Yields between chunks; a scheduler changed meanwhile makes the run
+        leave the plan at once (``_run_plan``).
+        """
+        order = plan.order
+        run: list[Node] = []
+        for a in range(0, len(order), SCAN_CHUNK):
+            run += map(nodes.__getitem__, order[a : a + SCAN_CHUNK])
+            yield
         self.planned = plan
         self.plan_nodes = nodes
-        self.plan_run = list(map(nodes.__getitem__, plan.order))
+        self.plan_run = run
         self.reached = nodes
         # by run position (the root, number 0, runs first)
         bufs: list[InputBuffer | None] = [None] * len(plan.order)
         bufs[0] = buffer
         self.plan_bufs = bufs
-        self.plan_sched = self.sched
+        self.plan_sched = sched
         if outputs is not None:  # grad(): exec_info, for the general-path nodes only
             self.needed = {nodes[i] for i in plan.needed_general}
             self.captures = {nodes[i]: list(caps) for i, caps in plan.captured}
@@ -505,8 +518,9 @@ class GraphTask:
                         deps[m] = deps.get(m, 0) + 1
         self.dependencies = deps
         if self.needed is not None:
-            self.needed = {nodes[i] for i in plan.needed}
-            self.run_set = {nodes[i] for i in plan.in_run}
+            self.needed = set(itertools.compress(nodes, plan.needed))
+            in_run = plan.in_run
+            self.run_set = set(nodes if in_run is None else itertools.compress(nodes, in_run))
         for p in range(self.plan_pos, len(bufs)):  # (by run position)
             buf = bufs[p]
             if buf is not None:
@@ -578,19 +592,19 @@ class GraphTask:
                         buffer = [outs[prog]]
                         continue
                     buffer = None
-                    if kind == 2:  # ONE_ROUTE: (output index, position), a new 1-slot buffer
-                        bufs[prog[1]] = [outs[prog[0]]]
+                    if kind == 2:  # ONE_ROUTE: (output index, offset), a new 1-slot buffer
+                        bufs[pos + prog[1]] = [outs[prog[0]]]
                         continue
-                    for k, t, nr, how in prog:
+                    for k, t, nr, how in prog:  # (t: the offset of the node routed to)
                         g = outs[k]
                         if not how:  # NEW_ONE
-                            bufs[t] = [g]
+                            bufs[pos + t] = [g]
                         elif how > 0:  # the first of ``how`` slots
                             buf = [None] * how
                             buf[nr] = g
-                            bufs[t] = buf
-                        else:  # ADD
-                            buf = bufs[t]  # type: ignore[assignment]
+                            bufs[pos + t] = buf
+                        else:  # ADD, or ADD_AT (t: the position)
+                            buf = bufs[pos + t if how == -1 else t]  # type: ignore[assignment]
                             if buf[nr] is None:
                                 buf[nr] = g
                             elif g is not None:

@@ -18,12 +18,12 @@
 #   grad(), which numbers are captured into which result.  It holds no
 #   node, tensor or array: a freed graph is collected as without plans.
 #   The cache keeps at most MAX_PLANS plans of MAX_PLAN_NODES nodes in all
-#   (least recently used first out; a plan costs about 500 bytes a node).
+#   (least recently used first out).
 # * A backward looks its cheap key up (the root's class, depth and slot,
 #   the retain_graph and create_graph flags, the inputs asked for, sync or
 #   async): a key seen once is remembered; at its second sighting the
-#   general preparation's results become a plan (``build``); from the
-#   third on, ``match`` walks the graph by the plan's numbering (a list
+#   general preparation's results become a plan (``build_steps``); from
+#   the third on, ``match`` walks the graph by the plan's numbering (a list
 #   ``extend`` per node, driven by ``map`` in C) and compares whole lists:
 #   every edge's target, classes, ``next_nrs``, ``_special``, ``num_outputs``, and the
 #   sequence numbers, which must all be one constant apart from the plan's
@@ -58,6 +58,28 @@
 # * A saved tensor modified in place, a freed graph (backward twice) or a
 #   bad gradient raise from ``evaluate`` as on the general path: a plan
 #   records structure, never values or versions.
+#
+# NOTE [Slicing plans]
+# Matching a graph against its plan, building a plan and running it are
+# parts of a backward like the dependency pass, and keep the event loop's
+# promise the same way: each is a generator that ``GraphTask.run`` drives
+# within its time slice (``pending``), yielding every BUILD_CHUNK nodes
+# where Python runs per node and every SCAN_CHUNK nodes where the work
+# runs in C, so that no chunk is more than a small part of a slice; the
+# run checks the clock as the general path does.  What a chunk cannot
+# split is a dict growing past its size (it rehashes every entry at
+# once); the build's one dict of nodes is emptied chunk by chunk.
+#
+# The garbage collector is the other way to hold the loop: a collection
+# walks every tracked object of its generations at once, and collections
+# are started by allocations.  A build therefore allocates next to no
+# tracked objects: numbers and flags live in arrays (``array``, which the
+# collector neither counts nor walks), heap entries are ints, and equal
+# Steps are one shared tuple, with routes naming offsets from their own
+# position (positions at a node many gradients meet at) so that a
+# repeated structure has few distinct Steps.  A build that allocated a
+# tuple or two per node (as the first plans did) started a full
+# collection of the whole graph in the middle of the backward.
 """
 
 from __future__ import annotations
@@ -65,17 +87,17 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from array import array
 from collections import OrderedDict
 from collections import deque as drain
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
-from operator import attrgetter, sub
+from operator import attrgetter, is_, sub
 from typing import Any
 
-from ._exec_info import PREPARE_CHUNK
 from ._graph import AccumulateGrad, Node
 
-__all__ = ["BackwardPlan", "PlanCache", "PLANS", "build", "match"]
+__all__ = ["BackwardPlan", "PlanCache", "PLANS", "build_steps", "match"]
 
 #: how many graph structures keep a plan (least recently used dropped first)
 MAX_PLANS = 32
@@ -87,88 +109,80 @@ MAX_PLAN_NODES = 250_000
 #: graphs smaller than this (the root's topological_nr) are not planned:
 #: matching and bookkeeping cost about what they would save
 MIN_DEPTH = 8
+#: nodes handled between two checks of the time slice by a pass over the
+#: graph that runs Python per node (a plan's build): small, so that a
+#: chunk is a small part of a slice even on a slow, busy machine
+BUILD_CHUNK = 64
+#: the same for passes that run in C (``map``, list comparisons): each node
+#: costs a tenth or less there
+SCAN_CHUNK = 1024
 
 
 class BackwardPlan:
-    """The flat schedule of one graph structure (see NOTE [Backward plans])."""
+    """The flat schedule of one graph structure (see NOTE [Backward plans]).
+
+    Made empty and filled by ``build_steps``, pass by pass.  Numbers are
+    kept in arrays (``array('q')``, flags in ``array('b')``): the garbage
+    collector neither counts nor walks them (NOTE [Slicing plans]).
+    """
 
     __slots__ = (
         "acc",
+        "anchor",
         "captured",
         "first",
         "flat",
         "hot",
         "hot_idx",
         "in_run",
-        "ndisc",
         "needed",
         "needed_general",
         "nrs",
         "num_outputs",
         "order",
-        "routes",
-        "steps",
-        "anchor",
         "seqs",
         "special",
+        "starts",
+        "steps",
         "types",
     )
 
-    def __init__(self, reached: list[Node], hot: tuple[bool, ...]) -> None:
-        index = {n: i for i, n in enumerate(reached)}
+    def __init__(self) -> None:
         #: per node number: its class, next_nrs, ``_special``, forward outputs
-        self.types = [type(n) for n in reached]
-        self.nrs = [n.next_nrs for n in reached]
-        self.special = [n._special for n in reached]
         #: (a custom Function's node has its own: an InputBuffer's size)
-        self.num_outputs = [n.num_outputs for n in reached]
+        self.types: list[type] = []
+        self.nrs: list[tuple[int, ...]] = []
+        self.special = array("b")
+        self.num_outputs = array("q")
         #: the edge targets (numbers, _NO_EDGE for none) of every node, in number
-        #: order, one flat list; ``ndisc[k]``: how many nodes are first reached by
-        #: node k's edges, ``first``: their positions in ``flat`` (numbering order)
-        flat: list[int] = []
-        ndisc: list[int] = []
-        first: list[int] = []
-        routes: list[tuple[int, ...]] = []
-        append = flat.append
-        for n in reached:
-            d = 0
-            start = len(flat)
-            for m in n:
-                if m is None:
-                    append(_NO_EDGE)
-                    continue
-                t = index[m]
-                if t == len(first) + 1:
-                    first.append(len(flat))
-                    d += 1
-                append(t)
-            ndisc.append(d)
-            routes.append(tuple(flat[start:]))
-        self.flat = flat
-        self.ndisc = ndisc
-        self.first = first
-        #: per node number: the numbers its gradients go to (_NO_EDGE: none)
-        self.routes: tuple[tuple[int, ...], ...] = tuple(routes)
-        self.hot = hot
-        self.hot_idx = tuple(i for i, h in enumerate(hot) if h)
+        #: order, one flat array: node i's are ``flat[starts[i]:starts[i + 1]]``;
+        #: ``first``: the positions in ``flat`` where the numbering first
+        #: reaches each node but the root (breadth first)
+        self.flat = array("q")
+        self.starts = array("q", [0])
+        self.first = array("q")
+        #: per node number: whether it runs inline (else the general path runs it)
+        self.hot = array("b")
+        self.hot_idx = array("q")
         #: the AccumulateGrad numbers (hooks and identity checked one by one)
-        self.acc = tuple(i for i, n in enumerate(reached) if type(n) is AccumulateGrad)
+        self.acc = array("q")
         #: every node's sequence_nr: the matched graph's nodes made in forward
         #: (all but the root and the leaves' accumulators, whose is ACC_SEQ)
         #: must differ from them by one constant, the anchor's difference (the
         #: heap's order is the same, and nodes are told apart)
-        self.seqs = [n.sequence_nr for n in reached]
-        self.anchor = next((i for i in range(1, len(reached)) if i not in self.acc), 0)
+        self.seqs = array("q")
+        self.anchor = 0
         #: node numbers in the order they run, and per position a Step
-        self.order: tuple[int, ...] = ()
-        self.steps: tuple[Step, ...] = ()
-        #: grad(): (node number, its (slot, result index) pairs) per captured node,
-        #: the numbers exec_info calls ``needed`` (they run) and those that may
-        #: run (``run_set``: needed or captured)
+        self.order = array("q")
+        self.steps: list[Step] = []
+        #: grad(): (node number, its (slot, result index) pairs) per captured
+        #: node; per number whether exec_info calls it ``needed`` (it runs) and
+        #: whether it may run (``run_set``: needed or captured; None: all may);
+        #: the needed numbers that the general path runs
         self.captured: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
-        self.needed: tuple[int, ...] = ()
+        self.needed = array("b")
+        self.in_run: array[int] | None = None
         self.needed_general: tuple[int, ...] = ()
-        self.in_run: tuple[int, ...] = ()
 
 
 class PlanCache:
@@ -253,104 +267,211 @@ PLANS = _Switch()
 _NO_EDGE = -1
 
 
-def build(
-    root: Node,
+def build_steps(
     reached: list[Node],
     deps: dict[Node, int],
     run_set: Any,
     captures: dict[Node, list[tuple[int, int]]] | None,
     needed: Any,
-    general: Any,
-) -> BackwardPlan | None:
-    """The plan of a prepared graph task's graph, or None when it cannot have one.
+    general: Callable[[Node], bool],
+    out: list[BackwardPlan],
+) -> Iterator[None]:
+    """Build the plan of a prepared graph task's graph, yielding between chunks.
 
+    Appends the plan to ``out``, nothing when the graph cannot have one.
     ``reached`` is the dependency pass's order (the root first), ``deps``
     its counts (before any node ran); ``run_set``, ``captures`` and
     ``needed`` exec_info's.  ``general(node)`` says whether the hot loop
-    would hand ``node`` to the general path.
+    would hand ``node`` to the general path.  Each pass yields every
+    BUILD_CHUNK nodes (SCAN_CHUNK where it runs in C), so that the caller
+    can end its time slice there (NOTE [Slicing plans]).
     """
-    if len(reached) != len(deps) + 1 or len(reached) > MAX_PLAN_NODES:
-        return None  # a node below min_topo (pruned), or too large a graph
-    hot_list: list[bool] = []
-    for n in reached:
-        if general(n):
-            if type(n) is AccumulateGrad:
-                if _has_hooks(n):
-                    return None
-            elif not (captures and n in captures and n not in needed):
-                return None  # a general-path node that routes: hooks, async Functions
-            hot_list.append(False)
-        else:
-            hot_list.append(True)
-    plan = BackwardPlan(reached, tuple(hot_list))
-    in_run = None if run_set is None else [n in run_set for n in reached]
-    if in_run is not None:
-        plan.routes = tuple(
-            tuple(t if t == _NO_EDGE or in_run[t] else _NO_EDGE for t in r) for r in plan.routes
-        )
-    counts = [0] + [deps[n] for n in reached[1:]]
-    seqs = [n.sequence_nr for n in reached]
-    plan.order, popped = _simulate(seqs, plan.routes, plan.hot, counts, in_run)
-    plan.steps = _steps(plan, popped)
-    index = {n: i for i, n in enumerate(reached)}
+    total = len(reached)
+    if total != len(deps) + 1 or total > MAX_PLAN_NODES:
+        return  # a node below min_topo (pruned), or too large a graph
+    plan = BackwardPlan()
+    hot, hot_idx = plan.hot, plan.hot_idx
+    general_idx: list[int] = []  # (few: leaves' accumulators, captured nodes)
+    for a in range(0, total, BUILD_CHUNK):
+        for i in range(a, min(a + BUILD_CHUNK, total)):
+            n = reached[i]
+            if general(n):
+                if type(n) is AccumulateGrad:
+                    if _has_hooks(n):
+                        return
+                elif not (captures and n in captures and n not in needed):
+                    return  # a general-path node that routes: hooks, async Functions
+                hot.append(False)
+                general_idx.append(i)
+            else:
+                hot.append(True)
+                hot_idx.append(i)
+        yield
+    index: dict[Node, int] = {}
+    yield from _layout(plan, reached, index)
+    targets = plan.flat  # where gradients go (grad(): not to nodes that never run)
+    if run_set is not None:
+        in_run = plan.in_run = array("b")
+        for a in range(0, total, SCAN_CHUNK):
+            in_run.extend(map(run_set.__contains__, reached[a : a + SCAN_CHUNK]))
+            yield
+        in_run.append(False)  # (number _NO_EDGE: no node)
+        targets = array("q")
+        for a in range(0, len(plan.flat), SCAN_CHUNK):
+            part = plan.flat[a : a + SCAN_CHUNK]
+            targets.extend(map(_if_runs, part, map(in_run.__getitem__, part)))
+            yield
+        in_run.pop()
+    counts = array("q", [0])  # the dependency counts by number (the root has none)
+    for a in range(1, total, SCAN_CHUNK):
+        counts.extend(map(deps.__getitem__, reached[a : a + SCAN_CHUNK]))
+        yield
+    popped = array("b")
+    fan_in = array("q", counts)  # (_simulate counts them down)
+    yield from _simulate(plan, targets, counts, popped)
+    yield from _steps(plan, targets, fan_in, popped)
     plan.captured = tuple(  # (an input that the root does not reach is never captured)
         (index[n], tuple(caps)) for n, caps in (captures or {}).items() if n in index
     )
+    yield
     if needed is not None:
-        plan.needed = tuple(i for i in range(len(reached)) if reached[i] in needed)
-        plan.needed_general = tuple(i for i in plan.needed if not plan.hot[i])
-        plan.in_run = tuple(i for i in range(len(reached)) if in_run is None or in_run[i])
-    return plan
+        is_needed = plan.needed
+        for a in range(0, total, SCAN_CHUNK):
+            is_needed.extend(map(needed.__contains__, reached[a : a + SCAN_CHUNK]))
+            yield
+        plan.needed_general = tuple(i for i in general_idx if is_needed[i])
+    for a in range(0, total, SCAN_CHUNK):  # (a large dict's release, sliced too)
+        drain(map(index.pop, reached[a : a + SCAN_CHUNK]), maxlen=0)
+        yield
+    out.append(plan)
+
+
+def _layout(plan: BackwardPlan, reached: list[Node], index: dict[Node, int]) -> Iterator[None]:
+    """The plan's numbering: each node's fields and edge targets (fills ``index`` too)."""
+    is_acc = array("b")
+    for a in range(0, len(reached), BUILD_CHUNK):
+        part = reached[a : a + BUILD_CHUNK]
+        index.update(zip(part, range(a, a + len(part))))
+        types = list(map(_cls, part))
+        plan.types += types
+        is_acc.extend(map(is_, types, itertools.repeat(AccumulateGrad)))
+        plan.nrs += map(_nrs, part)
+        plan.special.extend(map(_special, part))
+        plan.num_outputs.extend(map(_num_outputs, part))
+        plan.seqs.extend(map(_seq, part))
+        yield
+    plan.acc = array("q", itertools.compress(range(len(is_acc)), is_acc))
+    try:  # the first node made in forward
+        plan.anchor = is_acc.index(False, 1)
+    except ValueError:
+        plan.anchor = 0
+    flat, first, starts = plan.flat, plan.first, plan.starts
+    append = flat.append
+    for a in range(0, len(reached), BUILD_CHUNK):
+        for n in reached[a : a + BUILD_CHUNK]:
+            for m in n:
+                if m is None:
+                    append(_NO_EDGE)
+                    continue
+                t = index[m]
+                if t == len(first) + 1:  # (breadth first: the next number to reach)
+                    first.append(len(flat))
+                append(t)
+            starts.append(len(flat))
+        yield
+
+
+def _if_runs(t: int, runs: int) -> int:
+    return t if runs else _NO_EDGE
 
 
 #: one position of a plan's run: (taken from the heap (the hot loop checks
 #: for an error there) rather than run next directly, its kind, its
 #: routing).  The run keeps nodes and InputBuffers by position (the node at
-#: position p is number ``order[p]``), so gradients go to positions.  Kinds:
-#: GENERAL, the general path runs it (no routing); ROUTES, it runs inline
-#: and routes by (output index, position, slot, how) per edge that carries
-#: a gradient; ONE_ROUTE, it runs inline and its one gradient makes a
-#: one-slot buffer, routing (output index, position); NEXT, the same where
-#: that buffer's node runs next, routing the output index: the buffer goes
-#: straight to it (a chain's every link).
+#: position p is number ``order[p]``), so gradients go to positions, named
+#: by their offset from the step's own (so that equal steps are one tuple).
+#: Kinds: GENERAL, the general path runs it (no routing); ROUTES, it runs
+#: inline and routes by (output index, offset, slot, how) per edge that
+#: carries a gradient; ONE_ROUTE, it runs inline and its one gradient makes
+#: a one-slot buffer, routing (output index, offset); NEXT, the same where
+#: that buffer's node runs next (offset 1), routing the output index: the
+#: buffer goes straight to it (a chain's every link).
 Step = tuple[bool, int, Any]
 #: (``GraphTask._run_plan`` tests them as the literals 0, 2 and 3)
 GENERAL, ROUTES, ONE_ROUTE, NEXT = 0, 1, 2, 3
 #: how a gradient reaches its node's InputBuffer: the first one of a
-#: one-slot buffer (NEW_ONE), added to what is there (ADD), or, a number
-#: n > 1, the first one of a buffer of n slots (``GraphTask._run_plan``
-#: tests them as the literals 0 and -1)
-NEW_ONE, ADD = 0, -1
+#: one-slot buffer (NEW_ONE), added to what is there (ADD; ADD_AT where the
+#: route names the buffer's position, not its offset), or, a number n > 1,
+#: the first one of a buffer of n slots (``GraphTask._run_plan`` tests them
+#: as the literals 0, -1 and -2)
+NEW_ONE, ADD, ADD_AT = 0, -1, -2
+#: the edges into a node from which the routes that add to its buffer name
+#: its position (ADD_AT): a node many gradients meet at (a leaf's
+#: accumulator, a weight shared by a graph's branches or an unrolled
+#: loop's steps) is one position for all of them, while offsets repeat
+#: within a repeated block (a residual's two paths)
+FAN_IN_AT = 3
 
 
-def _steps(plan: BackwardPlan, popped: tuple[bool, ...]) -> tuple[Step, ...]:
-    """The Steps of ``plan``'s run: which edge makes a buffer is known from the order."""
-    made = [False] * len(plan.types)
+def _steps(
+    plan: BackwardPlan, targets: array[int], fan_in: array[int], popped: array[int]
+) -> Iterator[None]:
+    """The Steps of ``plan``'s run: which edge makes a buffer is known from the order.
+
+    Equal steps are one tuple (``shared``), and routes name positions
+    relative to their own (but at a node of a large fan-in, FAN_IN_AT): a
+    repeated structure (a chain's links, a wide graph's branches, a
+    model's layers) has few distinct steps, so that a build allocates few
+    objects for the garbage collector to count (NOTE [Slicing plans]).
+    """
+    order = plan.order
+    total = len(order)
+    made = bytearray(len(plan.types))
     made[0] = True  # the root's buffer is made by the backward call
-    at = {i: p for p, i in enumerate(plan.order)}  # a routed node runs: it has a position
+    at = array("q", [_NO_EDGE]) * len(plan.types)  # a routed node runs: it has a position
+    for a in range(0, total, SCAN_CHUNK):
+        for p in range(a, min(a + SCAN_CHUNK, total)):
+            at[order[p]] = p
+        yield
+    distinct: dict[Any, Any] = {}
+    shared = distinct.setdefault
     steps: list[Step] = []
-    hot, routes, nrs, num_outputs = plan.hot, plan.routes, plan.nrs, plan.num_outputs
-    for p, (i, pop) in enumerate(zip(plan.order, popped, strict=True)):
-        prog: list[tuple[int, int, int, int]] = []
-        if hot[i]:
-            k = 0
-            for t, nr in zip(routes[i], nrs[i], strict=True):
-                if t != _NO_EDGE:
-                    if made[t]:
-                        prog.append((k, at[t], nr, ADD))
+    append = steps.append
+    hot, starts, nrs, num_outputs = plan.hot, plan.starts, plan.nrs, plan.num_outputs
+    for a in range(0, total, BUILD_CHUNK):
+        for p in range(a, min(a + BUILD_CHUNK, total)):
+            i = order[p]
+            pop = popped[p] == 1
+            if not hot[i]:
+                append(shared((pop, GENERAL, ()), (pop, GENERAL, ())))
+                continue
+            prog: list[tuple[int, int, int, int]] = []
+            start = starts[i]
+            node_nrs = nrs[i]
+            for k in range(starts[i + 1] - start):
+                t = targets[start + k]
+                if t == _NO_EDGE:
+                    continue
+                nr = node_nrs[k]
+                if made[t]:
+                    if fan_in[t] >= FAN_IN_AT:
+                        prog.append((k, at[t], nr, ADD_AT))
                     else:
-                        made[t] = True
-                        n = num_outputs[t]  # (a buffer's size)
-                        prog.append((k, at[t], nr, NEW_ONE if n == 1 else n))
-                k += 1
-        if not hot[i]:
-            steps.append((pop, GENERAL, ()))
-        elif len(prog) == 1 and prog[0][3] == NEW_ONE:
-            k, q = prog[0][:2]
-            steps.append((pop, NEXT, k) if q == p + 1 else (pop, ONE_ROUTE, (k, q)))
-        else:
-            steps.append((pop, ROUTES, tuple(prog)))
-    return tuple(steps)
+                        prog.append((k, at[t] - p, nr, ADD))
+                else:
+                    made[t] = True
+                    n = num_outputs[t]  # (a buffer's size)
+                    prog.append((k, at[t] - p, nr, NEW_ONE if n == 1 else n))
+            step: Step
+            if len(prog) == 1 and prog[0][3] == NEW_ONE:
+                k, q = prog[0][:2]
+                step = (pop, NEXT, k) if q == 1 else (pop, ONE_ROUTE, shared((k, q), (k, q)))
+            else:
+                routes = tuple(map(shared, prog, prog))
+                step = (pop, ROUTES, shared(routes, routes))
+            append(shared(step, step))
+        yield
+    plan.steps = steps
 
 
 def _has_hooks(acc: Any) -> bool:
@@ -366,44 +487,51 @@ def _has_hooks(acc: Any) -> bool:
 
 
 def _simulate(
-    seqs: list[int],
-    edges: tuple[tuple[int, ...], ...],
-    hot: tuple[bool, ...],
-    deps: list[int],
-    in_run: list[bool] | None,
-) -> tuple[tuple[int, ...], tuple[bool, ...]]:
-    """The order ``GraphTask.run`` runs the nodes in: its routing rule without the work."""
-    heap: list[tuple[int, int, int]] = [(-seqs[0], 0, 0)]
+    plan: BackwardPlan, targets: array[int], deps: array[int], popped: array[int]
+) -> Iterator[None]:
+    """The order ``GraphTask.run`` runs the nodes in: its routing rule without the work.
+
+    Sets ``plan.order``; ``popped`` receives, per position, whether the node
+    was taken from the heap.  Yields every BUILD_CHUNK nodes.  A heap entry
+    is one int that orders as the run's (-sequence_nr, FIFO tie) and holds
+    the node's number in its low bits: no tuple per entry.
+    """
+    seqs, starts, hot, in_run = plan.seqs, plan.starts, plan.hot, plan.in_run
+    bits = max(len(seqs), 2).bit_length()  # a number and a tie each fit
+    mask = (1 << bits) - 1
+    heap: list[int] = [-seqs[0] << (2 * bits)]
     tie = itertools.count(1).__next__
     heappop, heappush = heapq.heappop, heapq.heappush
-    order: list[int] = []
-    popped: list[bool] = []
+    order = plan.order
+    count = 0
     while heap:
-        i: int | None = heappop(heap)[2]
+        i: int | None = heappop(heap) & mask
         first = True
         while i is not None:
             order.append(i)
             popped.append(first)
             first = False
+            count += 1
+            if not count % BUILD_CHUNK:
+                yield
             if not hot[i]:
                 break  # general path: no routing (see build)
             nxt_run: int | None = None
-            for t in edges[i]:
+            for j in range(starts[i], starts[i + 1]):
+                t = targets[j]
                 if t == _NO_EDGE:
                     continue
                 d = deps[t] - 1
                 deps[t] = d
                 if (in_run is not None and not in_run[t]) or d:
                     continue
-                if nxt_run is None and (not heap or -heap[0][0] < seqs[t]):
-                    nxt_run = t
-                elif nxt_run is not None and seqs[t] > seqs[nxt_run]:
-                    heappush(heap, (-seqs[nxt_run], tie(), nxt_run))
+                if nxt_run is None and (not heap or -(heap[0] >> (2 * bits)) < seqs[t]):
                     nxt_run = t
                 else:
-                    heappush(heap, (-seqs[t], tie(), t))
+                    if nxt_run is not None and seqs[t] > seqs[nxt_run]:
+                        t, nxt_run = nxt_run, t
+                    heappush(heap, (-seqs[t] << (2 * bits)) | (tie() << bits) | t)
             i = nxt_run
-    return tuple(order), tuple(popped)
 
 
 def match(
@@ -413,13 +541,14 @@ def match(
     sched: Any,
     result: list[Any],
 ) -> Iterator[None]:
-    """Match ``plan`` against the graph of ``root``, in steps of PREPARE_CHUNK nodes.
+    """Match ``plan`` against the graph of ``root``, yielding between chunks.
 
     Appends the graph's nodes by number to ``result`` on a match, nothing
     on a miss.  The walk collects the nodes by the plan's numbering and
     every edge's target (a list ``extend`` per node); the comparisons run
-    over whole lists in C (``map``, list equality), which is what makes
-    matching cheaper than the dependency pass it replaces.
+    over whole slices in C (``map``, list equality), which is what makes
+    matching cheaper than the dependency pass it replaces.  Every pass
+    yields every SCAN_CHUNK nodes (NOTE [Slicing plans]).
     """
     flat: list[Any] = []
     extend = flat.extend
@@ -429,48 +558,64 @@ def match(
     # that each is read once its parent's edges are in (breadth first).
     found = map(flat.__getitem__, plan.first)
     walk = map(extend, itertools.chain((root,), found))  # a node is its next nodes
-    done = 0
-    while done < total:
+    for _ in range(0, total, SCAN_CHUNK):
         try:
-            drain(islice(walk, PREPARE_CHUNK), maxlen=0)
+            drain(islice(walk, SCAN_CHUNK), maxlen=0)
         except (IndexError, TypeError):
             return  # fewer edges than planned, none where the plan has a node
-        done += PREPARE_CHUNK
-        if done < total:
-            yield
-    nodes = [root]
-    nodes += map(flat.__getitem__, plan.first)
-    if len(nodes) != total or len(flat) != len(plan.flat):
+        yield
+    if len(flat) != len(plan.flat):
         return
+    nodes = [root]
+    for a in range(0, total, SCAN_CHUNK):
+        nodes += map(flat.__getitem__, plan.first[a : a + SCAN_CHUNK])
+        yield
     # every edge leads where the plan says (a node, or none)
     nodes.append(None)  # type: ignore[arg-type]  # (number _NO_EDGE: no node)
-    same = flat == list(map(nodes.__getitem__, plan.flat))
+    node_at = nodes.__getitem__
+    for a in range(0, len(flat), SCAN_CHUNK):
+        b = a + SCAN_CHUNK
+        if flat[a:b] != list(map(node_at, plan.flat[a:b])):
+            return
+        yield
     nodes.pop()
-    if not same:
-        return
-    if (
-        list(map(_cls, nodes)) != plan.types
-        or list(map(_nrs, nodes)) != plan.nrs
-        or list(map(_special, nodes)) != plan.special
-        or list(map(_num_outputs, nodes)) != plan.num_outputs
-    ):
-        return
-    # forward made the nodes in the same order (the heap's order; two nodes
-    # with one sequence_nr are one node): one constant apart from the plan's
-    diffs = list(map(sub, map(_seq, nodes), plan.seqs))
-    d = diffs[0] = diffs[plan.anchor]  # the root (a GraphRoot is made at backward)
-    if diffs.count(d) != total - (len(plan.acc) if d else 0):
-        return
-    accs = [nodes[i] for i in plan.acc]
-    if len(set(accs)) != len(accs) or any(map(_has_hooks, accs)):
-        return
-    if sched is not None:  # nothing the scheduler would take (NOTE [Where a node runs])
-        hot_nodes = list(map(nodes.__getitem__, plan.hot_idx))
-        if hot_nodes and (
-            max(map(_numel, hot_nodes)) >= sched.offload_min
-            or not set(map(_dev, hot_nodes)) <= {sched.home, None}
+    # the same classes and fields; forward made the nodes in the same order
+    # (the heap's order; two nodes with one sequence_nr are one node): one
+    # constant apart from the plan's, but for the root (a GraphRoot is made
+    # at backward) and the leaves' accumulators (ACC_SEQ: the same as the
+    # plan's when the constant is not 0)
+    d = nodes[plan.anchor].sequence_nr - plan.seqs[plan.anchor]
+    same = 1  # (the root)
+    for a in range(0, total, SCAN_CHUNK):
+        b = a + SCAN_CHUNK
+        part = nodes[a:b]
+        if (
+            list(map(_cls, part)) != plan.types[a:b]
+            or list(map(_nrs, part)) != plan.nrs[a:b]
+            or array("b", map(_special, part)) != plan.special[a:b]
+            or array("q", map(_num_outputs, part)) != plan.num_outputs[a:b]
         ):
             return
+        diffs = list(map(sub, map(_seq, part), plan.seqs[a:b]))
+        same += diffs.count(d) - (a == 0 and diffs[0] == d)
+        yield
+    if same != total - (len(plan.acc) if d else 0):
+        return
+    accs = list(map(node_at, plan.acc))
+    if len(set(accs)) != len(accs):
+        return
+    for a in range(0, len(accs), BUILD_CHUNK):
+        if any(map(_has_hooks, accs[a : a + BUILD_CHUNK])):
+            return
+        yield
+    if sched is not None:  # nothing the scheduler would take (NOTE [Where a node runs])
+        offload_min, devs = sched.offload_min, {sched.home, None}
+        hot_idx = plan.hot_idx
+        for a in range(0, len(hot_idx), SCAN_CHUNK):
+            hot_nodes = list(map(node_at, hot_idx[a : a + SCAN_CHUNK]))
+            if max(map(_numel, hot_nodes)) >= offload_min or not set(map(_dev, hot_nodes)) <= devs:
+                return
+            yield
     if outputs is not None and not _same_outputs(plan, nodes, outputs):
         return
     result.extend(nodes)
@@ -492,7 +637,7 @@ def _same_outputs(plan: BackwardPlan, nodes: list[Node], outputs: list[tuple[Nod
     for j, (fn, nr) in enumerate(outputs):
         caps = caps_of.get(id(fn))
         if caps is None:
-            if any(fn is m for m in nodes):
+            if fn in nodes:  # (identity: a node equals only itself)
                 return False  # reached but not captured in the plan
             continue
         if (nr, j) not in caps:
