@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -561,3 +562,77 @@ def test_every_kind_of_step_gives_the_general_paths_gradients_and_slices() -> No
     # a new one-slot buffer, an addition by offset and by position (a large
     # fan-in: the leaves' accumulators), a new 2-slot buffer
     assert {0, -1, -2, 2} <= hows
+
+
+def test_a_leafs_accumulator_made_anew_keeps_the_plan() -> None:
+    """A leaf's AccumulateGrad made during a forward takes no sequence number.
+
+    Otherwise the nodes recorded after it are numbered one further than in
+    the step that built the plan, and the plan misses whenever the last
+    graph holding the accumulator was freed before the forward.
+    """
+    x, w = _x(), _x()
+
+    def loss() -> ae.Tensor:
+        return _chain(x) + (ae.sin(w) * 2.0).sum()
+
+    hold = loss()  # keeps both accumulators alive while the plan is built
+    for _ in range(2):
+        _grads(x, w)(loss())  # seen, then built
+    del hold
+    gc.collect()
+    assert x._acc is not None and x._acc() is None  # gone: the next forward makes them anew
+    hits, misses = PLANS.hits, PLANS.misses
+    _grads(x, w)(loss())
+    assert (PLANS.hits - hits, PLANS.misses - misses) == (1, 0)
+
+
+@pytest.mark.anyio
+async def test_every_step_of_a_repeated_structure_yields_to_the_loop() -> None:
+    """A ticker counts the loop's turns during each backward of one structure.
+
+    With a time slice that ends at every clock check, each step yields at
+    least once per clock check's worth of nodes; the step that builds the
+    plan yields at least once more per BUILD_CHUNK nodes (the build runs in
+    the slices: NOTE [Slicing plans]); the planned steps (matching, then
+    the planned run) yield at least as often as the general path does.
+    Counts, not times: the ticker's turns per yield are fixed by the loop.
+    """
+    from aengine.core._graph_task import CLOCK_EVERY
+    from aengine.core._plan import BUILD_CHUNK
+
+    links = 700
+    nodes = 3 * links + 2  # (mul, add and sin per link; the sum and the leaf's accumulator)
+    x = _x(16)
+
+    async def ticks_per_step(plans: bool) -> list[int]:
+        PLANS.enabled = plans
+        PLANS.cache.clear()
+        counts = []
+        async with ae.Engine(time_slice=1e-9):  # a slice ends at every clock check
+            for _ in range(4):
+                loss = _chain(x, links)
+                ticks = 0
+                done = False
+
+                async def ticker() -> None:
+                    nonlocal ticks
+                    while not done:
+                        await anyio.sleep(0)
+                        ticks += 1
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(ticker)
+                    await ae.grad(loss, [x])
+                    done = True
+                counts.append(ticks)
+        return counts
+
+    general = await ticks_per_step(False)
+    hits = PLANS.hits
+    planned = await ticks_per_step(True)
+    assert PLANS.hits - hits == 2
+    assert min(general + planned) >= nodes // (CLOCK_EVERY + 1)
+    assert planned[0] == pytest.approx(general[0], abs=4)  # the first step: the general path
+    assert planned[1] >= general[1] + nodes // BUILD_CHUNK, (planned, general)
+    assert min(planned[2:]) >= max(general[2:]), (planned, general)
