@@ -220,6 +220,17 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 2.0,
                 "{:.2f} ms",
             )
+            for key, step in (
+                ("worst_step1", "step 1, general path"),
+                ("worst_step2", "step 2, builds the plan"),
+                ("worst_later", "later steps, planned"),
+            ):
+                add(
+                    f"loop lag, worst wake-up delay, {step} (median of runs), {backend}",
+                    scaled(wl, f"aengine async ({backend})", key, 1e3),
+                    2.0,
+                    "{:.2f} ms",
+                )
             add(
                 f"loop lag, same in CPU time of the loop thread (not in M4: load-independent), {backend}",
                 scaled(wl, f"aengine async ({backend})", "worst_cpu", 1e3),
