@@ -14,6 +14,10 @@ tables (markdown) that ``docs/performance.md`` quotes:
     (``offload_backward``, the default), its heavy kernels offloaded one by
     one, or everything but the forward on the loop.
 
+``--calibrate`` prints instead what the offload threshold rests on (NOTE
+[Kernel offload policy]): a thread hop's cost under asyncio and trio, and
+the time of common backward kernels per element they count.
+
 Both run under asyncio and trio.  Medians over repetitions; other processes
 on the machine show up as noise, so the tables give min-max too.
 """
@@ -31,10 +35,11 @@ import anyio
 import numpy as np
 
 import aengine as ae
+from aengine.ops._core import TRANSCENDENTAL
 from aengine.runtime._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
 from aengine.runtime._settings import DEFAULT_TIME_SLICE
 
-__all__ = ["loop_lag", "overlap", "requests", "longest_inline_kernel", "main"]
+__all__ = ["calibrate", "loop_lag", "overlap", "requests", "longest_inline_kernel", "main"]
 
 
 def _big_graph(n_small: int, n_big: int, big: int) -> tuple[ae.Tensor, ae.Tensor]:
@@ -52,7 +57,7 @@ def _big_graph(n_small: int, n_big: int, big: int) -> tuple[ae.Tensor, ae.Tensor
 
 def longest_inline_kernel(reps: int = 20) -> float:
     """Seconds of the slowest kernel kept inline: sin's backward just under the threshold."""
-    n = DEFAULT_OFFLOAD_MIN_ELEMENTS - 1
+    n = DEFAULT_OFFLOAD_MIN_ELEMENTS // TRANSCENDENTAL - 1  # (sin counts each element 8 times)
     x = ae.tensor(np.linspace(0.0, 1.0, n), requires_grad=True)
     node = ae.sin(x).grad_fn
     g = np.ones(n)
@@ -207,11 +212,84 @@ def requests(backend: str, reps: int, settings: dict[str, Any], n: int = 16) -> 
     return anyio.run(main, backend=backend)
 
 
+def calibrate(reps: int = 30, hops: int = 300) -> dict[str, Any]:
+    """A thread hop's cost per backend, and backward kernels' time per counted element.
+
+    ``hop_<backend>``: median seconds of ``anyio.to_thread.run_sync`` of a
+    function that does nothing, in a warm loop.  ``kernels``: rows of
+    (kernel, dtype, width, counted elements, median seconds) for the
+    backward of a (256 x width) by (width x width) product, tanh, a
+    product of two tensors and sin, each ``node.apply`` timed alone.
+    """
+
+    async def hop() -> float:
+        def nothing() -> None:
+            return None
+
+        for _ in range(hops // 6):  # (the worker threads start)
+            await anyio.to_thread.run_sync(nothing)
+        ts = []
+        for _ in range(hops):
+            t = time.perf_counter()
+            await anyio.to_thread.run_sync(nothing)
+            ts.append(time.perf_counter() - t)
+        return statistics.median(ts)
+
+    out: dict[str, Any] = {f"hop_{b}": anyio.run(hop, backend=b) for b in ("asyncio", "trio")}
+    rows = []
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        for n in (128, 256, 512):
+            a = ae.tensor(rng.standard_normal((256, n)).astype(dtype), requires_grad=True)
+            w = ae.tensor(rng.standard_normal((n, n)).astype(dtype), requires_grad=True)
+            for name, y in (
+                ("matmul", a @ w),
+                ("tanh", ae.tanh(a)),
+                ("mul", a * a),
+                ("sin", ae.sin(a)),
+            ):
+                node = y.grad_fn
+                g = np.ones(y.shape, dtype)
+                ts = []
+                for _ in range(reps):
+                    t = time.perf_counter()
+                    node.apply([g], False)
+                    ts.append(time.perf_counter() - t)
+                rows.append((name, np.dtype(dtype).name, n, node.numel, statistics.median(ts)))
+    out["kernels"] = rows
+    return out
+
+
+def _print_calibration(reps: int) -> None:
+    c = calibrate(reps)
+    us = 1e6
+    print(f"offload threshold {DEFAULT_OFFLOAD_MIN_ELEMENTS} counted elements")
+    print(f"thread hop: asyncio {c['hop_asyncio'] * us:.1f} us, trio {c['hop_trio'] * us:.1f} us")
+    print()
+    print(
+        "| kernel | dtype | width | counted elements | time (us) | ns per counted element | runs |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    hop = min(c["hop_asyncio"], c["hop_trio"])
+    for name, dtype, n, numel, t in c["kernels"]:
+        where = "in a thread" if numel >= DEFAULT_OFFLOAD_MIN_ELEMENTS else "inline"
+        print(
+            f"| {name} | {dtype} | {n} | {numel} | {t * us:.1f} | {t * 1e9 / numel:.2f} "
+            f"| {where} ({t / hop:.1f} hops) |"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run both benchmarks and print markdown tables."""
     parser = argparse.ArgumentParser(prog="python -m bench.offload", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller graphs")
+    parser.add_argument(
+        "--calibrate", action="store_true", help="a thread hop's cost and kernels' cost per element"
+    )
     args = parser.parse_args(argv)
+    if args.calibrate:
+        _print_calibration(5 if args.quick else 30)
+        return
     reps = 3 if args.quick else 7
     n_small = 5_000 if args.quick else 30_000
     n_big = 4 if args.quick else 10

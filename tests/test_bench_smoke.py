@@ -314,3 +314,17 @@ def test_plans_and_gcshare_tools_run(capsys: pytest.CaptureFixture[str]) -> None
     # sin saves (+ sum, leaf); no tuple of edges per node
     assert "tracked objects left per recorded node: 1.3" in out and "(302 nodes;" in out
     assert "tuple 0.0" in out
+
+
+def test_offload_calibration_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench.offload --calibrate``: a hop's cost and a row per kernel."""
+    from bench.offload import main as offload
+
+    offload(["--calibrate", "--quick"])
+    out = capsys.readouterr().out
+    assert "thread hop: asyncio" in out and " us, trio " in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 24  # 4 kernels x 3 widths x 2 dtypes
+    # the products of width 128 run inline, those of width 512 in a thread
+    assert "| matmul | float32 | 128 | 262144 |" in out
+    assert all(("inline" in r) == (int(r.split("|")[4]) < 1 << 19) for r in rows)

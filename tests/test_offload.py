@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -38,6 +39,39 @@ def test_ops_record_their_result_size_and_no_policy() -> None:
     assert node.numel == DEFAULT_OFFLOAD_MIN_ELEMENTS and not node._special
     # a reduction's result is small: its backward (a broadcast) stays inline
     assert big.sum().grad_fn.numel == 1
+
+
+def test_a_transcendental_kernel_counts_more_than_a_cheap_one() -> None:
+    """NOTE [Kernel offload policy]: a rule that evaluates sin, cos, a power or exp
+    counts each element as TRANSCENDENTAL elements of a cheap kernel."""
+    from aengine.ops._core import TRANSCENDENTAL
+
+    x = ae.ones(16, requires_grad=True)
+    heavy = [ae.sin(x), ae.cos(x), x**3, x**x, x.log_softmax(0)]
+    cheap = [ae.tanh(x), ae.exp(x), x**2, 2.0**x, x * x, x.softmax(0)]
+    assert [t.grad_fn.numel for t in heavy] == [16 * TRANSCENDENTAL] * len(heavy)
+    assert [t.grad_fn.numel for t in cheap] == [16] * len(cheap)
+
+
+def _mlp_loss(width: int) -> ae.Tensor:
+    rng = np.random.default_rng(0)
+    h = ae.tensor(rng.standard_normal((256, width)).astype(np.float32))
+    for _ in range(4):
+        w = ae.tensor(rng.standard_normal((width, width)).astype(np.float32), requires_grad=True)
+        h = ae.tanh(h @ w / float(width))
+    return (h * h).mean()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("engine", [False, True])
+async def test_a_small_models_awaited_backward_runs_its_kernels_inline(engine: bool) -> None:
+    """float32, batch 256, width 128: a hop would cost more than the kernel (NOTE
+    [Kernel offload policy]); at width 256 the products' kernels pay for theirs."""
+    async with ae.Engine(offload_backward=False) if engine else contextlib.nullcontext():
+        await ae.backward(_mlp_loss(128))
+        assert _offload.stats.kernels == 0
+        await ae.backward(_mlp_loss(256))
+        assert _offload.stats.kernels == 4  # the four products
 
 
 @pytest.mark.anyio

@@ -15,7 +15,17 @@ from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype, result_dtype
 from ..tensors._tensor import Tensor
 from ._compare import operand
-from ._core import GradOps, OpNode, as_tensor_arg, node_class, record, record_one, same_device
+from ._core import (
+    TRANSCENDENTAL,
+    GradOps,
+    OpNode,
+    as_tensor_arg,
+    node_class,
+    record,
+    record_one,
+    same_device,
+    weigh,
+)
 
 __all__ = [
     "add",
@@ -360,15 +370,17 @@ def pow(a: Any, exponent: Any) -> Tensor:
                 out = out.astype(rd)
         # both gradients read both inputs; the result is saved whatever needs a gradient
         # (PyTorch saves a result unconditionally, inputs by the gradients that read them)
-        return record(
+        t = record(
             PowBackward1, out, dev, (a, exponent), (a, exponent), save_output=True, bcast=True
         )
+        return weigh(t, TRANSCENDENTAL)  # (a power and a log)
     out = a.data**exponent
     bcast = out.dtype != a.data.dtype
     if bcast:
         out = _fix_scalar_dtype(a, exponent, out)
         bcast = out.dtype != a.data.dtype
-    return record(PowBackward0, out, a._device, (a,), (a,), attrs=exponent, bcast=bcast)
+    t = record(PowBackward0, out, a._device, (a,), (a,), attrs=exponent, bcast=bcast)
+    return t if exponent in (0, 1, 2) else weigh(t, TRANSCENDENTAL)  # (a power)
 
 
 def rpow(a: Tensor, other: Any) -> Tensor:
@@ -378,15 +390,7 @@ def rpow(a: Tensor, other: Any) -> Tensor:
     if bcast:
         out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
-    return record(
-        PowBackward2,
-        out,
-        a._device,
-        (a,),
-        attrs=other,
-        save_output=True,
-        bcast=bcast,
-    )
+    return record(PowBackward2, out, a._device, (a,), attrs=other, save_output=True, bcast=bcast)
 
 
 # -- maximum / minimum / where / clamp ---------------------------------------------------------

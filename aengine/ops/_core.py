@@ -55,6 +55,8 @@ __all__ = [
     "record",
     "record_one",
     "record_multi",
+    "weigh",
+    "TRANSCENDENTAL",
     "as_tensor_arg",
     "same_device",
     "TENSOR_OPS",
@@ -375,6 +377,27 @@ def record(
         node.versions = ()
     if _modes.anomaly_ever_enabled and _anomaly.get()[0]:
         record_forward(node, running_node())
+    return t
+
+
+#: the cost of one element of a backward kernel that evaluates a
+#: transcendental function (sin, cos, exp, a power), in elements of a
+#: cheap elementwise kernel (a product, a sum): what ``weigh`` multiplies
+#: a node's ``numel`` by (NOTE [Kernel offload policy])
+TRANSCENDENTAL = 8
+
+
+def weigh(t: Tensor, factor: int) -> Tensor:
+    """Count each element of ``t``'s backward kernel as ``factor`` cheap ones; return ``t``.
+
+    A node's ``numel`` is the measure from which the runtime runs its
+    kernel off the event loop (NOTE [Kernel offload policy] in the
+    runtime): the result's size for a kernel of cheap elementwise
+    operations, more for one that evaluates a transcendental function.
+    """
+    node = t._fn
+    if node is not None:
+        node.numel *= factor
     return t
 
 

@@ -19,7 +19,7 @@ from ..core._errors import AutogradError
 from ..tensors._creation import ones, tensor_input
 from ..tensors._tensor import Tensor
 from ._arith import maximum, minimum
-from ._core import GradOps, node_class, record, record_one, wrap
+from ._core import TRANSCENDENTAL, GradOps, node_class, record, record_one, weigh, wrap
 from ._raw import RawOps
 from ._shape import dim_or_axis
 from ._unary import abs
@@ -753,7 +753,8 @@ def log_softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = No
     xp = x._device.backend.xp
     z = x.data - _shift(xp, x.data, dims)
     out = z - xp.log(xp.exp(z).sum(axis=dims, keepdims=True))
-    return record_one(LogSoftmaxBackward0, out, x._device, x, 1, dims, save_output=True)
+    t = record_one(LogSoftmaxBackward0, out, x._device, x, 1, dims, save_output=True)
+    return weigh(t, TRANSCENDENTAL)  # (its rule takes exp of the result)
 
 
 # -- norm ------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
-from ._core import Rule, as_tensor_arg, node_class, record_one
+from ._core import TRANSCENDENTAL, Rule, as_tensor_arg, node_class, record_one, weigh
 
 __all__ = [
     "exp",
@@ -27,7 +27,13 @@ __all__ = [
 
 
 def _unary(
-    name: str, fwd: Any, rule: Rule, save: str, node: str | None = None, floating: bool = True
+    name: str,
+    fwd: Any,
+    rule: Rule,
+    save: str,
+    node: str | None = None,
+    floating: bool = True,
+    cost: int = 1,
 ) -> Any:
     """Define an elementwise op: ``fwd(xp, array)`` and its node rule.
 
@@ -36,7 +42,9 @@ def _unary(
     named ``node``, by default as PyTorch names most: ``ExpBackward0``.
     A ``floating`` function of an integer or bool tensor gives the default
     dtype, as PyTorch's (numpy would give float64; such tensors never
-    require grad, so nothing is recorded for them).
+    require grad, so nothing is recorded for them).  ``cost``: the weight
+    of one element of the rule's kernel (``weigh``), where it evaluates a
+    transcendental function.
     """
     cls = node_class(node or f"{name.capitalize()}Backward0", rule)
     save_input = save == "input"
@@ -49,8 +57,12 @@ def _unary(
         if floating and data.dtype.kind in "biu":
             data = data.astype(get_default_dtype())
         out = fwd((dev._backend or dev.backend).xp, data)
-        return record_one(cls, out, dev, x, 1, None, save_input, not save_input)
+        t = record_one(cls, out, dev, x, 1, None, save_input, not save_input)
+        if weight:  # (a test, no call, for the cheap kernels)
+            weigh(t, weight)
+        return t
 
+    weight = cost if cost != 1 else 0
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise ``{name}``, differentiable to any order."
     return op
@@ -59,8 +71,20 @@ def _unary(
 exp = _unary("exp", lambda xp, a: xp.exp(a), lambda F, g, s, n: (g * s[0],), "output")
 log = _unary("log", lambda xp, a: xp.log(a), lambda F, g, s, n: (g / s[0],), "input")
 sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda F, g, s, n: (g / (2.0 * s[0]),), "output")
-sin = _unary("sin", lambda xp, a: xp.sin(a), lambda F, g, s, n: (g * F.cos(s[0]),), "input")
-cos = _unary("cos", lambda xp, a: xp.cos(a), lambda F, g, s, n: (-g * F.sin(s[0]),), "input")
+sin = _unary(
+    "sin",
+    lambda xp, a: xp.sin(a),
+    lambda F, g, s, n: (g * F.cos(s[0]),),
+    "input",
+    cost=TRANSCENDENTAL,
+)
+cos = _unary(
+    "cos",
+    lambda xp, a: xp.cos(a),
+    lambda F, g, s, n: (-g * F.sin(s[0]),),
+    "input",
+    cost=TRANSCENDENTAL,
+)
 tanh = _unary(
     "tanh", lambda xp, a: xp.tanh(a), lambda F, g, s, n: (F.tanh_grad(g, s[0]),), "output"
 )

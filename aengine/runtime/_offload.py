@@ -14,15 +14,24 @@
 # runs] in aengine/core/_graph_task.py).  A sync backward runs every kernel
 # inline.
 #
-# Why 2**16 elements: a thread hop costs about as much as the cheapest
-# elementwise kernel of that size, and an expensive one (a transcendental
-# and its product) far more; below it offloading only adds latency,
-# above it the loop would stall for a time slice or more (figures in
-# docs/engineering-log.md).  The size of the result is the measure of an
-# elementwise kernel: a reduction's backward, which expands a small
-# gradient, is a cheap broadcast.  A product's result size alone would
-# under-estimate it (a 64x512 result of a 512-deep product costs as much as
-# a million-element elementwise kernel), hence its own measure.
+# Why 2**19 elements: a hop to a thread and back costs the backward
+# about as much as the cheapest float32 kernel of 2**19 elements (a
+# product or a sum over a result of that size), and that kernel holds the
+# loop for a fraction of a time slice.  Below it a hop costs more than it
+# frees the loop for: a small model's awaited backward (float32, width
+# 128) took clearly longer than its sync twin while its products hopped,
+# and as long once they ran inline.  Above it the hop is a shrinking part
+# of the kernel.  What counts is the kernel's time, in elements of a cheap
+# kernel: an elementwise node counts its result's size, a product its
+# multiply-adds over 16 (``_product`` in aengine/ops/_linalg.py), a rule
+# that evaluates a transcendental function (sin, cos, a power, the exp in
+# log_softmax's) its result's size times ``TRANSCENDENTAL`` (``weigh`` in
+# aengine/ops/_core.py): those cost several times a cheap kernel per
+# element (float64 sin the most), so the longest kernel kept inline is
+# about as long as under the former threshold of 2**16 unweighted
+# elements.  A reduction's backward, which expands a small gradient,
+# counts its small result: a cheap broadcast.  The measurements are in
+# docs/devices-and-engine.md and docs/performance.md.
 #
 # Only ``node.apply`` runs in the thread (numpy releases the GIL inside its
 # kernels, so kernels of different backwards overlap); routing, staging and
@@ -54,7 +63,7 @@ from ..core import _trace
 __all__ = ["DEFAULT_OFFLOAD_MIN_ELEMENTS", "NEVER", "run_kernel", "stats", "reset_stats"]
 
 #: result size (elements) from which a node's kernel runs in a worker thread
-DEFAULT_OFFLOAD_MIN_ELEMENTS = 1 << 16
+DEFAULT_OFFLOAD_MIN_ELEMENTS = 1 << 19
 #: ``offload_min`` of a scheduler that never offloads
 NEVER = sys.maxsize
 
