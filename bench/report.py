@@ -211,6 +211,28 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         wl = wls.get(role)
         if wl is not None:
             add(f"{wl['name']} step vs numpy floor", ratio(wl, ae, FLOOR, "step"), limit, "{:.2f}x")
+    # a small model's awaited backward costs what the sync one does (its
+    # kernels stay on the loop: NOTE [Kernel offload policy]); each trial of
+    # the mlp family is a new event loop, the steady family's later steps
+    # run in one
+    wl = wls.get("mlp-small")
+    if wl is not None:
+        for backend in ("asyncio", "trio"):
+            add(
+                f"{wl['name']} async ({backend}) step vs sync, a new loop",
+                ratio(wl, f"aengine async ({backend})", ae, "step"),
+                1.2,
+                "{:.2f}x",
+            )
+    wl = wls.get("steady-mlp-128")
+    if wl is not None:
+        for backend in ("asyncio", "trio"):
+            add(
+                f"steady-mlp-128 async ({backend}) backward vs sync, later steps",
+                ratio(wl, f"aengine async ({backend})", ae, "bwd later"),
+                1.2,
+                "{:.2f}x",
+            )
     wl = wls.get("looplag")
     if wl is not None:
         for backend in ("asyncio", "trio"):
