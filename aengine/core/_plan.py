@@ -103,7 +103,7 @@ __all__ = ["BackwardPlan", "PlanCache", "PLANS", "build_steps", "match"]
 MAX_PLANS = 32
 #: misses after which a key keeps the general path for good
 MAX_MISSES = 3
-#: nodes in all plans together (a plan keeps about 500 bytes per node): the
+#: nodes in all plans together (a plan keeps about 90 bytes per node): the
 #: least recently used plans go first beyond it, and a larger graph gets none
 MAX_PLAN_NODES = 250_000
 #: graphs smaller than this (the root's topological_nr) are not planned:
@@ -121,9 +121,11 @@ SCAN_CHUNK = 1024
 class BackwardPlan:
     """The flat schedule of one graph structure (see NOTE [Backward plans]).
 
-    Made empty and filled by ``build_steps``, pass by pass.  Numbers are
-    kept in arrays (``array('q')``, flags in ``array('b')``): the garbage
-    collector neither counts nor walks them (NOTE [Slicing plans]).
+    Made empty and filled by ``build_steps``, pass by pass.  What ``match``
+    and ``GraphTask._use_plan`` read at every backward is in lists (their
+    ints made once); what only the build and ``_leave_plan`` read is in
+    arrays (``array('q')``, flags ``array('b')``), which the garbage
+    collector neither counts nor walks (NOTE [Slicing plans]).
     """
 
     __slots__ = (
@@ -152,28 +154,28 @@ class BackwardPlan:
         #: (a custom Function's node has its own: an InputBuffer's size)
         self.types: list[type] = []
         self.nrs: list[tuple[int, ...]] = []
-        self.special = array("b")
-        self.num_outputs = array("q")
+        self.special: list[bool] = []
+        self.num_outputs: list[int] = []
         #: the edge targets (numbers, _NO_EDGE for none) of every node, in number
         #: order, one flat array: node i's are ``flat[starts[i]:starts[i + 1]]``;
         #: ``first``: the positions in ``flat`` where the numbering first
         #: reaches each node but the root (breadth first)
-        self.flat = array("q")
+        self.flat: list[int] = []
         self.starts = array("q", [0])
-        self.first = array("q")
+        self.first: list[int] = []
         #: per node number: whether it runs inline (else the general path runs it)
         self.hot = array("b")
-        self.hot_idx = array("q")
+        self.hot_idx: list[int] = []
         #: the AccumulateGrad numbers (hooks and identity checked one by one)
         self.acc = array("q")
         #: every node's sequence_nr: the matched graph's nodes made in forward
         #: (all but the root and the leaves' accumulators, whose is ACC_SEQ)
         #: must differ from them by one constant, the anchor's difference (the
         #: heap's order is the same, and nodes are told apart)
-        self.seqs = array("q")
+        self.seqs: list[int] = []
         self.anchor = 0
         #: node numbers in the order they run, and per position a Step
-        self.order = array("q")
+        self.order: list[int] = []
         self.steps: list[Step] = []
         #: grad(): (node number, its (slot, result index) pairs) per captured
         #: node; per number whether exec_info calls it ``needed`` (it runs) and
@@ -309,17 +311,18 @@ def build_steps(
         yield
     index: dict[Node, int] = {}
     yield from _layout(plan, reached, index)
-    targets = plan.flat  # where gradients go (grad(): not to nodes that never run)
+    # where gradients go (grad(): not to nodes that never run)
+    targets: list[int] | array[int] = plan.flat
     if run_set is not None:
         in_run = plan.in_run = array("b")
         for a in range(0, total, SCAN_CHUNK):
             in_run.extend(map(run_set.__contains__, reached[a : a + SCAN_CHUNK]))
             yield
         in_run.append(False)  # (number _NO_EDGE: no node)
-        targets = array("q")
+        pruned = targets = array("q")
         for a in range(0, len(plan.flat), SCAN_CHUNK):
             part = plan.flat[a : a + SCAN_CHUNK]
-            targets.extend(map(_if_runs, part, map(in_run.__getitem__, part)))
+            pruned.extend(map(_if_runs, part, map(in_run.__getitem__, part)))
             yield
         in_run.pop()
     counts = array("q", [0])  # the dependency counts by number (the root has none)
@@ -414,7 +417,7 @@ FAN_IN_AT = 3
 
 
 def _steps(
-    plan: BackwardPlan, targets: array[int], fan_in: array[int], popped: array[int]
+    plan: BackwardPlan, targets: list[int] | array[int], fan_in: array[int], popped: array[int]
 ) -> Iterator[None]:
     """The Steps of ``plan``'s run: which edge makes a buffer is known from the order.
 
@@ -487,7 +490,7 @@ def _has_hooks(acc: Any) -> bool:
 
 
 def _simulate(
-    plan: BackwardPlan, targets: array[int], deps: array[int], popped: array[int]
+    plan: BackwardPlan, targets: list[int] | array[int], deps: array[int], popped: array[int]
 ) -> Iterator[None]:
     """The order ``GraphTask.run`` runs the nodes in: its routing rule without the work.
 
@@ -592,8 +595,8 @@ def match(
         if (
             list(map(_cls, part)) != plan.types[a:b]
             or list(map(_nrs, part)) != plan.nrs[a:b]
-            or array("b", map(_special, part)) != plan.special[a:b]
-            or array("q", map(_num_outputs, part)) != plan.num_outputs[a:b]
+            or list(map(_special, part)) != plan.special[a:b]
+            or list(map(_num_outputs, part)) != plan.num_outputs[a:b]
         ):
             return
         diffs = list(map(sub, map(_seq, part), plan.seqs[a:b]))
