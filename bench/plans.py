@@ -24,7 +24,7 @@ import numpy as np
 
 from .workloads import GraphWorkload, chain, wide
 
-__all__ = ["main", "trial"]
+__all__ = ["main", "plan_bytes", "trial"]
 
 WORKLOADS = {
     "chain-3k": lambda: chain(3_000),
@@ -59,6 +59,35 @@ def trial(wl: GraphWorkload, steps: int, plans: bool) -> tuple[list[float], list
     return times, [g.numpy() for g in grads]
 
 
+def plan_bytes(wl: GraphWorkload) -> tuple[int, float]:
+    """(nodes, bytes per node) of the plan a second backward of ``wl`` builds (tracemalloc)."""
+    import gc
+    import tracemalloc
+
+    import aengine as ae
+    from aengine.core._plan import PLANS
+
+    PLANS.cache.clear()
+    ps = [ae.tensor(p, requires_grad=True) for p in wl.params]
+    cs = [ae.as_tensor(c) for c in wl.consts]
+    ae.sync.grad(wl.fn(ae, cs, *ps), ps)  # seen once
+    loss = wl.fn(ae, cs, *ps)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        ae.sync.grad(loss, ps)  # builds the plan
+        del loss
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = sum(d.size_diff for d in after.compare_to(before, "filename"))
+    nodes = sum(len(e[0].types) for e in PLANS.cache.entries.values() if e[0] is not None)
+    PLANS.cache.clear()
+    return nodes, grown / max(nodes, 1)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.plans")
     p.add_argument("--only", default="chain-30k,wide-10k", help=", ".join(WORKLOADS))
@@ -86,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name:10} {'on' if plans else 'off':5} {cells}")
         ratios = " ".join(f"{a / b:10.3f}" for a, b in zip(med[True], med[False], strict=True))
         print(f"{name:10} {'on/off':5} {ratios}")
+        nodes, per_node = plan_bytes(wl)
+        print(f"{name:10} plan: {nodes} nodes, {per_node:.0f} bytes per node")
 
 
 if __name__ == "__main__":

@@ -307,6 +307,8 @@ def test_plans_and_gcshare_tools_run(capsys: pytest.CaptureFixture[str]) -> None
     plans(["--only", "chain-3k", "--rounds", "1", "--steps", "3"])
     out = capsys.readouterr().out
     assert "chain-3k   on/off" in out and PLANS.enabled
+    # a plan of the 3,002 nodes, its size per node (held in lists and arrays, no node)
+    assert "chain-3k   plan: 3002 nodes, " in out and " bytes per node" in out
     gcshare(["--nodes", "300", "--rounds", "1"])
     out = capsys.readouterr().out
     assert "its share" in out
