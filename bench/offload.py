@@ -17,6 +17,10 @@ tables (markdown) that ``docs/performance.md`` quotes:
 ``--calibrate`` prints instead what the offload threshold rests on (NOTE
 [Kernel offload policy]): a thread hop's cost under asyncio and trio, and
 the time of common backward kernels per element they count.
+``--small-model`` times the backward of a small MLP (float32, batch 256,
+4 layers of width 128) as ``ae.sync.grad`` and awaited: in one event loop
+(asyncio, trio, asyncio in an Engine) and with a new
+``loop.run_until_complete`` per step on a kept asyncio loop.
 
 Both run under asyncio and trio.  Medians over repetitions; other processes
 on the machine show up as noise, so the tables give min-max too.
@@ -25,6 +29,7 @@ on the machine show up as noise, so the tables give min-max too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import statistics
 import time
@@ -39,7 +44,15 @@ from aengine.ops._core import TRANSCENDENTAL
 from aengine.runtime._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
 from aengine.runtime._settings import DEFAULT_TIME_SLICE
 
-__all__ = ["calibrate", "loop_lag", "overlap", "requests", "longest_inline_kernel", "main"]
+__all__ = [
+    "calibrate",
+    "loop_lag",
+    "overlap",
+    "requests",
+    "longest_inline_kernel",
+    "main",
+    "small_model",
+]
 
 
 def _big_graph(n_small: int, n_big: int, big: int) -> tuple[ae.Tensor, ae.Tensor]:
@@ -260,6 +273,87 @@ def calibrate(reps: int = 30, hops: int = 300) -> dict[str, Any]:
     return out
 
 
+def small_model(steps: int = 40, width: int = 128) -> dict[str, float]:
+    """Median backward seconds of a small MLP, sync and awaited in four ways (see the module)."""
+    import asyncio
+
+    rng = np.random.default_rng(0)
+    ws = [
+        ae.tensor((rng.standard_normal((width, width)) / width**0.5).astype(np.float32))
+        for _ in range(4)
+    ]
+    for w in ws:
+        w.requires_grad_()
+    x = ae.tensor(rng.standard_normal((256, width)).astype(np.float32))
+
+    def loss() -> ae.Tensor:
+        h = x
+        for w in ws[:-1]:
+            h = ae.tanh(h @ w)
+        return ((h @ ws[-1]) ** 2).mean()
+
+    def median(ts: list[float]) -> float:
+        return statistics.median(ts[steps // 8 :])  # (the first steps warm up)
+
+    def sync() -> float:
+        ts = []
+        for _ in range(steps):
+            y = loss()
+            t = time.perf_counter()
+            ae.sync.grad(y, ws)
+            ts.append(time.perf_counter() - t)
+        return median(ts)
+
+    async def in_loop(engine: bool) -> float:
+        ts = []
+        async with ae.Engine() if engine else contextlib.nullcontext():
+            for _ in range(steps):
+                y = loss()
+                t = time.perf_counter()
+                await ae.grad(y, ws)
+                ts.append(time.perf_counter() - t)
+        return median(ts)
+
+    async def one(y: ae.Tensor) -> Any:
+        return await ae.grad(y, ws)
+
+    def per_step_loop() -> float:
+        loop = asyncio.new_event_loop()
+        ts = []
+        try:
+            for _ in range(steps):
+                y = loss()
+                t = time.perf_counter()
+                loop.run_until_complete(one(y))
+                ts.append(time.perf_counter() - t)
+        finally:
+            loop.close()
+        return median(ts)
+
+    return {
+        "sync": sync(),
+        "asyncio": anyio.run(in_loop, False),
+        "trio": anyio.run(in_loop, False, backend="trio"),
+        "asyncio, Engine": anyio.run(in_loop, True),
+        "run_until_complete per step": per_step_loop(),
+    }
+
+
+def _print_small_model(rounds: int) -> None:
+    print("backward of an MLP (float32, batch 256, 4 layers of width 128), median ms per step")
+    print()
+    print("| round | ae.sync.grad | await: asyncio | trio | asyncio, Engine | run_until_complete |")
+    print("|---|---|---|---|---|---|")
+    for r in range(rounds):
+        t = small_model()
+        s = t["sync"]
+        cells = " | ".join(
+            f"{t[k] * 1e3:.2f} ({t[k] / s:.2f}x)"
+            for k in ("asyncio", "trio", "asyncio, Engine", "run_until_complete per step")
+        )
+        print(f"| {r + 1} | {s * 1e3:.2f} | {cells} |")
+
+
 def _print_calibration(reps: int) -> None:
     c = calibrate(reps)
     us = 1e6
@@ -286,9 +380,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--calibrate", action="store_true", help="a thread hop's cost and kernels' cost per element"
     )
+    parser.add_argument(
+        "--small-model", action="store_true", help="a small MLP's backward, sync and awaited"
+    )
     args = parser.parse_args(argv)
     if args.calibrate:
         _print_calibration(5 if args.quick else 30)
+        return
+    if args.small_model:
+        _print_small_model(1 if args.quick else 3)
         return
     reps = 3 if args.quick else 7
     n_small = 5_000 if args.quick else 30_000

@@ -330,3 +330,13 @@ def test_offload_calibration_runs(capsys: pytest.CaptureFixture[str]) -> None:
     # the products of width 128 run inline, those of width 512 in a thread
     assert "| matmul | float32 | 128 | 262144 |" in out
     assert all(("inline" in r) == (int(r.split("|")[4]) < 1 << 19) for r in rows)
+
+
+def test_offload_small_model_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench.offload --small-model``: sync and four awaited ways, one round."""
+    from bench.offload import main as offload
+
+    offload(["--small-model", "--quick"])
+    out = capsys.readouterr().out
+    row = [line for line in out.splitlines() if line.startswith("| 1 |")]
+    assert len(row) == 1 and row[0].count("x)") == 4, out
