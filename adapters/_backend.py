@@ -13,6 +13,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from ._raw import RawOps
+
 __all__ = ["Backend", "backend_for", "register_backend"]
 
 
@@ -21,7 +23,7 @@ class Backend:
 
     Subclasses set ``name`` and ``xp`` and may override the conversions.
     ``raw`` is the ops namespace that backward formulas use when no graph is
-    recorded (see ``aengine.ops._raw``).
+    recorded (``RawOps``, NOTE [The F namespace] in _raw.py).
     """
 
     name: str = "abstract"
@@ -34,8 +36,6 @@ class Backend:
     launches_async: bool = False
 
     def __init__(self) -> None:
-        from aengine.ops._raw import RawOps
-
         self.raw = RawOps(self)
 
     def asarray(self, data: Any, dtype: Any = None) -> Any:

@@ -2,7 +2,7 @@
 
 Each method is one differentiable aengine op, so that a rule run on Tensors
 records the graph of its own gradient (NOTE [Two gradient namespaces] in
-aengine/tensors/_tensor_ops.py).  ``RawOps`` (``_raw.py``) implements the same
+aengine/tensors/_tensor_ops.py).  ``RawOps`` (``adapters/_raw.py``) implements the same
 Protocol, ``GradOps``, on a backend's arrays.
 """
 
