@@ -324,6 +324,33 @@ def test_current_graph_task_inside_nodes() -> None:
     assert seen == [gt] and current_graph_task() is None
 
 
+def test_the_runtimes_calls_queue_and_enter_a_task() -> None:
+    """The seam the runtime uses (``keep``, ``keep_first``, ``has_ready``, ``as_current``):
+    a kept node runs in the task's order; one put back first runs before its equals."""
+    log: list[str] = []
+    x = leaf()
+    n1 = Scale("n1", (acc(x),), log)
+    n2 = Scale("n2", (acc(x),), log)
+    n2.sequence_nr = n1.sequence_nr
+    late = Scale("late", (acc(x),), log)  # the largest sequence_nr: first of all
+    gt = GraphTask(keep_graph=False, create_graph=False)
+    gt.dependencies = compute_dependencies(GraphRoot(((n1, 0), (n2, 0), (late, 0)), [None] * 3), 0)
+    assert not gt.has_ready()
+    gt.keep(n1, [one()])
+    gt.keep(late, [one()])
+    gt.keep_first(n2, [one()])  # n2 was taken and put back: before n1, its equal
+    assert gt.has_ready()
+    run_to_end(gt)
+    assert log == ["late", "n2", "n1"] and not gt.has_ready()
+    other = GraphTask(keep_graph=False, create_graph=False)
+    with gt.as_current():
+        assert current_graph_task() is gt
+        with other.as_current():
+            assert current_graph_task() is other
+        assert current_graph_task() is gt
+    assert current_graph_task() is None
+
+
 def test_staging_leaves_grad_untouched_until_commit() -> None:
     log: list[str] = []
     x = leaf(2)

@@ -209,6 +209,23 @@ class Scheduler(Protocol):
 
 # -- GraphTask ------------------------------------------------------------------------------
 
+
+class _AsCurrent:
+    """The context of ``GraphTask.as_current``."""
+
+    __slots__ = ("gt", "token")
+
+    def __init__(self, gt: GraphTask) -> None:
+        self.gt = gt
+
+    def __enter__(self) -> GraphTask:
+        self.token = _current.set(self.gt)
+        return self.gt
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self.token)
+
+
 #: the plan fields of a GraphTask that runs without a plan (never mutated: replaced)
 _NO_NODES: list[Any] = []
 
@@ -627,6 +644,36 @@ class GraphTask:
             return None if pos >= end else YIELD
         finally:
             _current.reset(token)
+
+    # -- the runtime's calls (NOTE [The scheduler protocol]) ----------------------------------
+    # The runtime reaches a task's ReadyQueue and the current graph task only
+    # through these.
+    def keep(self, node: Node, buffer: InputBuffer) -> None:
+        """Queue ``node`` on this task's own ReadyQueue: the scheduler leaves it to this task."""
+        ready = self.ready  # (ReadyQueue.push inlined: one call per node, as before)
+        heapq.heappush(ready.heap, (-node.sequence_nr, ready.tie(), node, buffer))
+
+    def keep_first(self, node: Node, buffer: InputBuffer) -> None:
+        """Put back a node just taken from this task's queue: it runs next, as it would have.
+
+        For a node the runtime held back at a boundary (NOTE [Choice points]
+        in aengine/runtime/_choice.py).
+        """
+        self.ready.push_front(node, buffer)
+
+    def has_ready(self) -> bool:
+        """Whether nodes wait in this task's own ReadyQueue."""
+        return bool(self.ready.heap)
+
+    def as_current(self) -> _AsCurrent:
+        """``with gt.as_current():`` this is the current graph task inside the block.
+
+        For the runtime, around what runs on behalf of this task outside
+        ``run`` (an awaited kernel, hook or nested backward, a device
+        worker's node, the final callbacks): ``current_graph_task`` and
+        ``queue_callback`` see it there.
+        """
+        return _AsCurrent(self)
 
     # -- transitions ---------------------------------------------------------------------------
     def push(self, node: Node, buffer: InputBuffer) -> None:

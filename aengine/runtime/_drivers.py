@@ -18,7 +18,6 @@ import anyio
 
 from ..core import ERR_BACKWARD_TWICE, YIELD, AutogradError, GraphTask, await_user, commit
 from ..core import wrap_node_error as _wrap
-from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
 from ..core._node_hooks import AWAIT
 from ._engine import (
@@ -214,7 +213,7 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                             await end_checkpoint(time_slice)
                         else:
                             await choices.end_checkpoint()
-                        if gt.ready.heap or sched.busy(gt):
+                        if gt.has_ready() or sched.busy(gt):
                             continue
                     break
                 yielded = True
@@ -225,11 +224,8 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                     return
                 # async user code resumed here still runs inside gt (nested
                 # backward, queue_callback): GraphTask.run reset it on return
-                tok = _current.set(gt)
-                try:
+                with gt.as_current():
                     await step
-                finally:
-                    _current.reset(tok)
                 if choices is not None:
                     await choices.resume()  # waiters resume in a seeded order
             except BaseException as exc:
@@ -258,8 +254,7 @@ async def _post(gt: GraphTask) -> None:
     hooks = commit(gt)
     if not hooks and not gt.callbacks:
         return
-    tok = _current.set(gt)  # callbacks may queue callbacks or run a nested backward
-    try:
+    with gt.as_current():  # callbacks may queue callbacks or run a nested backward
         for fn, t in hooks:
             res = fn(t)
             if inspect.isawaitable(res):
@@ -272,5 +267,3 @@ async def _post(gt: GraphTask) -> None:
             if inspect.isawaitable(res):
                 await await_user(res, gt.detach)
             i += 1
-    finally:
-        _current.reset(tok)

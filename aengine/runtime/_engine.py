@@ -64,7 +64,6 @@ from ..core import (
     Node,
     ReadyQueue,
 )
-from ..core._graph_task import _current
 from ..core._modes import _grad_enabled
 from ..tensors import CPU, Device
 from . import _blas
@@ -225,12 +224,12 @@ class _Lazy:
         return None
 
     def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        gt.ready.push(node, buffer)
+        gt.keep(node, buffer)
 
     def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
         if node_device(node) is CPU:
             return False
-        gt.ready.push(node, buffer)
+        gt.keep(node, buffer)
         return NEED_ENGINE
 
     def busy(self, gt: GraphTask) -> bool:
@@ -834,7 +833,7 @@ class Engine:
         if dev is not None and dev is not CPU:
             self._put(gt, node, buffer, dev)
             return
-        gt.ready.push(node, buffer)
+        gt.keep(node, buffer)
         self._wake(gt)
 
     def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
@@ -846,7 +845,7 @@ class Engine:
                 if ok is None:
                     ok = self._movable[gt] = movable(gt)
                 if ok and gt not in self._inflight:
-                    gt.ready.push(node, buffer)  # it runs first, in the thread
+                    gt.keep(node, buffer)  # it runs first, in the thread
                     return TO_THREAD
             return False
         self._put(gt, node, buffer, dev)
@@ -1061,34 +1060,36 @@ class Engine:
         self, q: _DeviceQueue, gt: GraphTask, node: Node, buffer: list[Any]
     ) -> Awaitable[Any] | None:
         """Run one node of ``gt`` on this worker, as the owner would; what to await, if any."""
-        t1 = _current.set(gt)
         t2 = _grad_enabled.set(gt.create_graph)
         step = None
         try:
-            if q.select is None:
-                step = gt.run_node(node, buffer)
-            else:
-                with q.select():  # cuda: this device, in this thread
+            with gt.as_current():
+                if q.select is None:
                     step = gt.run_node(node, buffer)
+                else:
+                    with q.select():  # cuda: this device, in this thread
+                        step = gt.run_node(node, buffer)
         finally:
             _grad_enabled.reset(t2)
-            _current.reset(t1)
             if step is None:
                 self._done(gt)
         return step
 
     async def _wait(self, q: _DeviceQueue, gt: GraphTask, step: Awaitable[Any]) -> None:
         """Wait inside a node (kernel, async hook, nested backward); replaced meanwhile."""
-        t1 = _current.set(gt)
-        t2 = _grad_enabled.set(gt.create_graph)
         cancelled = anyio.get_cancelled_exc_class()
         q.blocked += 1
         if q.workers - q.blocked < q.target:
-            self._spawn(q)
+            self._spawn(q)  # (the new worker starts in no graph task's context)
         try:
-            await step
-            if self._explore is not None:
-                await self._explore.resume()  # waiters resume in a seeded order
+            with gt.as_current():
+                t2 = _grad_enabled.set(gt.create_graph)
+                try:
+                    await step
+                    if self._explore is not None:
+                        await self._explore.resume()  # waiters resume in a seeded order
+                finally:
+                    _grad_enabled.reset(t2)
         except cancelled:
             raise  # this worker is cancelled (the Engine closes)
         except BaseException:
@@ -1097,6 +1098,4 @@ class Engine:
             pass
         finally:
             q.blocked -= 1
-            _grad_enabled.reset(t2)
-            _current.reset(t1)
             self._done(gt)

@@ -14,7 +14,6 @@ import anyio
 from anyio.lowlevel import checkpoint
 
 from ..core import GraphTask, Node
-from ..core._graph_task import _current
 from ._choice import Choices
 from ._share import FifoSlots, LoopShare
 
@@ -94,7 +93,7 @@ class Explored:
         if dev is not None and dev is not self.home:
             return self.real.dispatch(gt, node, buffer)
         if self.choices.yield_here(self.key):
-            gt.ready.push_front(node, buffer)  # it stays next in its graph task
+            gt.keep_first(node, buffer)  # it stays next in its graph task
             return self.choices.turn(self.key)
         return False
 
@@ -111,8 +110,5 @@ class Explored:
             await anyio.sleep(faults.delay_seconds)
         for _ in range(choices.delay(2)):
             await checkpoint()
-        token = _current.set(gt)
-        try:
+        with gt.as_current():
             return node.apply(inputs, gt.create_graph)
-        finally:
-            _current.reset(token)

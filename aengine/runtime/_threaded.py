@@ -80,13 +80,13 @@ class _InThread:
     offload_min = NEVER
 
     def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        gt.ready.push(node, buffer)
+        gt.keep(node, buffer)
 
     def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
         dev = node.dev
         if (dev is None or dev is CPU) and not _user_code(node):
             return False
-        gt.ready.push(node, buffer)  # the loop runs it, and what follows
+        gt.keep(node, buffer)  # the loop runs it, and what follows
         return BACK
 
     def busy(self, gt: GraphTask) -> bool:
