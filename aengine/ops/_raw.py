@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aengine.adapters._raw import RawOps, sum_to_axes
-
 if TYPE_CHECKING:
+    # the same source as aengine.adapters._raw: mypy finds adapters/ as the
+    # package ``adapters`` (the installed name maps to it through an import
+    # hook, which mypy does not follow)
+    from adapters._raw import RawOps, sum_to_axes
+
     from ..tensors._tensor_ops import GradOps
+else:
+    from aengine.adapters._raw import RawOps, sum_to_axes
 
 __all__ = ["RawOps", "sum_to_axes"]
 
