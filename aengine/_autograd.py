@@ -294,7 +294,7 @@ class _Call(Coroutine[Any, Any, Any]):
     _coro: Coroutine[Any, Any, Any]
 
     #: ``self._coro.__await__()``, without a Python frame (see the NOTE)
-    __await__ = property(operator.attrgetter("_coro.__await__"))  # type: ignore[assignment]
+    __await__ = property(operator.attrgetter("_coro.__await__"))
 
     def send(self, value: Any) -> Any:
         """Delegated to the call's coroutine (for event loops that drive it as a task)."""
@@ -424,7 +424,7 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     signature = signature.replace(return_annotation=_result_type(signature.return_annotation))
     for fn in (async_fn, sync_fn):
         fn.__name__ = fn.__qualname__ = name
-        fn.__wrapped__ = gen_fn  # type: ignore[attr-defined]
+        fn.__wrapped__ = gen_fn
         fn.__signature__ = signature  # type: ignore[attr-defined]
         fn.__annotations__ = {**gen_fn.__annotations__, "return": signature.return_annotation}
     return async_fn, sync_fn

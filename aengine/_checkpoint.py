@@ -54,7 +54,7 @@ class CheckpointFunction(Function):
     """The backward node of ``ae.checkpoint``: recompute, then a reentrant backward."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any, run_function: Callable[..., Any], preserve_rng_state: bool, *args: Any
     ) -> Any:
         if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
@@ -82,7 +82,7 @@ class CheckpointFunction(Function):
             return run_function(*args)
 
     @staticmethod
-    def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
+    def backward(ctx: Any, *grads: Any) -> Any:
         outputs, out_grads, detached = _recompute(ctx, grads)
         sync_backward(outputs, out_grads)
         return (None, None, *(x.grad if isinstance(x, Tensor) else None for x in detached))
@@ -92,7 +92,7 @@ class AsyncCheckpointFunction(CheckpointFunction):
     """``CheckpointFunction`` whose nested backward is awaited (made inside event loops)."""
 
     @staticmethod
-    async def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
+    async def backward(ctx: Any, *grads: Any) -> Any:
         outputs, out_grads, detached = _recompute(ctx, grads)
         await backward(outputs, out_grads)
         return (None, None, *(x.grad if isinstance(x, Tensor) else None for x in detached))

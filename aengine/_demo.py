@@ -95,7 +95,7 @@ async def train(
         with ae.no_grad():
             for p, g in zip(params, grads):
                 p -= 0.05 * g
-    return loss.item()
+    return float(loss.item())
 
 
 async def measure(steps: int, depth: int, width: int, blocking: bool) -> Result:

@@ -146,7 +146,7 @@ class BackwardCFunction(Node, FunctionCtx):
         self.needs_input_grad = ()
         self._in_meta: tuple[Any, ...] = ()
         self._out_meta: tuple[Any, ...] = ()
-        self.num_outputs = 1  # type: ignore[misc]
+        self.num_outputs = 1
         self.out_devs: tuple[Any, ...] = ()
 
     # -- saved tensors ------------------------------------------------------------------
@@ -316,8 +316,8 @@ class _FunctionMeta(type):
                 "__module__": cls.__module__,
             },
         )
-        cls._backward_cls = node_cls  # type: ignore[attr-defined]
-        cls._both = backward is not None and vjp is not None  # type: ignore[attr-defined]
+        cls._backward_cls = node_cls
+        cls._both = backward is not None and vjp is not None
 
 
 class Function(metaclass=_FunctionMeta):
@@ -483,7 +483,7 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
     non_diff = ctx._non_diff
     # dropped now: ctx holding its outputs would make a cycle (NOTE [Graph ownership])
     ctx._dirty = ctx._non_diff = ()
-    ctx.num_outputs = len(outs)  # type: ignore[misc]
+    ctx.num_outputs = len(outs)
     out_meta: list[Any] = []
     devs: list[Any] = []
     seen: dict[int, Tensor] = {}
@@ -648,7 +648,7 @@ class _DelayedError(Node):
     def __init__(self, edges: tuple[Any, ...], msg: str, n: int) -> None:
         super().__init__(edges)
         self.msg = msg
-        self.num_outputs = n  # type: ignore[misc]
+        self.num_outputs = n
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         raise AutogradError(self.msg)

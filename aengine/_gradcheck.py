@@ -238,7 +238,7 @@ def _jacobian_rows(o: Tensor, inputs: tuple[Any, ...], in_idx: list[int]) -> Gen
 
 def _run_check(
     fn: Any, inputs: tuple[Any, ...], eps: float, atol: float, rtol: float, nondet_tol: float
-) -> Gen:
+) -> Generator[Any, None, bool]:
     """The check itself; raises GradcheckError on the first mismatch (in PyTorch's order)."""
     in_idx = _check_inputs(inputs)
     outputs = yield from _call(fn, inputs)

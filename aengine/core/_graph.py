@@ -192,9 +192,9 @@ def own_vc(t: TensorBase) -> list[int]:
     vc = t._vc
     if vc.__class__ is not list:
         if vc.__class__ is DetachedVC:
-            return vc.shared  # type: ignore[union-attr]
+            return vc.shared
         vc = t._vc = [vc[0]]  # ZERO_VC (or a copy of it, e.g. unpickled)
-    return vc  # type: ignore[return-value]
+    return vc
 
 
 # NOTE [Saved tensors detached in place]
@@ -242,7 +242,7 @@ def detach_vc(t: TensorBase) -> None:
 def current_version(t: Any) -> int:
     """The version of a tensor (or SavedTensor), unshifted by ``detach_``."""
     vc = t._vc
-    return vc.shared[0] if vc.__class__ is DetachedVC else vc[0]  # type: ignore[no-any-return]
+    return vc.shared[0] if vc.__class__ is DetachedVC else vc[0]
 
 
 #: fill a node with its next nodes as it is made (NOTE [A node is the list of
@@ -376,12 +376,12 @@ class Node(list["Node | None"]):
     # NOTE [A node is the list of its next nodes]: identity semantics.  The
     # slot wrappers of ``object`` are C functions the type calls directly.
     __hash__ = object.__hash__  # type: ignore[assignment]
-    __eq__ = object.__eq__  # type: ignore[assignment]
-    __ne__ = object.__ne__  # type: ignore[assignment]
-    __lt__ = object.__lt__  # type: ignore[assignment, operator]
-    __le__ = object.__le__  # type: ignore[assignment, operator]
-    __gt__ = object.__gt__  # type: ignore[assignment, operator]
-    __ge__ = object.__ge__  # type: ignore[assignment, operator]
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __lt__ = object.__lt__  # type: ignore[operator]
+    __le__ = object.__le__  # type: ignore[operator]
+    __gt__ = object.__gt__  # type: ignore[operator]
+    __ge__ = object.__ge__  # type: ignore[operator]
 
     def __bool__(self) -> bool:
         return True
@@ -389,8 +389,8 @@ class Node(list["Node | None"]):
     def _fixed(self, *args: object, **kwargs: object) -> Any:
         raise TypeError(f"the edges of {self.name()} are fixed: a backward node cannot change them")
 
-    append = extend = insert = pop = remove = clear = sort = reverse = _fixed  # type: ignore[assignment]
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _fixed  # type: ignore[assignment]
+    append = extend = insert = pop = remove = clear = sort = reverse = _fixed
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _fixed
 
     def __init__(self, next_edges: tuple[Edge | None, ...]) -> None:
         nodes, self.next_nrs = split_edges(next_edges)

@@ -321,7 +321,7 @@ class GraphTask:
         #: its graph's nodes and their InputBuffers by number, the next position
         self.planned: BackwardPlan | None = None
         self.plan_nodes: list[Node] = _NO_NODES
-        self.plan_bufs: list[InputBuffer | None] = _NO_NODES  # type: ignore[assignment]
+        self.plan_bufs: list[InputBuffer | None] = _NO_NODES
         self.plan_pos = 0
         #: the plan's nodes in the order they run (``plan_nodes`` is by number)
         self.plan_run: list[Node] = _NO_NODES
@@ -547,7 +547,7 @@ class GraphTask:
                 else:
                     self.ready.push(n, buf)
         self.planned = None
-        self.plan_bufs = _NO_NODES  # type: ignore[assignment]
+        self.plan_bufs = _NO_NODES
         self.plan_run = _NO_NODES
 
     def _run_plan(self, deadline: float) -> Any:
@@ -621,7 +621,7 @@ class GraphTask:
                             buf[nr] = g
                             bufs[pos + t] = buf
                         else:  # ADD, or ADD_AT (t: the position)
-                            buf = bufs[pos + t if how == -1 else t]  # type: ignore[assignment]
+                            buf = bufs[pos + t if how == -1 else t]
                             if buf[nr] is None:
                                 buf[nr] = g
                             elif g is not None:
@@ -931,7 +931,7 @@ class GraphTask:
                                 nxt_run, nxt_buf = nxt, buf
                             else:
                                 heappush(heap, (-nxt.sequence_nr, tie(), nxt, buf))
-                    node, buffer = nxt_run, nxt_buf  # type: ignore[assignment]
+                    node, buffer = nxt_run, nxt_buf
                     if node is not None:
                         count += 1
                         # the error may be set by another thread or a failing parent

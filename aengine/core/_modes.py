@@ -111,7 +111,7 @@ class _ModeState:
 
     def enter(self) -> list[contextvars.Token[Any]]:
         if self.inner is None:
-            return self.mode._set()  # type: ignore[return-value]
+            return self.mode._set()
         return [var.set(value) for var, value in self.inner]
 
     def exit(self, tokens: list[contextvars.Token[Any]]) -> None:
@@ -458,4 +458,4 @@ class detect_anomaly(_Mode):
     def _set(self) -> list[contextvars.Token[Any]]:
         global anomaly_ever_enabled
         anomaly_ever_enabled = True
-        return [_anomaly.set((True, self.check_nan))]  # type: ignore[list-item]
+        return [_anomaly.set((True, self.check_nan))]

@@ -271,7 +271,7 @@ _SIZES = "an int or a list of ints"
 def _int(v: Any, fn: str, what: str, kind: str = "an int") -> int:
     """An int argument (a Python or numpy integer, not a bool), with PyTorch's check."""
     if v.__class__ is int:
-        return v  # type: ignore[no-any-return]
+        return v
     if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
         raise TypeError(f"{fn}(): argument '{what}' must be {kind}, not {type(v).__name__}")
     return operator.index(v)

@@ -226,8 +226,8 @@ def _ones(like: Tensor, shape: tuple[int, ...]) -> Tensor:
     return ones(*shape, dtype=like.dtype, device=like.device)
 
 
-def _moved(F: GradOps, c: Tensor, s: int, right: bool) -> Tensor:
-    """``c`` moved ``s`` places along the last axis, padded with ones."""
+def _moved(F: GradOps, c: Tensor, s: int, right: bool) -> Any:
+    """``c`` moved ``s`` places along the last axis, padded with ones (what ``F`` makes)."""
     n = c.shape[-1]
     pad = _ones(c, (*c.shape[:-1], s))
     if right:  # element i takes c[..., i - s]
@@ -235,7 +235,7 @@ def _moved(F: GradOps, c: Tensor, s: int, right: bool) -> Tensor:
     return F.cat([F.getitem(c, (..., slice(s, n))), pad], -1)  # takes c[..., i + s]
 
 
-def _scan(F: GradOps, x: Tensor, right: bool) -> Tensor:
+def _scan(F: GradOps, x: Tensor, right: bool) -> Any:
     """Products of the elements before (``right``) or after each one, along the last axis."""
     c = _moved(F, x, 1, right)
     s = 1

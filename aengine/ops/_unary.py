@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..tensors._creation import tensor_input
@@ -34,7 +35,7 @@ def _unary(
     node: str | None = None,
     floating: bool = True,
     cost: int = 1,
-) -> Any:
+) -> Callable[[Tensor], Tensor]:
     """Define an elementwise op: ``fwd(xp, array)`` and its node rule.
 
     ``rule(F, g, (v,), node)`` returns ``(grad,)`` where ``v`` is the one

@@ -151,7 +151,7 @@ def worker_name() -> str:
 def node_device(node: Node) -> Device:
     """The device whose queue runs ``node`` (see NOTE [Device queues])."""
     dev = node.dev
-    return CPU if dev is None else dev  # type: ignore[no-any-return]
+    return CPU if dev is None else dev
 
 
 # -- marking graphs freed by a failed backward -------------------------------------------------

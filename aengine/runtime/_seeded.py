@@ -25,7 +25,7 @@ def _give_seeded(slots: FifoSlots, choices: Choices) -> bool:
     waiters = slots.waiters
     if len(waiters) < 2:
         return False
-    i = choices.pick(range(len(waiters)))  # type: ignore[arg-type]
+    i = choices.pick(range(len(waiters)))
     if not i:
         return False
     ev = waiters[i]

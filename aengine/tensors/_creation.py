@@ -328,7 +328,7 @@ def tensor_input(x: Any, name: str, arg: str = "input") -> Tensor:
 def _int_arg(value: Any, fn: str, name: str) -> int:
     """An int argument of ``fn`` (a Python or numpy integer, not a bool), as PyTorch's."""
     if value.__class__ is int:
-        return value  # type: ignore[no-any-return]
+        return value
     if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
         raise TypeError(f"{fn}(): argument '{name}' must be an int, not {type(value).__name__}")
     return operator.index(value)

@@ -109,7 +109,8 @@ def as_dtype(dtype: Any) -> np.dtype[Any] | None:
     if dtype is None:
         return None
     try:
-        return np.dtype(dtype)
+        d: np.dtype[Any] = np.dtype(dtype)
+        return d
     except TypeError as exc:
         raise TypeError(f"not a dtype: {dtype!r}") from exc
 

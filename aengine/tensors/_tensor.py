@@ -292,6 +292,7 @@ class Tensor(TensorFields):
 
     _grad: Tensor | None
     _base: Tensor | None
+    _device: Device  # (the core's TensorBase says Any: it knows no Device)
 
     __array_priority__ = 1000  # numpy defers binary operators to Tensor
 

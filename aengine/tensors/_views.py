@@ -223,7 +223,7 @@ def _records_history(t: TensorFields, others: tuple[Any, ...]) -> bool:
         return False
     base = t._base
     is_view = base is not None and t._view_meta is not None
-    rg = t._rg or (is_view and base._rg)  # type: ignore[union-attr]
+    rg = t._rg or (is_view and base._rg)
     if not rg:
         for o in others:
             if isinstance(o, TensorFields) and o._rg:
@@ -255,7 +255,7 @@ def snapshot(t: T, copy: bool) -> T:
         s._rg = True
         s._fn = fn
         s.output_nr = t.output_nr
-    return s
+    return s  # type: ignore[no-any-return]  # (new_tensor makes a Tensor, typed in the core as Any)
 
 
 def commit_inplace(t: T, r: TensorFields | None) -> T:
