@@ -66,7 +66,19 @@ from ._errors import AutogradError, BackwardError
 from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
 from ._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
 from ._node_hooks import Detach, post_hooks, pre_hooks, tensor_pre_hooks
-from ._plan import MIN_DEPTH, PLANS, SCAN_CHUNK, BackwardPlan, build_steps, match
+from ._plan import (
+    ADD,
+    GENERAL,
+    MIN_DEPTH,
+    NEW_ONE,
+    NEXT,
+    ONE_ROUTE,
+    PLANS,
+    SCAN_CHUNK,
+    BackwardPlan,
+    build_steps,
+    match,
+)
 
 __all__ = [
     "ACC_SEQ",
@@ -568,6 +580,9 @@ class GraphTask:
         perf = time.perf_counter
         pos = self.plan_pos
         end = len(steps)
+        # the Step kinds and routes' hows, as locals (a local is read as fast as a literal)
+        general, next_, one_route = GENERAL, NEXT, ONE_ROUTE
+        new_one, add = NEW_ONE, ADD
         # The hot loop's checks, at the same nodes: an error before a node
         # taken from the heap, the clock (and the error) before every
         # (CLOCK_EVERY + 1)th node of this call.  The nodes between two clock
@@ -590,7 +605,7 @@ class GraphTask:
                     if buffer is None:  # (else handed on by the node before)
                         buffer = bufs[pos]
                         bufs[pos] = None
-                    if not kind:  # GENERAL
+                    if kind == general:
                         self.plan_pos = pos + 1
                         res = self._general(node, buffer)
                         buffer = None
@@ -605,23 +620,23 @@ class GraphTask:
                         raise
                     # routing, with ``accumulate`` inlined; the plan knows which
                     # gradient makes a buffer (a node returns one per edge)
-                    if kind == 3:  # NEXT: the one gradient, the next node's buffer
+                    if kind == next_:  # the one gradient, the next node's buffer
                         buffer = [outs[prog]]
                         continue
                     buffer = None
-                    if kind == 2:  # ONE_ROUTE: (output index, offset), a new 1-slot buffer
+                    if kind == one_route:  # (output index, offset): a new 1-slot buffer
                         bufs[pos + prog[1]] = [outs[prog[0]]]
                         continue
                     for k, t, nr, how in prog:  # (t: the offset of the node routed to)
                         g = outs[k]
-                        if not how:  # NEW_ONE
+                        if how == new_one:
                             bufs[pos + t] = [g]
                         elif how > 0:  # the first of ``how`` slots
                             buf = [None] * how
                             buf[nr] = g
                             bufs[pos + t] = buf
                         else:  # ADD, or ADD_AT (t: the position)
-                            buf = bufs[pos + t if how == -1 else t]
+                            buf = bufs[pos + t if how == add else t]
                             if buf[nr] is None:
                                 buf[nr] = g
                             elif g is not None:

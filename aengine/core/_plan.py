@@ -400,13 +400,13 @@ def _if_runs(t: int, runs: int) -> int:
 #: that buffer's node runs next (offset 1), routing the output index: the
 #: buffer goes straight to it (a chain's every link).
 Step = tuple[bool, int, Any]
-#: (``GraphTask._run_plan`` tests them as the literals 0, 2 and 3)
+#: (``GraphTask._run_plan`` reads them as locals; ROUTES is its last case)
 GENERAL, ROUTES, ONE_ROUTE, NEXT = 0, 1, 2, 3
 #: how a gradient reaches its node's InputBuffer: the first one of a
 #: one-slot buffer (NEW_ONE), added to what is there (ADD; ADD_AT where the
 #: route names the buffer's position, not its offset), or, a number n > 1,
-#: the first one of a buffer of n slots (``GraphTask._run_plan`` tests them
-#: as the literals 0, -1 and -2)
+#: the first one of a buffer of n slots (a positive ``how``; ADD_AT is the
+#: last case of ``GraphTask._run_plan``)
 NEW_ONE, ADD, ADD_AT = 0, -1, -2
 #: the edges into a node from which the routes that add to its buffer name
 #: its position (ADD_AT): a node many gradients meet at (a leaf's
