@@ -25,11 +25,11 @@
 # NOTE [Forward ops in a profile]
 # Every node takes its ``sequence_nr`` from one counter,
 # ``next_sequence_nr`` of aengine/core/_graph.py, which the forward calls once
-# per recorded op (``record`` in aengine/ops/_core.py imports it by name).
-# While a profile records, each module's reference to the counter is swapped
-# for one that also notes the time and the track; leaving the profile puts
-# the counter back.  The forward pays nothing when no profile records, and
-# no op needs to know about profiling.  A mark is matched to its backward
+# per recorded op (``record`` in aengine/ops/_core.py, through that module).
+# While a profile records, ``observe_sequence`` makes the counter report each
+# number to the recorder, which notes the time and the track; leaving the
+# profile stops it.  The forward pays nothing more when no profile records,
+# and no op needs to know about profiling.  A mark is matched to its backward
 # node by ``sequence_nr``; marks with none (an AccumulateGrad, or a node
 # whose backward ran outside the profile) are left out.
 """
@@ -46,7 +46,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from os import PathLike
 from time import perf_counter
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import Any
 
 from .core import YIELD, GraphTask, Node, _graph, _trace, current_graph_task
@@ -402,21 +402,6 @@ class _Recorder:
         self.progress(self._report(gt, g, now, done=False))
 
 
-# -- the forward counter (NOTE [Forward ops in a profile]) ----------------------------------------
-
-
-def _swap_counter(new: Callable[[], int] | None, original: Callable[[], int]) -> list[ModuleType]:
-    """Point every aengine module's ``next_sequence_nr`` from ``original`` to ``new``."""
-    swapped = []
-    for name, module in list(sys.modules.items()):
-        if module is None or not (name == "aengine" or name.startswith("aengine.")):
-            continue
-        if vars(module).get("next_sequence_nr") is original:
-            module.next_sequence_nr = new  # type: ignore[attr-defined]
-            swapped.append(module)
-    return swapped
-
-
 # -- export ------------------------------------------------------------------------------------
 
 
@@ -751,8 +736,6 @@ class profile:
         self._report = report
         self._every = float(progress_every)
         self._rec: _Recorder | None = None
-        self._swapped: list[ModuleType] = []
-        self._counter: Callable[[], int] | None = None
         self._events: list[dict[str, Any]] | None = None
 
     # -- recording ------------------------------------------------------------------------------
@@ -765,17 +748,8 @@ class profile:
                 "(it sees every backward of the process): leave it first"
             )
         rec = self._rec = _Recorder(self._report, self._every)
-        original = _graph.next_sequence_nr
-
-        def next_sequence_nr() -> int:
-            seq = original()
-            rec.forward_op(seq)
-            return seq
-
-        self._counter = original
-        self._swapped = _swap_counter(next_sequence_nr, original)
+        _graph.observe_sequence(rec.forward_op)
         _trace.install(rec)
-        GraphTask.prof = rec
         return self
 
     def __exit__(
@@ -788,12 +762,8 @@ class profile:
         if rec is None or rec.t1 is not None:
             return
         rec.t1 = perf_counter()
-        GraphTask.prof = None
         _trace.install(None)
-        assert self._counter is not None
-        for module in self._swapped:
-            module.next_sequence_nr = self._counter  # type: ignore[attr-defined]
-        self._swapped = []
+        _graph.observe_sequence(None)
         rec.tracks.clear()  # the tasks themselves (names are kept)
 
     async def __aenter__(self) -> profile:

@@ -61,6 +61,7 @@ __all__ = [
     "SavedTensor",
     "gradient_edge",
     "next_sequence_nr",
+    "observe_sequence",
     "nrs",
     "own_vc",
     "ZERO_VC",
@@ -170,7 +171,34 @@ def describe(array: Any) -> str:
 ACC_SEQ = 1 << 62
 
 _sequence = itertools.count()
-next_sequence_nr = _sequence.__next__
+#: the next node's sequence number (the counter's own C method; while
+#: ``observe_sequence`` has an observer, a function that also reports it).
+#: The forward's recorders call it through this module (``_graph.next_sequence_nr()``)
+#: so that only this module ever rebinds it.
+_take_sequence_nr = _sequence.__next__  # (one object: each access makes a new one)
+next_sequence_nr: Callable[[], int] = _take_sequence_nr
+
+
+def observe_sequence(observer: Callable[[int], object] | None) -> None:
+    """Report each sequence number taken to ``observer(seq)``; None stops it.
+
+    A profile notes the time of every recorded op this way (NOTE [Forward
+    ops in a profile] in aengine/_profile.py); with no observer the counter
+    costs nothing more.
+    """
+    global next_sequence_nr
+    if observer is None:
+        next_sequence_nr = _take_sequence_nr
+        return
+    take = _take_sequence_nr
+
+    def observed() -> int:
+        seq = take()
+        observer(seq)
+        return seq
+
+    next_sequence_nr = observed
+
 
 # NOTE [The shared zero version counter]
 # Most tensors are never modified in place nor viewed: they all hold the one

@@ -245,9 +245,6 @@ _NO_NODES: list[Any] = []
 class GraphTask:
     """The state of one backward call (see NOTE [Scheduler invariants])."""
 
-    #: the profile recording now, set on the class (NOTE [Profiling seam])
-    prof: _trace.Recorder | None = None
-
     __slots__ = (
         "anomaly",
         "before_commit",
@@ -284,6 +281,11 @@ class GraphTask:
         "sched",
         "staged",
     )
+
+    @property
+    def prof(self) -> _trace.Recorder | None:
+        """The profile recording now, if any (NOTE [Profiling seam]: one per process)."""
+        return _trace.active
 
     def __init__(
         self,
@@ -455,7 +457,7 @@ class GraphTask:
         outputs: list[tuple[Node, int]] | None,
     ) -> Any:
         """The cheap key of this backward's plan, or None when it takes none."""
-        if self.anomaly or self.node_hook is not None or self.prof is not None:
+        if self.anomaly or self.node_hook is not None or _trace.active is not None:
             return None
         return (
             type(root),
@@ -740,8 +742,9 @@ class GraphTask:
     def finish(self) -> None:
         """The driver is done with this task (success, error or cancellation)."""
         self.done = True
-        if self.prof is not None:
-            self.prof.graph_task_end(self)
+        prof = _trace.active
+        if prof is not None:
+            prof.graph_task_end(self)
         on_finish, self.on_finish = self.on_finish, None
         if on_finish:
             for fn in on_finish:
@@ -841,7 +844,7 @@ class GraphTask:
     # -- the hot loop ------------------------------------------------------------------------
     def run(self, deadline: float = float("inf")) -> Any:
         """Run ready nodes; return None (drained), YIELD or an awaitable to await."""
-        prof = self.prof
+        prof = _trace.active
         if prof is not None and not prof.inside(self):
             return prof.run(self, deadline)  # timed; it calls run again
         if self.pending is not None:
@@ -992,7 +995,7 @@ class GraphTask:
         """
         try:
             # the hot loop's rule, but for the device
-            slow = self._slow_nodes() if self.prof is None else EVERY_NODE
+            slow = self._slow_nodes() if _trace.active is None else EVERY_NODE
             if node._special or (slow is not None and node in slow) or self._heavy(node):
                 return self.evaluate_general(node, buffer)
             self.running_node = node
@@ -1032,8 +1035,9 @@ class GraphTask:
                         captured[idx] = buffer[slot]
                     return None
         coro = self._evaluate(node, buffer)
-        if self.prof is not None:
-            coro = self.prof.node(self, node, coro)
+        prof = _trace.active
+        if prof is not None:
+            coro = prof.node(self, node, coro)
         try:
             first = coro.send(None)
         except StopIteration:
@@ -1077,8 +1081,9 @@ class GraphTask:
             else:
                 outs = node.apply(inputs, create_graph)
             if inspect.isawaitable(outs):  # an async backward
-                if self.prof is not None:
-                    outs = self.prof.wait(outs, f"await the async backward of {node.name()}")
+                prof = _trace.active
+                if prof is not None:
+                    outs = prof.wait(outs, f"await the async backward of {node.name()}")
                 outs = await outs
             if not self.keep_graph:
                 node.release_variables()

@@ -4,10 +4,10 @@
 # ``ae.profile()`` (aengine/_profile.py) installs a Recorder here; the engine
 # asks for it in few places, each outside the per-node hot loop:
 #
-# * While a profile records, ``GraphTask.prof`` (a class attribute, so that
-#   creating a graph task costs nothing more) is the recorder too.  Each
-#   ``GraphTask.run`` call (a time slice) reads it and, when set, hands the
-#   call to ``Recorder.run``, which times it and calls ``run`` again; every
+# * While a profile records, ``active`` here is its recorder: the one
+#   switch, which the core reads (``GraphTask.prof`` too; creating a graph
+#   task costs nothing more).  Each ``GraphTask.run`` call (a time slice)
+#   reads it and, when set, hands the call to ``Recorder.run``, which times it and calls ``run`` again; every
 #   node then takes the general path (as under anomaly mode or a node hook:
 #   the hot loop itself pays nothing), where ``Recorder.node`` wraps the
 #   node's coroutine.  A backward begins, for the profile, at its first
@@ -23,8 +23,9 @@
 # state is elsewhere: a profile records every backward of the process,
 # in every task and thread, as PyTorch's profiler does, and device workers
 # and kernel threads do not run in the context of the code that profiles.
-# Forward ops are seen through the sequence counter, not here (NOTE
-# [Forward ops in a profile] in aengine/_profile.py).
+# Forward ops are seen through the sequence counter's observer
+# (``observe_sequence`` in _graph.py; NOTE [Forward ops in a profile] in
+# aengine/_profile.py).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ active: Recorder | None = None
 def install(recorder: Recorder | None) -> Recorder | None:
     """Make ``recorder`` the active one (None: stop); return the previous one.
 
-    The caller sets ``GraphTask.prof`` too (this module cannot import it).
+    Every graph task reads it here (``GraphTask.prof``): nothing else is set.
     """
     global active
     previous, active = active, recorder

@@ -25,6 +25,7 @@ from ..core import (
     AutogradError,
     Node,
     SavedTensor,
+    _graph,
     _modes,
     gradient_edge,
     own_vc,
@@ -37,7 +38,6 @@ from ..core._graph import (
     add_edges,
     freed_error,
     inference_saved_error,
-    next_sequence_nr,
     nrs,
     split_edges,
     version_error,
@@ -337,7 +337,7 @@ def record(
     # Node.__init__ inlined (this runs once per recorded op; the node, a list,
     # holds its next nodes: NOTE [A node is the list of its next nodes]).
     node.next_nrs = next_nrs
-    node.sequence_nr = next_sequence_nr()
+    node.sequence_nr = _graph.next_sequence_nr()  # (NOTE [Forward ops in a profile])
     node.topological_nr = topo
     node._special = cls._always_special
     node.dev = dev
@@ -453,7 +453,7 @@ def record_one(
         add_edge(node, None)
         node.next_nrs = _NRS00 if not na else nrs((na, 0))
         node.needs = _NEEDS_TF
-    node.sequence_nr = next_sequence_nr()
+    node.sequence_nr = _graph.next_sequence_nr()  # (NOTE [Forward ops in a profile])
     node.topological_nr = fa.topological_nr + 1
     node._special = False  # (no OpNode class is _always_special)
     node.dev = dev
