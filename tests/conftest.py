@@ -17,10 +17,3 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 def _seed() -> None:
     ae.manual_seed(0)
     np.random.seed(0)
-
-
-def torch_or_skip():  # type: ignore[no-untyped-def]
-    """Import torch (the oracle) or skip the test with a visible reason."""
-    return pytest.importorskip(
-        "torch", reason="torch 2.13.0 (CPU) is not installed: oracle comparison skipped"
-    )

@@ -36,6 +36,7 @@ ATOL = {np.dtype("float64"): 1e-10, np.dtype("float32"): 1e-5}
 
 
 def torch_or_skip() -> Any:
+    """Import torch (the oracle) or skip the test with a visible reason."""
     return pytest.importorskip(
         "torch", reason="torch 2.13.0 (CPU) is not installed: oracle comparison skipped"
     )

@@ -425,7 +425,7 @@ def record_one(
     # hot path of most ops (a unary function, a tensor and a number), kept
     # apart so that they skip ``record``'s tuple of inputs and its dispatch
     # on their number.  Both set every field that Node.__init__ sets, plus
-    # OpNode's (tests/test_layers.py checks that they agree field by field).
+    # OpNode's (tests/ops/test_layers.py checks that they agree field by field).
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
         out = (dev._backend or dev.backend).asarray(out)
     if not _grad_enabled.get() or not (x._rg or (x._view_meta is not None and _stale_view_rg(x))):

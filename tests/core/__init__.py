@@ -1,0 +1,1 @@
+"""Tests of the core: graph tasks, dependency counting, plans, modes (no event loop)."""

@@ -1,0 +1,1 @@
+"""Tests of ae.distributed: process groups, GradSync, rpc (in-process and Ray)."""

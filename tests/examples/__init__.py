@@ -1,0 +1,1 @@
+"""Tests of the examples, run against real servers."""

@@ -1,0 +1,1 @@
+"""Tests of the operators: values, gradients and errors against torch."""

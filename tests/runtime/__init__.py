@@ -1,0 +1,1 @@
+"""Tests of the runtime: drivers, the Engine, offload, threads, reentrancy, cancellation."""

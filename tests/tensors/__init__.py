@@ -1,0 +1,1 @@
+"""Tests of tensors: views, in-place ops, devices, dtypes."""

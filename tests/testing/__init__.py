@@ -1,0 +1,1 @@
+"""Tests of ae.testing: explored schedules, replay."""
