@@ -636,3 +636,80 @@ async def test_every_step_of_a_repeated_structure_yields_to_the_loop() -> None:
     assert planned[0] == pytest.approx(general[0], abs=4)  # the first step: the general path
     assert planned[1] >= general[1] + nodes // BUILD_CHUNK, (planned, general)
     assert min(planned[2:]) >= max(general[2:]), (planned, general)
+
+
+@pytest.mark.anyio
+async def test_a_backward_cancelled_while_it_builds_or_matches_its_plan_leaves_nothing_behind() -> (
+    None
+):
+    """Cancelled inside the sliced build (or match): ``.grad`` untouched, the plan built
+    at a later sighting, and every later step gives the general path's gradients."""
+    x = _x(16)
+    PLANS.enabled = False
+    expected = (await ae.grad(_chain(x, 600), [x]))[0].data
+    PLANS.enabled = True
+
+    async def step() -> Any:
+        x.grad = None
+        await ae.backward(_chain(x, 600))
+        return x.grad.data
+
+    async def cancel_after(turns: int, scope: anyio.CancelScope) -> None:
+        for _ in range(turns):
+            await anyio.sleep(0)
+        scope.cancel()
+
+    # loop turns before the cancellation: past the dependency pass's few
+    # slices into the build's many; a couple of slices into the match
+    for phase, turns in (("build", 60), ("match", 6)):
+        PLANS.cache.clear()
+        async with ae.Engine(time_slice=1e-9):  # a slice ends at every clock check
+            await step()  # seen once
+            if phase == "match":
+                await step()  # built
+            x.grad = None
+            loss = _chain(x, 600)
+            hits = PLANS.hits
+            async with anyio.create_task_group() as tg:
+                with anyio.CancelScope() as scope:
+                    tg.start_soon(cancel_after, turns, scope)
+                    await ae.backward(loss)
+            assert scope.cancelled_caught and x.grad is None
+            (entry,) = PLANS.cache.entries.values()
+            if phase == "build":
+                assert entry[0] is None  # cancelled before the build was stored
+            else:
+                assert entry[0] is not None and PLANS.hits == hits  # before the match ended
+            hits, misses = PLANS.hits, PLANS.misses
+            for _ in range(3):
+                np.testing.assert_array_equal(await step(), expected)
+        assert PLANS.misses == misses
+        # build: built again, then two hits; match: the plan was kept, three hits
+        assert PLANS.hits - hits == (2 if phase == "build" else 3)
+
+
+@pytest.mark.anyio
+async def test_two_backwards_building_one_structures_plan_at_once() -> None:
+    """Two backwards of one structure, their builds interleaved slice by slice: both give
+    the general path's gradients, and the plan left serves the next ones."""
+    x = _x(16)
+    PLANS.enabled = False
+    expected = (await ae.grad(_chain(x, 400), [x]))[0].data
+    PLANS.enabled = True
+    got: list[Any] = []
+
+    async def one() -> None:
+        (g,) = await ae.grad(_chain(x, 400), [x])
+        got.append(g.data)
+
+    async with ae.Engine(time_slice=1e-9):
+        await one()  # seen once
+        async with anyio.create_task_group() as tg:  # both build
+            tg.start_soon(one)
+            tg.start_soon(one)
+        hits = PLANS.hits
+        await one()
+        assert PLANS.hits - hits == 1
+    assert len(got) == 4
+    for g in got:
+        np.testing.assert_array_equal(g, expected)
