@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 from .core import AutogradError, Node, SavedTensor, gradient_edge, own_vc, record_forward
 from .core import running_node as _running_node
-from .core._graph import freed_error
+from .core._graph import freed_error, set_history
 from .core._modes import _anomaly, _grad_enabled, no_grad
 from .ops import sum_to
 from .ops._core import as_view
@@ -499,7 +499,7 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
             o = seen[id(o)]
             outs[i] = o
             if o._fn is ctx:
-                o.output_nr = i
+                set_history(o, ctx, i)
         elif any(d is o for d in dirty):
             _rebase_dirty(ctx, args, o, i, len(outs), is_input)
             diff_outputs += 1
@@ -519,9 +519,7 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
                 # an input (or a tensor already in a graph) returned: an alias of it
                 o = as_view(Tensor._make(o.data, False, o._device), o, _identity)
                 outs[i] = o
-            o._rg = True
-            o._fn = ctx
-            o.output_nr = i
+            set_history(o, ctx, i)
             _mark_custom_view(o)
             if o.data.dtype.kind in "fc":
                 diff_outputs += 1
@@ -631,9 +629,7 @@ def _rebase_dirty(
             "a leaf Variable that requires grad has been used in an in-place operation."
         )
     old, old_nr = o._fn, o.output_nr
-    o._rg = True
-    o._fn = ctx
-    o.output_nr = i
+    set_history(o, ctx, i)
     if o._retains:
         _move_retains(o, old, old_nr, ctx)
 
@@ -696,8 +692,7 @@ def once_differentiable(fn: _T) -> _T:
         for i, o in enumerate(outs):
             if isinstance(o, Tensor):
                 t = Tensor._make(o.data, True, o._device)
-                t._fn = err
-                t.output_nr = i
+                set_history(t, err, i)
                 outs[i] = t
         return tuple(outs) if is_tuple else outs[0]
 

@@ -50,6 +50,7 @@ __all__ = [
     "TensorBase",
     "bind_tensor_type",
     "new_tensor",
+    "set_history",
     "to_tensor",
     "to_raw",
     "host_device",
@@ -137,6 +138,19 @@ def bind_tensor_type(tensor: type[TensorBase], host: Any) -> None:
 def new_tensor(data: Any, dev: Any) -> Any:
     """A Tensor of backend array ``data`` on ``dev``, without graph."""
     return _bound.tensor._make(data, False, dev)
+
+
+def set_history(t: Any, fn: Node | None, output_nr: int, requires_grad: bool = True) -> None:
+    """Make ``t`` output ``output_nr`` of node ``fn`` (None: no history): its one writer.
+
+    Every change of a tensor's history goes through here (a Function's
+    outputs, an in-place op or a view's rebase, a saved output unpacked,
+    ``detach_``), but for the recorders of built-in ops, which inline it
+    (aengine/ops/_core.py: NOTE [Recording an op of one tensor]).
+    """
+    t._rg = requires_grad
+    t._fn = fn
+    t.output_nr = output_nr
 
 
 def to_tensor(g: Any, dev: Any) -> Any:
@@ -669,8 +683,7 @@ class SavedTensor:
         t = _bound.tensor._make(self.data, self.requires_grad, self.device)
         t._vc = self._vc
         if self.requires_grad:
-            t._fn = node
-            t.output_nr = self.output_nr
+            set_history(t, node, self.output_nr)
         return t
 
 

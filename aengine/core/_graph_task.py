@@ -219,6 +219,27 @@ class Scheduler(Protocol):
         """``node.apply(inputs)`` run where heavy kernels run (a thread)."""
 
 
+# -- where a node runs -----------------------------------------------------------------------
+
+
+def leaves_hot_loop(node: Node, slow: Any, sched: Scheduler | None) -> bool:
+    """Whether the hot loop hands ``node`` on (NOTE [Where a node runs]).
+
+    To the general path when it is ``_special`` or among ``slow``
+    (``GraphTask._slow_nodes``: captured nodes, or every node under anomaly
+    mode, a node hook or a profile); to the scheduler, when there is one,
+    when it is off the scheduler's home device or its kernel is heavy
+    (``numel`` at least ``offload_min``).  ``GraphTask.run`` inlines this
+    test (a call per node would cost there); a plan's build asks it, and
+    ``match`` asks its scheduler part over whole lists.
+    """
+    if node._special or (slow is not None and node in slow):
+        return True
+    return sched is not None and (
+        node.numel >= sched.offload_min or (node.dev is not sched.home and node.dev is not None)
+    )
+
+
 # -- GraphTask ------------------------------------------------------------------------------
 
 
@@ -472,24 +493,14 @@ class GraphTask:
 
     def _build_plan(self, out: list[BackwardPlan]) -> Iterator[None]:
         """Build the plan of this task's prepared graph (before any node ran) into ``out``."""
-        slow = self._slow_nodes()
-        sched = self.sched
-
-        def general(node: Node) -> bool:  # the hot loop's test (see run)
-            if node._special or (slow is not None and node in slow):
-                return True
-            return sched is not None and (
-                node.numel >= sched.offload_min
-                or (node.dev is not sched.home and node.dev is not None)
-            )
-
+        slow, sched = self._slow_nodes(), self.sched
         return build_steps(
             self.reached,
             self.dependencies,
             self.run_set,
             self.captures,
             self.needed,
-            general,
+            lambda node: leaves_hot_loop(node, slow, sched),
             out,
         )
 
@@ -884,7 +895,7 @@ class GraphTask:
                     return YIELD
                 _, _, node, buffer = heappop(heap)
                 while node is not None:
-                    # ---- one node ------------------------------------------------
+                    # ---- one node: ``leaves_hot_loop``, inlined ------------------
                     if node._special or (
                         other
                         and (
@@ -1075,9 +1086,9 @@ class GraphTask:
                     self.stage(node.variable, inputs[0], "leaf")
                 await post_hooks(node, (), inputs, create_graph, detach)
                 return
-            sched = self.sched
-            if sched is not None and node.numel >= sched.offload_min:
-                outs = await sched.kernel(self, node, inputs)  # NOTE [Where a node runs]
+            if self._heavy(node):  # NOTE [Where a node runs]
+                assert self.sched is not None
+                outs = await self.sched.kernel(self, node, inputs)
             else:
                 outs = node.apply(inputs, create_graph)
             if inspect.isawaitable(outs):  # an async backward

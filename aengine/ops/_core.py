@@ -39,6 +39,7 @@ from ..core._graph import (
     freed_error,
     inference_saved_error,
     nrs,
+    set_history,
     split_edges,
     version_error,
 )
@@ -425,7 +426,9 @@ def record_one(
     # hot path of most ops (a unary function, a tensor and a number), kept
     # apart so that they skip ``record``'s tuple of inputs and its dispatch
     # on their number.  Both set every field that Node.__init__ sets, plus
-    # OpNode's (tests/ops/test_layers.py checks that they agree field by field).
+    # OpNode's, and write the result's history as ``set_history`` does
+    # (core/_graph.py, inlined: a call per op costs here); tests/ops/
+    # test_layers.py checks that they agree field by field.
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
         out = (dev._backend or dev.backend).asarray(out)
     if not _grad_enabled.get() or not (x._rg or (x._view_meta is not None and _stale_view_rg(x))):
@@ -578,9 +581,7 @@ def record_multi(
     node.meta = None
     node.numel = max((o.size for o in outs), default=0)
     for i, t in enumerate(ts):
-        t._rg = True
-        t._fn = node
-        t.output_nr = i
+        set_history(t, node, i)
     node.saved = tuple(saved) if len(saved) != 1 else saved[0]
     node.versions = _versions(tuple(saved))
     if _modes.anomaly_ever_enabled and _anomaly.get()[0]:

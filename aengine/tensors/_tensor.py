@@ -35,7 +35,7 @@ from ..core import (
     describe,
     own_vc,
 )
-from ..core._graph import _add_hook, current_version, detach_vc
+from ..core._graph import _add_hook, current_version, detach_vc, set_history
 from ..core._modes import _grad_enabled, _inference
 from ._device import CPU, Device
 from ._dtype import (
@@ -590,9 +590,7 @@ class Tensor(TensorFields):
             # a saved value of its old graph now fails to unpack, as in PyTorch
             # (NOTE [Saved tensors detached in place] in aengine/core/_graph.py)
             detach_vc(self)
-        self._fn = None
-        self._rg = False
-        self.output_nr = 0
+        set_history(self, None, 0, False)
         return self
 
     def numpy(self) -> Any:

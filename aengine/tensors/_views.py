@@ -57,7 +57,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..core import AutogradError, Node, gradient_edge, own_vc
-from ..core._graph import freed_error, new_tensor
+from ..core._graph import freed_error, new_tensor, set_history
 from ..core._modes import _grad_enabled, _inference
 from ._fields import TensorFields
 from ._tensor_ops import TENSOR_OPS, ViewFn
@@ -252,9 +252,7 @@ def snapshot(t: T, copy: bool) -> T:
     s = new_tensor(t.data.copy() if copy else t.data, t._device)
     fn = t.grad_fn
     if fn is not None:
-        s._rg = True
-        s._fn = fn
-        s.output_nr = t.output_nr
+        set_history(s, fn, t.output_nr)
     return s  # type: ignore[no-any-return]  # (new_tensor makes a Tensor, typed in the core as Any)
 
 
@@ -287,17 +285,13 @@ def _rebase_history(t: TensorFields, node: Node) -> None:
         assert t._view_fn is not None  # every view has one (``as_view``)
         cs = CopySlices(base, t._view_fn, node)
         old, old_nr = base._fn, base.output_nr
-        base._fn = cs
-        base.output_nr = 0
-        base._rg = True
+        set_history(base, cs, 0)
         if base._retains:
             _move_retains(base, old, old_nr, cs)
         t._rg = True  # its grad_fn is rebuilt from the base on next access
         return
     old, old_nr = t._fn, t.output_nr
-    t._fn = node
-    t.output_nr = 0
-    t._rg = True
+    set_history(t, node, 0)
     if t._retains:
         _move_retains(t, old, old_nr, node)
 
@@ -330,9 +324,7 @@ def refresh_view_grad_fn(t: TensorFields) -> None:
     finally:
         _grad_enabled.reset(token)
     old, old_nr = t._fn, t.output_nr
-    t._fn = fresh._fn
-    t.output_nr = fresh.output_nr
-    t._rg = fresh._rg
+    set_history(t, fresh._fn, fresh.output_nr, fresh._rg)
     t._view_meta = vc
     if t._retains and t._fn is not None:
         _move_retains(t, old, old_nr, t._fn)
