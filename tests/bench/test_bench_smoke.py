@@ -340,3 +340,17 @@ def test_offload_small_model_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     row = [line for line in out.splitlines() if line.startswith("| 1 |")]
     assert len(row) == 1 and row[0].count("x)") == 4, out
+
+
+def test_walk_counts_the_calls_of_one_gradient(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench.walk``: every call into aengine during one awaited backward."""
+    from bench.walk import main as walk_main
+    from bench.walk import walk
+
+    calls = walk()
+    files = {f for f, _ in calls}
+    assert ("runtime/_drivers.py", "run_async") in calls and ("core/_graph_task.py", "run") in calls
+    assert "core/_graph_task.py" in files and len(calls) > len(files) > 5
+    walk_main(["--list"])
+    out = capsys.readouterr().out
+    assert f"{len(calls)} calls, {len(files)} files, " in out
