@@ -41,14 +41,9 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import itertools
-import math
-import numbers
 import os
 import weakref
-from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
 from time import perf_counter
 from types import TracebackType
 from typing import Any, TypeVar
@@ -62,14 +57,15 @@ from ..core import (
     AutogradError,
     GraphTask,
     Node,
-    ReadyQueue,
 )
 from ..core._modes import _grad_enabled
 from ..tensors import CPU, Device
 from . import _blas
+from ._checks import check_int, check_seconds, check_sim_latency
 from ._choice import Choices
 from ._loop import yield_slice
 from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, NEVER, run_kernel
+from ._queues import DeviceQueue, SeededQueue
 from ._seeded import SeededSlots
 from ._settings import (
     DEFAULT_REENTRANT_DEPTH_LIMIT,
@@ -79,6 +75,7 @@ from ._settings import (
     set_loop_engine,
 )
 from ._share import FifoSlots, LoopShare, loop_share
+from ._stats import EngineStats
 from ._threaded import IN_THREAD, TO_THREAD, movable, run_slice, starts_heavy
 
 __all__ = [
@@ -255,212 +252,7 @@ def scheduler_for(gt: GraphTask) -> Engine | _Lazy:
     return LAZY if eng is None else eng
 
 
-class _DeviceQueue:
-    """The ready queue of one device of an Engine (see NOTE [Device queues])."""
-
-    __slots__ = (
-        "blocked",
-        "dev",
-        "event",
-        "inline",
-        "latency",
-        "limiter",
-        "names",
-        "queues",
-        "rr",
-        "select",
-        "target",
-        "workers",
-    )
-
-    def __init__(self, dev: Device, target: int, threads: int, latency: float) -> None:
-        self.dev = dev
-        #: one ReadyQueue per graph task with ready nodes here, served in turn
-        self.queues: dict[GraphTask, ReadyQueue] = {}
-        self.rr: deque[GraphTask] = deque()
-        self.event: anyio.Event | None = None
-        self.workers = 0
-        self.blocked = 0
-        self.target = target
-        self.limiter = anyio.CapacityLimiter(threads)
-        self.latency = latency
-        self.names = itertools.count()
-        self.select: Callable[[], Any] | None = None
-        #: kernels launched inline (NOTE [Kernel offload policy] in _offload.py)
-        self.inline = bool(dev.backend.launches_async)
-        if dev.type == "cuda":
-            select = getattr(dev.backend, "device_context", None)
-            if select is not None:
-                index = dev.index or 0
-                self.select = lambda: select(index)
-
-    def put(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        q = self.queues.get(gt)
-        if q is None:
-            q = self.queues[gt] = ReadyQueue()
-            self.rr.append(gt)
-        q.push(node, buffer)
-        ev = self.event
-        if ev is not None:
-            self.event = None
-            ev.set()
-
-    def take(self) -> tuple[GraphTask, Node, list[Any]]:
-        gt = self.rr.popleft()
-        q = self.queues[gt]
-        node, buffer = q.pop()
-        if len(q):
-            self.rr.append(gt)
-        else:
-            del self.queues[gt]
-        return gt, node, buffer
-
-    def discard(self, gt: GraphTask) -> int:
-        q = self.queues.pop(gt, None)
-        if q is None:
-            return 0
-        self.rr.remove(gt)
-        return len(q)
-
-    def pause(self) -> float:
-        """Seconds a node waits before it runs here (a ``sim`` device's latency)."""
-        return self.latency
-
-
-class _SeededQueue(_DeviceQueue):
-    """A device queue of an explored run: the graph task served next is a seeded choice.
-
-    See NOTE [Choice points] in _choice.py.  Inside one graph task the order
-    is its own heap's, as always.
-    """
-
-    __slots__ = ("choices",)
-
-    def __init__(
-        self, dev: Device, target: int, threads: int, latency: float, choices: Choices
-    ) -> None:
-        super().__init__(dev, target, threads, latency)
-        self.choices = choices
-
-    def take(self) -> tuple[GraphTask, Node, list[Any]]:
-        rr = self.rr
-        i = self.choices.pick([self.choices.label(gt) for gt in rr])
-        if i:
-            rr.rotate(-i)  # the chosen one first; the others keep their turns
-        return super().take()
-
-    def pause(self) -> float:
-        # jitter: up to half the latency more, in quarters
-        return self.latency * (1.0 + self.choices.delay(2) / 4) if self.latency else 0.0
-
-
-def _int_setting(name: str, value: Any, least: int) -> int:
-    """An int setting of ae.Engine (not a bool), at least ``least``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < least:
-        raise ValueError(f"{name} must be >= {least}, got {value}")
-    return int(value)
-
-
-def _seconds(name: str, value: Any, where: str = "") -> float:
-    """A duration setting of ae.Engine: a finite real number (the caller checks its sign)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"{name} must be a number of seconds, got {type(value).__name__} {value!r}{where}"
-        )
-    seconds = float(value)
-    if not math.isfinite(seconds):
-        raise ValueError(f"{name} must be a finite number of seconds, got {value}{where}")
-    return seconds
-
-
-def _sim_latency(value: Any) -> float | dict[str, float]:
-    """ae.Engine's ``sim_latency``: seconds >= 0, or a dict of them by sim device name."""
-    if isinstance(value, dict):
-        return {_sim_name(key): _latency(v, f" for {key!r}") for key, v in value.items()}
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return _latency(value)
-    raise TypeError(
-        "sim_latency must be a number of seconds or a dict {'sim:N': seconds}, got "
-        f"{type(value).__name__} {value!r}"
-    )
-
-
-def _sim_name(key: Any) -> str:
-    """A key of ``sim_latency``: the name of a sim device ('sim' is 'sim:0')."""
-    hint = f"sim_latency: {key!r} is not a sim device; the keys are names like 'sim:0'"
-    try:
-        dev = Device(key)
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(f"{hint} ({exc})") from None
-    if dev.type != "sim":
-        raise ValueError(hint)
-    return str(dev)
-
-
-def _latency(value: Any, where: str = "") -> float:
-    seconds = _seconds("sim_latency", value, where)
-    if seconds < 0:
-        raise ValueError(f"sim_latency must be >= 0 seconds, got {value}{where}")
-    return seconds
-
-
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    """What an Engine has done since it opened (``engine.stats()``).
-
-    * ``backwards_done``, ``backwards_failed``, ``backwards_cancelled``:
-      top-level backwards (``await ae.backward/grad`` and the other entry
-      points; nested ones belong to their parent) ended each way.
-    * ``backwards_inflight``: admitted and running; ``backwards_waiting``:
-      waiting for admission (``max_inflight``).
-    * ``queue_depth``: by device, the work waiting: for ``"cpu"`` the
-      backwards waiting for their turn on the event loop (NOTE [The loop's
-      share]), for other devices the nodes in their queue.
-    * ``kernels_offloaded``: node kernels run in compute threads;
-      ``backwards_in_threads``: backwards whose nodes moved to a compute
-      thread (``offload_backward``); ``calls_run``: functions run by
-      ``engine.run``.
-    * ``slices``: time slices run by backwards on this loop;
-      ``slices_overran``: those that lasted more than twice ``time_slice``
-      (a single node longer than that cannot be cut).
-    * ``worst_loop_lag``: the latest a 10 ms timer of the loop fired, in
-      seconds: how long the event loop was kept from other tasks at worst.
-    * ``blas_threads``: the BLAS/OpenMP thread cap in force (None: none).
-
-    Example::
-
-        >>> import aengine as ae, anyio
-        >>> async def main():
-        ...     async with ae.Engine() as engine:
-        ...         x = ae.ones(3, requires_grad=True)
-        ...         await ae.grad(x.sum(), [x])
-        ...         return engine.stats()
-        >>> anyio.run(main).backwards_done
-        1
-    """
-
-    backwards_done: int = 0
-    backwards_failed: int = 0
-    backwards_cancelled: int = 0
-    backwards_inflight: int = 0
-    backwards_waiting: int = 0
-    queue_depth: dict[str, int] = field(default_factory=dict)
-    kernels_offloaded: int = 0
-    backwards_in_threads: int = 0
-    calls_run: int = 0
-    slices: int = 0
-    slices_overran: int = 0
-    worst_loop_lag: float = 0.0
-    blas_threads: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The figures as a plain dict (JSON-ready)."""
-        return asdict(self)
 
 
 #: seconds between two loop-lag probes of an Engine
@@ -570,26 +362,26 @@ class Engine:
         # every setting is checked here, naming it: a wrong one fails now, not in a backward
         if time_slice is None:
             time_slice = DEFAULT_TIME_SLICE
-        time_slice = _seconds("time_slice", time_slice)
+        time_slice = check_seconds("time_slice", time_slice)
         if not time_slice > 0:
             raise ValueError(f"time_slice must be a positive number of seconds, got {time_slice}")
         if max_inflight is not None:
-            max_inflight = _int_setting("max_inflight", max_inflight, 1)
+            max_inflight = check_int("max_inflight", max_inflight, 1)
         if not isinstance(offload, bool):
             raise TypeError(f"offload must be a bool, got {type(offload).__name__} {offload!r}")
         if offload_threshold is None:
             offload_threshold = DEFAULT_OFFLOAD_MIN_ELEMENTS
-        offload_threshold = _int_setting("offload_threshold", offload_threshold, 0)
+        offload_threshold = check_int("offload_threshold", offload_threshold, 0)
         if offload_threads is not None:
-            offload_threads = _int_setting("offload_threads", offload_threads, 1)
+            offload_threads = check_int("offload_threads", offload_threads, 1)
         if not isinstance(offload_backward, bool):
             raise TypeError(
                 "offload_backward must be a bool, got "
                 f"{type(offload_backward).__name__} {offload_backward!r}"
             )
         if blas_threads is not None:
-            blas_threads = _int_setting("blas_threads", blas_threads, 1)
-        reentrant_depth_limit = _int_setting("reentrant_depth_limit", reentrant_depth_limit, 1)
+            blas_threads = check_int("blas_threads", blas_threads, 1)
+        reentrant_depth_limit = check_int("reentrant_depth_limit", reentrant_depth_limit, 1)
         if not isinstance(reentrant_overflow, str):
             raise TypeError(
                 "reentrant_overflow must be 'thread' or 'task', got "
@@ -600,8 +392,8 @@ class Engine:
                 f"reentrant_overflow must be 'thread' or 'task', got {reentrant_overflow!r}"
             )
         self.reentrant_overflow = reentrant_overflow
-        workers_per_device = _int_setting("workers_per_device", workers_per_device, 1)
-        sim_latency = _sim_latency(sim_latency)
+        workers_per_device = check_int("workers_per_device", workers_per_device, 1)
+        sim_latency = check_sim_latency(sim_latency)
         if on_node is not None and not callable(on_node):
             raise TypeError(
                 "on_node must be a callable (node, where) or None, got "
@@ -622,7 +414,7 @@ class Engine:
         self.sim_latency = sim_latency
         self.on_node = on_node
         self._ephemeral = _ephemeral
-        self._queues: dict[Device, _DeviceQueue] = {}
+        self._queues: dict[Device, DeviceQueue] = {}
         self._inflight: dict[GraphTask, int] = {}
         self._waiters: dict[GraphTask, anyio.Event] = {}
         self._cpu_limiter: anyio.CapacityLimiter | None = None
@@ -962,7 +754,7 @@ class Engine:
         if ev is not None:
             ev.set()
 
-    def _queue(self, dev: Device) -> _DeviceQueue:
+    def _queue(self, dev: Device) -> DeviceQueue:
         q = self._queues.get(dev)
         if q is None:
             lat = self.sim_latency
@@ -970,9 +762,9 @@ class Engine:
             if dev.type == "sim":
                 latency = lat.get(str(dev), 0.0) if isinstance(lat, dict) else float(lat)
             if self._explore is None:
-                q = _DeviceQueue(dev, self.workers_per_device, self.offload_threads, latency)
+                q = DeviceQueue(dev, self.workers_per_device, self.offload_threads, latency)
             else:
-                q = _SeededQueue(
+                q = SeededQueue(
                     dev, self.workers_per_device, self.offload_threads, latency, self._explore
                 )
             self._queues[dev] = q
@@ -980,12 +772,12 @@ class Engine:
                 self._spawn(q)
         return q
 
-    def _spawn(self, q: _DeviceQueue) -> None:
+    def _spawn(self, q: DeviceQueue) -> None:
         q.workers += 1
         name = f"{q.dev}#{next(q.names)}"
         self._ctx.run(self._tg.start_soon, self._worker, q, name, name=f"aengine-worker-{name}")
 
-    async def _worker(self, q: _DeviceQueue, name: str) -> None:
+    async def _worker(self, q: DeviceQueue, name: str) -> None:
         _worker_var.set(name)
         share = loop_share()
         time_slice = self.time_slice
@@ -1057,7 +849,7 @@ class Engine:
             q.workers -= 1
 
     def _start(
-        self, q: _DeviceQueue, gt: GraphTask, node: Node, buffer: list[Any]
+        self, q: DeviceQueue, gt: GraphTask, node: Node, buffer: list[Any]
     ) -> Awaitable[Any] | None:
         """Run one node of ``gt`` on this worker, as the owner would; what to await, if any."""
         t2 = _grad_enabled.set(gt.create_graph)
@@ -1075,7 +867,7 @@ class Engine:
                 self._done(gt)
         return step
 
-    async def _wait(self, q: _DeviceQueue, gt: GraphTask, step: Awaitable[Any]) -> None:
+    async def _wait(self, q: DeviceQueue, gt: GraphTask, step: Awaitable[Any]) -> None:
         """Wait inside a node (kernel, async hook, nested backward); replaced meanwhile."""
         cancelled = anyio.get_cancelled_exc_class()
         q.blocked += 1
