@@ -29,6 +29,7 @@ Run it with ``make demo`` or ``python -m aengine._demo``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 import time
@@ -144,6 +145,9 @@ def main(steps: int = 25, depth: int = 100, width: int = 64, trace: str | None =
     )
     for backend in ("asyncio", "trio"):
         print(f"[{backend}]")
+        if not _importable(backend):
+            print(f"  {backend} is not installed: skipped (pip install {backend})")
+            continue
         for label, blocking in (("await ae.grad", False), ("blocking backward", True)):
             r = anyio.run(measure, steps, depth, width, blocking, backend=backend)
             print(
@@ -167,6 +171,11 @@ def main(steps: int = 25, depth: int = 100, width: int = 64, trace: str | None =
         "at chrome://tracing ('Load'): a row per backward with its time slices and the yields\n"
         "to the loop, a row with the nodes of the training task, arrows from forward to backward."
     )
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be imported (trio is an optional dependency)."""
+    return importlib.util.find_spec(module) is not None
 
 
 if __name__ == "__main__":

@@ -95,9 +95,12 @@ Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]  # no str, bo
 
 @app.exception_handler(RequestValidationError)
 async def invalid_body(request: Request, exc: RequestValidationError):
-    # FastAPI's own answer echoes the input back, and fails (500) on a NaN in it
-    where = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5]]
-    return JSONResponse({"detail": where}, status_code=422)
+    # FastAPI's own answer echoes the input back, and fails (500) on a NaN in it;
+    # a body that is not JSON at all is a 400, as the trio example answers it
+    errors = exc.errors()
+    where = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5]]
+    not_json = any(e.get("type") == "json_invalid" for e in errors)
+    return JSONResponse({"detail": where}, status_code=400 if not_json else 422)
 
 
 def as_batch(rows: list[list[float]]) -> np.ndarray:

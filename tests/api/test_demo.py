@@ -51,3 +51,13 @@ async def test_the_ticker_runs_during_await_ae_grad_only():
     assert blocking.ticks == 0
     assert blocking.worst_gap == pytest.approx(blocking.seconds)
     assert awaited.loss == blocking.loss
+
+
+def test_main_skips_trio_where_it_is_not_installed(capsys, tmp_path, monkeypatch):
+    """trio is optional: without it the demo runs under asyncio and says so."""
+    monkeypatch.setattr(_demo, "_importable", lambda module: module != "trio")
+    _demo.main(steps=2, depth=4, width=8, trace=str(tmp_path / "trace.json"))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "[asyncio]" and LINE.match(lines[2]) and LINE.match(lines[3])
+    assert lines[4:6] == ["[trio]", "  trio is not installed: skipped (pip install trio)"]
+    assert lines[6].startswith("`await ae.grad` lets the loop run other tasks")
