@@ -614,7 +614,14 @@ class Engine:
         return self._wait_admission(gt, slots)
 
     async def _wait_admission(self, gt: GraphTask, slots: FifoSlots) -> None:
-        await slots.take()
+        try:
+            await slots.take()
+        except BaseException as exc:  # it ends before it ran: counted all the same
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                self._cancelled += 1
+            else:
+                self._failed += 1
+            raise
         self._admitted.add(gt)
 
     def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:

@@ -14,7 +14,8 @@ class EngineStats:
 
     * ``backwards_done``, ``backwards_failed``, ``backwards_cancelled``:
       top-level backwards (``await ae.backward/grad`` and the other entry
-      points; nested ones belong to their parent) ended each way.
+      points; nested ones belong to their parent) ended each way; one
+      cancelled while it waited for admission counts as cancelled.
     * ``backwards_inflight``: admitted and running; ``backwards_waiting``:
       waiting for admission (``max_inflight``).
     * ``queue_depth``: by device, the work waiting: for ``"cpu"`` the

@@ -314,6 +314,8 @@ async def test_a_backward_waiting_for_admission_can_be_cancelled() -> None:
     await ae.backward(y2)
     np.testing.assert_allclose(x2.grad.numpy(), [1.0, 1.0])
     assert stats.backwards_done == 2 and stats.backwards_waiting == 0
+    # the one cancelled while it waited counts as cancelled, as any other
+    assert stats.backwards_cancelled == 1 and stats.backwards_failed == 0
 
 
 @pytest.mark.anyio
