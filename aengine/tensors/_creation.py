@@ -36,6 +36,11 @@ __all__ = [
 ]
 
 
+class _NoRandomOfDtype(NotImplementedError, TypeError):
+    """Random numbers of a dtype that has none (an int, bool): PyTorch raises
+    NotImplementedError (a RuntimeError); the argument is also of the wrong type."""
+
+
 def _dtype(dtype: Any) -> np.dtype[Any] | None:
     """A ``dtype`` argument as a numpy dtype (None stays None), checked to be numeric."""
     dt = as_dtype(dtype)
@@ -435,7 +440,7 @@ def _random(
     rng = generator._rng
     dt = _dtype(dtype) or get_default_dtype()
     if dt.kind not in "fc":  # PyTorch: "check_uniform_bounds" not implemented for 'Long'
-        raise TypeError(
+        raise _NoRandomOfDtype(
             f"{name or kind}(): random numbers need a floating point dtype, got {dt}; pass "
             "dtype=ae.float32 (or ae.float64)"
         )
