@@ -29,9 +29,9 @@
 #   (aengine.core._commit), so an error or a cancellation leaves every
 #   ``.grad`` as it was.
 # * A graph whose structure was seen before may run by a backward plan
-#   (NOTE [Backward plans] in _plan.py): ``_run_plan`` keeps these
-#   invariants with node numbers for the dicts and the heap (``planned``,
-#   ``plan_nodes``, ``plan_bufs``, ``plan_pos``); ``dependencies`` and
+#   (NOTE [Backward plans] in _plan.py): the planned runner (``planned``,
+#   a ``PlannedRun`` of _planned_run.py) keeps these invariants with run
+#   positions for the dicts and the heap; ``dependencies`` and
 #   ``not_ready`` stay empty unless ``_leave_plan`` hands over mid-run.
 # * The task is complete when its queue is empty and no node of it runs
 #   elsewhere (a device worker, an awaited hook): the async driver asks its
@@ -52,7 +52,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import heapq
 import inspect
 import itertools
@@ -66,19 +65,10 @@ from ._errors import AutogradError, BackwardError
 from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
 from ._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
 from ._node_hooks import Detach, post_hooks, pre_hooks, tensor_pre_hooks
-from ._plan import (
-    ADD,
-    GENERAL,
-    MIN_DEPTH,
-    NEW_ONE,
-    NEXT,
-    ONE_ROUTE,
-    PLANS,
-    SCAN_CHUNK,
-    BackwardPlan,
-    build_steps,
-    match,
-)
+from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build_steps, match
+from ._planned_run import PlannedRun
+from ._running import CLOCK_EVERY, YIELD
+from ._running import current as _current
 
 __all__ = [
     "ACC_SEQ",
@@ -94,18 +84,6 @@ __all__ = [
     "wrap_node_error",
 ]
 
-#: returned by ``GraphTask.run`` when the time slice is over
-YIELD = object()
-
-#: the run loop reads the clock when ``count & CLOCK_EVERY`` is 0: every 4th
-#: node.  A kernel kept inline is small (NOTE [Kernel offload policy] in the
-#: runtime), so a slice overruns by 3 such nodes at most; on small nodes the
-#: clock read costs little.
-CLOCK_EVERY = 3
-
-_current: contextvars.ContextVar[GraphTask | None] = contextvars.ContextVar(
-    "aengine_graph_task", default=None
-)
 _ids = itertools.count()
 
 
@@ -259,10 +237,6 @@ class _AsCurrent:
         _current.reset(self.token)
 
 
-#: the plan fields of a GraphTask that runs without a plan (never mutated: replaced)
-_NO_NODES: list[Any] = []
-
-
 class GraphTask:
     """The state of one backward call (see NOTE [Scheduler invariants])."""
 
@@ -288,11 +262,6 @@ class GraphTask:
         "not_ready",
         "on_finish",
         "pending",
-        "plan_bufs",
-        "plan_nodes",
-        "plan_pos",
-        "plan_run",
-        "plan_sched",
         "planned",
         "ready",
         "reached",
@@ -352,15 +321,9 @@ class GraphTask:
         self.error_node: Node | None = None
         #: the async driver's scheduler (device queues, offload), None when sync
         self.sched: Scheduler | None = None
-        #: the backward plan this task runs by (NOTE [Backward plans] in _plan.py),
-        #: its graph's nodes and their InputBuffers by number, the next position
-        self.planned: BackwardPlan | None = None
-        self.plan_nodes: list[Node] = _NO_NODES
-        self.plan_bufs: list[InputBuffer | None] = _NO_NODES
-        self.plan_pos = 0
-        #: the plan's nodes in the order they run (``plan_nodes`` is by number)
-        self.plan_run: list[Node] = _NO_NODES
-        self.plan_sched: Scheduler | None = None
+        #: the planned runner, when a backward plan runs this task (NOTE
+        #: [Backward plans] in _plan.py; _planned_run.py), else None
+        self.planned: PlannedRun | None = None
         #: runs async user code to completion where no event loop runs (sync driver)
         self.detach: Detach | None = None
 
@@ -517,20 +480,10 @@ class GraphTask:
         Yields between chunks; a scheduler changed meanwhile makes the run
         leave the plan at once (``_run_plan``).
         """
-        order = plan.order
-        run: list[Node] = []
-        for a in range(0, len(order), SCAN_CHUNK):
-            run += map(nodes.__getitem__, order[a : a + SCAN_CHUNK])
-            yield
-        self.planned = plan
-        self.plan_nodes = nodes
-        self.plan_run = run
+        runs: list[PlannedRun] = []
+        yield from PlannedRun.start(plan, nodes, buffer, sched, runs)
+        self.planned = runs[0]
         self.reached = nodes
-        # by run position (the root, number 0, runs first)
-        bufs: list[InputBuffer | None] = [None] * len(plan.order)
-        bufs[0] = buffer
-        self.plan_bufs = bufs
-        self.plan_sched = sched
         if outputs is not None:  # grad(): exec_info, for the general-path nodes only
             self.needed = {nodes[i] for i in plan.needed_general}
             self.captures = {nodes[i]: list(caps) for i, caps in plan.captured}
@@ -539,7 +492,8 @@ class GraphTask:
 
     def graph_nodes(self) -> list[Node] | dict[Node, int]:
         """The nodes of this task's graph found so far (the root aside when unplanned)."""
-        return self.plan_nodes if self.planned is not None else self.dependencies
+        planned = self.planned
+        return planned.nodes if planned is not None else self.dependencies
 
     def _leave_plan(self) -> None:
         """Go on by the general path from where the plan's run is (between two nodes).
@@ -548,130 +502,29 @@ class GraphTask:
         edges of the nodes still to run, their InputBuffers, the ready ones
         queued, and grad()'s exec_info in full.
         """
-        plan = self.planned
-        assert plan is not None
-        nodes, bufs = self.plan_nodes, self.plan_bufs
-        ran = set(plan.order[: self.plan_pos])
-        deps: dict[Node, int] = {}
-        for k, n in enumerate(nodes):
-            if k not in ran:
-                for m in n:
-                    if m is not None:
-                        deps[m] = deps.get(m, 0) + 1
+        planned = self.planned
+        assert planned is not None
+        deps, made, needed, run_set = planned.leave(self.needed is not None)
         self.dependencies = deps
-        if self.needed is not None:
-            self.needed = set(itertools.compress(nodes, plan.needed))
-            in_run = plan.in_run
-            self.run_set = set(nodes if in_run is None else itertools.compress(nodes, in_run))
-        for p in range(self.plan_pos, len(bufs)):  # (by run position)
-            buf = bufs[p]
-            if buf is not None:
-                n = self.plan_run[p]
-                if deps.get(n, 0):
-                    self.not_ready[n] = buf
-                else:
-                    self.ready.push(n, buf)
+        if needed is not None:
+            self.needed, self.run_set = needed, run_set
+        for n, buf in made:  # (in run order)
+            if deps.get(n, 0):
+                self.not_ready[n] = buf
+            else:
+                self.ready.push(n, buf)
         self.planned = None
-        self.plan_bufs = _NO_NODES
-        self.plan_run = _NO_NODES
 
     def _run_plan(self, deadline: float) -> Any:
-        """``run`` by the plan: the hot loop with run positions for dicts and heap."""
-        plan = self.planned
-        assert plan is not None
-        if self.plan_pos >= len(plan.steps):
-            return None  # drained (the driver asks again: ``run`` on an empty queue)
-        if self.sched is not self.plan_sched:
+        """``run`` by the planned runner, unless the scheduler changed meanwhile."""
+        planned = self.planned
+        assert planned is not None
+        if planned.sched is not self.sched and planned.pos < len(planned.plan.steps):
             # another scheduler (a compute thread's, the loop's) decides anew
             # where nodes run: the general path asks it node by node
             self._leave_plan()
             return self.run(deadline)
-        steps = plan.steps
-        run, bufs = self.plan_run, self.plan_bufs
-        create_graph = self.create_graph
-        release = not self.keep_graph
-        perf = time.perf_counter
-        pos = self.plan_pos
-        end = len(steps)
-        # the Step kinds and routes' hows, as locals (a local is read as fast as a literal)
-        general, next_, one_route = GENERAL, NEXT, ONE_ROUTE
-        new_one, add = NEW_ONE, ADD
-        # The hot loop's checks, at the same nodes: an error before a node
-        # taken from the heap, the clock (and the error) before every
-        # (CLOCK_EVERY + 1)th node of this call.  The nodes between two clock
-        # checks run as one stretch, without a count.  ``buffer`` is not None
-        # between two nodes when a NEXT step handed the next node its buffer
-        # directly; it goes to ``bufs`` before any return.
-        stretch = CLOCK_EVERY
-        buffer: Any = None
-        token = _current.set(self)
-        try:
-            while True:
-                stop = pos + stretch
-                if stop > end:
-                    stop = end
-                for pos in range(pos, stop):  # noqa: B020 (pos is set anew after the stretch)
-                    popped, kind, prog = steps[pos]
-                    if popped and self.error is not None:
-                        return None  # (failed: the buffers are not read again)
-                    node = run[pos]
-                    if buffer is None:  # (else handed on by the node before)
-                        buffer = bufs[pos]
-                        bufs[pos] = None
-                    if kind == general:
-                        self.plan_pos = pos + 1
-                        res = self._general(node, buffer)
-                        buffer = None
-                        if res is not None:
-                            return res
-                        continue
-                    try:
-                        outs = node.evaluate(buffer, create_graph, release)
-                    except BaseException as exc:
-                        self.plan_pos = pos + 1
-                        self.fail(node, exc)
-                        raise
-                    # routing, with ``accumulate`` inlined; the plan knows which
-                    # gradient makes a buffer (a node returns one per edge)
-                    if kind == next_:  # the one gradient, the next node's buffer
-                        buffer = [outs[prog]]
-                        continue
-                    buffer = None
-                    if kind == one_route:  # (output index, offset): a new 1-slot buffer
-                        bufs[pos + prog[1]] = [outs[prog[0]]]
-                        continue
-                    for k, t, nr, how in prog:  # (t: the offset of the node routed to)
-                        g = outs[k]
-                        if how == new_one:
-                            bufs[pos + t] = [g]
-                        elif how > 0:  # the first of ``how`` slots
-                            buf = [None] * how
-                            buf[nr] = g
-                            bufs[pos + t] = buf
-                        else:  # ADD, or ADD_AT (t: the position)
-                            buf = bufs[pos + t if how == add else t]
-                            if buf[nr] is None:
-                                buf[nr] = g
-                            elif g is not None:
-                                buf[nr] = buf[nr] + g
-                pos = stop
-                if pos >= end:
-                    break
-                # the clock check, before the node at ``pos``
-                stretch = CLOCK_EVERY + 1
-                if steps[pos][0]:  # taken from the heap
-                    if self.error is not None:
-                        return None
-                    if perf() > deadline:
-                        break
-                elif perf() > deadline or self.error is not None:
-                    break
-            self.plan_pos = pos
-            if buffer is not None:  # handed on to the node at ``pos``, which has not run
-                bufs[pos] = buffer
-            return None if pos >= end else YIELD
-        finally:
-            _current.reset(token)
+        return planned.run(self, deadline)
 
     # -- the runtime's calls (NOTE [The scheduler protocol]) ----------------------------------
     # The runtime reaches a task's ReadyQueue and the current graph task only

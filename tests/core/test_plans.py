@@ -290,8 +290,7 @@ def test_leaving_a_plan_part_way_gives_the_same_gradients() -> None:
         for _ in gt.pending:  # type: ignore[union-attr]
             pass
         gt.pending = None
-        assert gt.planned is not None
-        gt.plan_pos = 0
+        assert gt.planned is not None and gt.planned.pos == 0
         _run_until(gt, stop)
         gt._leave_plan()
         assert gt.planned is None
@@ -302,8 +301,8 @@ def test_leaving_a_plan_part_way_gives_the_same_gradients() -> None:
 
 def _run_until(gt: GraphTask, stop: int) -> None:
     """Run the first ``stop`` nodes of ``gt``'s plan (a deadline already past yields)."""
-    plan = gt.planned
-    assert plan is not None
+    assert gt.planned is not None
+    plan = gt.planned.plan
     keep = plan.steps
     plan.steps = keep[:stop]
     try:
@@ -406,7 +405,8 @@ async def test_a_planned_backward_sent_back_from_its_thread_goes_on_by_the_gener
     leave = GraphTask._leave_plan
 
     def counted(gt: GraphTask) -> None:
-        left.append(gt.plan_pos)
+        assert gt.planned is not None
+        left.append(gt.planned.pos)
         leave(gt)
 
     monkeypatch.setattr(GraphTask, "_leave_plan", counted)

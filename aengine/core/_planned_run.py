@@ -1,0 +1,190 @@
+"""The planned runner: a graph task's backward run by a plan (NOTE [Backward plans]).
+
+``GraphTask`` keeps the backward's state and decides, when it prepares,
+whether a plan runs it (``GraphTask._prepare_steps``: a match).  This
+runner holds what only a planned run has, the plan, the graph's nodes by
+number and in run order, the InputBuffers by run position, the next
+position and the scheduler it was matched under, and runs the hot loop
+over them; a graph task asks it for the general path's state when it
+leaves the plan.  Its fields change only through its own methods.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ._graph import Node
+from ._plan import ADD, GENERAL, NEW_ONE, NEXT, ONE_ROUTE, SCAN_CHUNK, BackwardPlan
+from ._running import CLOCK_EVERY, YIELD
+from ._running import current as _current
+
+if TYPE_CHECKING:
+    from ._graph_task import GraphTask, InputBuffer, Scheduler
+
+__all__ = ["PlannedRun"]
+
+
+class PlannedRun:
+    """A graph task's run by ``plan``, matched against its graph's ``nodes``."""
+
+    __slots__ = ("bufs", "nodes", "order", "plan", "pos", "sched")
+
+    def __init__(
+        self,
+        plan: BackwardPlan,
+        nodes: list[Node],
+        order: list[Node],
+        buffer: InputBuffer,
+        sched: Scheduler | None,
+    ) -> None:
+        self.plan = plan
+        #: the graph's nodes by number, and in the order they run
+        self.nodes = nodes
+        self.order = order
+        #: the InputBuffers by run position (the root, number 0, runs first)
+        self.bufs: list[InputBuffer | None] = [None] * len(order)
+        self.bufs[0] = buffer
+        #: the next run position
+        self.pos = 0
+        #: the scheduler it was matched under: another one leaves the plan
+        self.sched = sched
+
+    @classmethod
+    def start(
+        cls,
+        plan: BackwardPlan,
+        nodes: list[Node],
+        buffer: InputBuffer,
+        sched: Scheduler | None,
+        out: list[PlannedRun],
+    ) -> Iterator[None]:
+        """Make the run of ``plan`` over ``nodes`` into ``out``, yielding between chunks."""
+        order: list[Node] = []
+        numbers = plan.order
+        for a in range(0, len(numbers), SCAN_CHUNK):
+            order += map(nodes.__getitem__, numbers[a : a + SCAN_CHUNK])
+            yield
+        out.append(cls(plan, nodes, order, buffer, sched))
+
+    def leave(
+        self, needed: bool
+    ) -> tuple[dict[Node, int], list[tuple[Node, InputBuffer]], Any, Any]:
+        """The general path's state from the position reached (between two nodes).
+
+        Dependency counts over the edges of the nodes still to run; the
+        InputBuffers made so far with their nodes, in run order; with
+        ``needed`` (grad()), exec_info's ``needed`` and ``run_set`` in full.
+        """
+        plan, nodes, bufs = self.plan, self.nodes, self.bufs
+        ran = set(plan.order[: self.pos])
+        deps: dict[Node, int] = {}
+        for k, n in enumerate(nodes):
+            if k not in ran:
+                for m in n:
+                    if m is not None:
+                        deps[m] = deps.get(m, 0) + 1
+        made = [
+            (self.order[p], buf) for p in range(self.pos, len(bufs)) if (buf := bufs[p]) is not None
+        ]
+        needed_set = run_set = None
+        if needed:
+            needed_set = set(itertools.compress(nodes, plan.needed))
+            in_run = plan.in_run
+            run_set = set(nodes if in_run is None else itertools.compress(nodes, in_run))
+        self.bufs = []
+        return deps, made, needed_set, run_set
+
+    def run(self, gt: GraphTask, deadline: float) -> Any:
+        """``GraphTask.run`` by the plan: the hot loop with run positions for dicts and heap."""
+        plan = self.plan
+        steps = plan.steps
+        pos = self.pos
+        end = len(steps)
+        if pos >= end:
+            return None  # drained (the driver asks again: ``run`` on an empty queue)
+        run, bufs = self.order, self.bufs
+        create_graph = gt.create_graph
+        release = not gt.keep_graph
+        perf = time.perf_counter
+        # the Step kinds and routes' hows, as locals (a local is read as fast as a literal)
+        general, next_, one_route = GENERAL, NEXT, ONE_ROUTE
+        new_one, add = NEW_ONE, ADD
+        # The hot loop's checks, at the same nodes: an error before a node
+        # taken from the heap, the clock (and the error) before every
+        # (CLOCK_EVERY + 1)th node of this call.  The nodes between two clock
+        # checks run as one stretch, without a count.  ``buffer`` is not None
+        # between two nodes when a NEXT step handed the next node its buffer
+        # directly; it goes to ``bufs`` before any return.
+        stretch = CLOCK_EVERY
+        buffer: Any = None
+        token = _current.set(gt)
+        try:
+            while True:
+                stop = pos + stretch
+                if stop > end:
+                    stop = end
+                for pos in range(pos, stop):  # noqa: B020 (pos is set anew after the stretch)
+                    popped, kind, prog = steps[pos]
+                    if popped and gt.error is not None:
+                        return None  # (failed: the buffers are not read again)
+                    node = run[pos]
+                    if buffer is None:  # (else handed on by the node before)
+                        buffer = bufs[pos]
+                        bufs[pos] = None
+                    if kind == general:
+                        self.pos = pos + 1
+                        res = gt._general(node, buffer)
+                        buffer = None
+                        if res is not None:
+                            return res
+                        continue
+                    try:
+                        outs = node.evaluate(buffer, create_graph, release)
+                    except BaseException as exc:
+                        self.pos = pos + 1
+                        gt.fail(node, exc)
+                        raise
+                    # routing, with ``accumulate`` inlined; the plan knows which
+                    # gradient makes a buffer (a node returns one per edge)
+                    if kind == next_:  # the one gradient, the next node's buffer
+                        buffer = [outs[prog]]
+                        continue
+                    buffer = None
+                    if kind == one_route:  # (output index, offset): a new 1-slot buffer
+                        bufs[pos + prog[1]] = [outs[prog[0]]]
+                        continue
+                    for k, t, nr, how in prog:  # (t: the offset of the node routed to)
+                        g = outs[k]
+                        if how == new_one:
+                            bufs[pos + t] = [g]
+                        elif how > 0:  # the first of ``how`` slots
+                            buf = [None] * how
+                            buf[nr] = g
+                            bufs[pos + t] = buf
+                        else:  # ADD, or ADD_AT (t: the position)
+                            buf = bufs[pos + t if how == add else t]
+                            if buf[nr] is None:
+                                buf[nr] = g
+                            elif g is not None:
+                                buf[nr] = buf[nr] + g
+                pos = stop
+                if pos >= end:
+                    break
+                # the clock check, before the node at ``pos``
+                stretch = CLOCK_EVERY + 1
+                if steps[pos][0]:  # taken from the heap
+                    if gt.error is not None:
+                        return None
+                    if perf() > deadline:
+                        break
+                elif perf() > deadline or gt.error is not None:
+                    break
+            self.pos = pos
+            if buffer is not None:  # handed on to the node at ``pos``, which has not run
+                bufs[pos] = buffer
+            return None if pos >= end else YIELD
+        finally:
+            _current.reset(token)
