@@ -63,11 +63,12 @@ from . import _trace
 from ._anomaly import check_nan, report_error
 from ._errors import AutogradError, BackwardError
 from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
+from ._general_run import GeneralRun
 from ._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
 from ._node_hooks import Detach, post_hooks, pre_hooks, tensor_pre_hooks
 from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build_steps, match
 from ._planned_run import PlannedRun
-from ._running import CLOCK_EVERY, YIELD
+from ._running import YIELD, InputBuffer, NodeTask, accumulate
 from ._running import current as _current
 
 __all__ = [
@@ -99,30 +100,6 @@ def running_node() -> Node | None:
 
 
 # -- InputBuffer and ReadyQueue ---------------------------------------------------------------
-
-#: the gradients a node received so far, one slot per forward output
-InputBuffer = list[Any]
-#: an entry of a ReadyQueue: (-sequence_nr, FIFO tie, node, its InputBuffer)
-NodeTask = tuple[int, int, Node, InputBuffer]
-
-
-def accumulate(buf: InputBuffer, nr: int, g: Any) -> None:
-    """Add gradient ``g`` into slot ``nr`` of ``buf`` (None means no gradient)."""
-    old = buf[nr]
-    if old is None:
-        buf[nr] = g
-    elif g is not None:
-        buf[nr] = old + g
-
-
-def new_buffer(node: Node, nr: int, g: Any) -> InputBuffer:
-    """The InputBuffer of ``node`` holding only ``g`` in slot ``nr``."""
-    if node.num_outputs == 1:
-        return [g]
-    buf: InputBuffer = [None] * node.num_outputs
-    buf[nr] = g
-    return buf
-
 
 #: ties of ``ReadyQueue.push_front``: below every ``push``'s (which count up from 0)
 _front_ties = itertools.count(-1, -1)
@@ -249,17 +226,16 @@ class GraphTask:
         "checkpoint_valid",
         "children",
         "create_graph",
-        "dependencies",
         "depth",
         "detach",
         "done",
         "error",
         "error_node",
+        "general",
         "id",
         "keep_graph",
         "needed",
         "node_hook",
-        "not_ready",
         "on_finish",
         "pending",
         "planned",
@@ -271,6 +247,16 @@ class GraphTask:
         "sched",
         "staged",
     )
+
+    @property
+    def dependencies(self) -> dict[Node, int]:
+        """The general runner's dependency counts (NOTE [Scheduler invariants])."""
+        return self.general.dependencies
+
+    @property
+    def not_ready(self) -> dict[Node, InputBuffer]:
+        """The general runner's InputBuffers of nodes not ready yet."""
+        return self.general.not_ready
 
     @property
     def prof(self) -> _trace.Recorder | None:
@@ -287,8 +273,9 @@ class GraphTask:
         checkpoint_valid: bool = True,
     ) -> None:
         self.id = next(_ids)
-        self.dependencies: dict[Node, int] = {}
-        self.not_ready: dict[Node, InputBuffer] = {}
+        #: the general runner: dependency counts and waiting InputBuffers
+        #: (_general_run.py); a planned run (``planned``) hands over to it
+        self.general = GeneralRun()
         self.needed: set[Node] | AllNodesBut | None = None
         self.captures: dict[Node, list[tuple[int, int]]] | None = None
         self.captured: list[Any] = []
@@ -409,8 +396,7 @@ class GraphTask:
                     return
                 PLANS.misses += 1
                 PLANS.cache.miss(key)
-        deps: dict[Node, int] = {}
-        self.dependencies = deps
+        deps = self.general.dependencies  # (empty: nothing ran yet)
         sinks: list[Node] | None = [] if outputs is not None else None
         yield from dependency_steps(root, min_topo, deps, sinks, self.reached)
         if outputs is not None:
@@ -505,14 +491,11 @@ class GraphTask:
         planned = self.planned
         assert planned is not None
         deps, made, needed, run_set = planned.leave(self.needed is not None)
-        self.dependencies = deps
         if needed is not None:
             self.needed, self.run_set = needed, run_set
-        for n, buf in made:  # (in run order)
-            if deps.get(n, 0):
-                self.not_ready[n] = buf
-            else:
-                self.ready.push(n, buf)
+        self.general, ready = GeneralRun.resume(deps, made)
+        for n, buf in ready:  # (in run order)
+            self.ready.push(n, buf)
         self.planned = None
 
     def _run_plan(self, deadline: float) -> Any:
@@ -564,32 +547,6 @@ class GraphTask:
             sched.push(self, node, buffer)
             return
         self.ready.push(node, buffer)
-
-    def route(self, node: Node, outs: Any) -> None:
-        """Send a finished node's gradients on to its next nodes (the general path's routing)."""
-        deps = self.dependencies
-        not_ready = self.not_ready
-        run_set = self.run_set
-        nrs = node.next_nrs
-        for i in range(len(node)):
-            nxt = node[i]
-            if nxt is None:
-                continue
-            g = outs[i] if i < len(outs) else None
-            d = deps[nxt] - 1
-            deps[nxt] = d
-            if run_set is not None and nxt not in run_set:
-                continue  # pruned: never runs (see exec_info)
-            buf = not_ready.get(nxt)
-            if buf is None:
-                buf = new_buffer(nxt, nrs[i], g)
-            else:
-                accumulate(buf, nrs[i], g)
-            if d:
-                not_ready[nxt] = buf
-            else:
-                not_ready.pop(nxt, None)
-                self.push(nxt, buf)
 
     def fail(self, node: Node | None, exc: BaseException) -> None:
         """Record the first error (``node``: where it was raised); stop nested graph tasks."""
@@ -707,7 +664,11 @@ class GraphTask:
 
     # -- the hot loop ------------------------------------------------------------------------
     def run(self, deadline: float = float("inf")) -> Any:
-        """Run ready nodes; return None (drained), YIELD or an awaitable to await."""
+        """Run ready nodes; return None (drained), YIELD or an awaitable to await.
+
+        The preparation first (``pending``, within the time slices), then
+        the runner it chose: the planned one, or the general one.
+        """
         prof = _trace.active
         if prof is not None and not prof.inside(self):
             return prof.run(self, deadline)  # timed; it calls run again
@@ -718,113 +679,7 @@ class GraphTask:
             self.pending = None
         if self.planned is not None:
             return self._run_plan(deadline)
-        heap: list[Any] = self.ready.heap
-        heappop, heappush = heapq.heappop, heapq.heappush
-        tie = self.ready.tie
-        deps = self.dependencies
-        not_ready = self.not_ready
-        slow = self._slow_nodes() if prof is None else EVERY_NODE
-        # NOTE [Where a node runs]: with a scheduler, nodes off its home
-        # device or with large results go to it (two loads and compares).
-        sched = self.sched
-        if sched is not None:
-            home = sched.home
-            offload_min = sched.offload_min
-        other = slow is not None or sched is not None  # one test per node when neither
-        # grad() / backward(inputs=...): only nodes on a path to an input run
-        # (``run_set``); those without captures take the inlined path too.
-        run_set = self.run_set
-        create_graph = self.create_graph
-        release = not self.keep_graph
-        perf = time.perf_counter
-        count = 0
-        token = _current.set(self)
-        try:
-            while heap:
-                if self.error is not None:
-                    return None
-                count += 1
-                if not count & CLOCK_EVERY and perf() > deadline:
-                    return YIELD
-                _, _, node, buffer = heappop(heap)
-                while node is not None:
-                    # ---- one node: ``leaves_hot_loop``, inlined ------------------
-                    if node._special or (
-                        other
-                        and (
-                            (slow is not None and node in slow)
-                            or (
-                                sched is not None
-                                and (
-                                    node.numel >= offload_min
-                                    or (node.dev is not home and node.dev is not None)
-                                )
-                            )
-                        )
-                    ):
-                        res = self._general(node, buffer)
-                        if res is not None:
-                            return res
-                        break
-                    try:
-                        outs = node.evaluate(buffer, create_graph, release)
-                    except BaseException as exc:
-                        self.fail(node, exc)
-                        raise
-                    # ---- route outputs: ``route``, with ``new_buffer`` and
-                    # ``accumulate`` inlined (a call per edge costs measurably here)
-                    nxt_run = None
-                    nxt_buf = None
-                    for nxt, nr, g in zip(node, node.next_nrs, outs):
-                        if nxt is None:
-                            continue
-                        d = deps[nxt] - 1
-                        deps[nxt] = d
-                        if run_set is not None and nxt not in run_set:
-                            continue  # pruned: never runs (see exec_info)
-                        if d:  # not ready yet: the gradient waits in its InputBuffer
-                            buf = not_ready.get(nxt)
-                            if buf is None:
-                                buf = [None] * nxt.num_outputs
-                                buf[nr] = g
-                                not_ready[nxt] = buf
-                            elif buf[nr] is None:
-                                buf[nr] = g
-                            elif g is not None:
-                                buf[nr] = buf[nr] + g
-                            continue
-                        buf = not_ready.pop(nxt, None) if not_ready else None
-                        if buf is None:
-                            if nxt.num_outputs == 1:
-                                buf = [g]
-                            else:
-                                buf = [None] * nxt.num_outputs
-                                buf[nr] = g
-                        elif buf[nr] is None:
-                            buf[nr] = g
-                        elif g is not None:
-                            buf[nr] = buf[nr] + g
-                        # Run it directly when it would be popped next anyway.
-                        if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):
-                            nxt_run, nxt_buf = nxt, buf
-                        else:
-                            if nxt_run is not None and nxt.sequence_nr > nxt_run.sequence_nr:
-                                heappush(heap, (-nxt_run.sequence_nr, tie(), nxt_run, nxt_buf))
-                                nxt_run, nxt_buf = nxt, buf
-                            else:
-                                heappush(heap, (-nxt.sequence_nr, tie(), nxt, buf))
-                    node, buffer = nxt_run, nxt_buf
-                    if node is not None:
-                        count += 1
-                        # the error may be set by another thread or a failing parent
-                        if not count & CLOCK_EVERY and (
-                            perf() > deadline or self.error is not None
-                        ):
-                            heappush(heap, (-node.sequence_nr, tie(), node, buffer))
-                            return YIELD
-            return None
-        finally:
-            _current.reset(token)
+        return self.general.run(self, deadline)
 
     def _slow_nodes(self) -> Any:
         """The nodes that take the general path though not ``_special`` (None: none).
@@ -864,7 +719,7 @@ class GraphTask:
                 return self.evaluate_general(node, buffer)
             self.running_node = node
             outs = node.evaluate(buffer, self.create_graph, not self.keep_graph)
-            self.route(node, outs)
+            self.general.route(self, node, outs)  # (only the general runner routes here)
         except BaseException as exc:
             self.fail(node, exc)
         return None
@@ -954,7 +809,7 @@ class GraphTask:
             outs = await post_hooks(node, outs, inputs, create_graph, detach)
             if self.anomaly:
                 check_nan(node, outs)
-            self.route(node, outs)
+            self.general.route(self, node, outs)  # (only the general runner routes here)
         except BaseException as exc:
             self.fail(node, exc)
             if self.anomaly and isinstance(exc, Exception):

@@ -157,13 +157,13 @@ def test_profile_counts_bytecodes_per_node(capsys: pytest.CaptureFixture[str]) -
     first = capsys.readouterr().out
     main(["--bytecodes", "--nodes", "30", "--top", "5"])
     assert capsys.readouterr().out == first  # the same count each time
-    assert "bytecodes per node" in first and "_graph_task.py:run" in first
+    assert "bytecodes per node" in first and "_general_run.py:run" in first
     main(["--bytecodes", "--forward", "--wide", "10", "--top", "3"])
     assert "_core.py:record" in capsys.readouterr().out
     for extra in ([], ["--async"], ["--async", "--backend", "trio"]):
         main(["--fixedcost", "--bytecodes", "--top", "40", *extra])
         out = capsys.readouterr().out
-        assert "bytecodes per call" in out and "_graph_task.py:run" in out, out
+        assert "bytecodes per call" in out and "_general_run.py:run" in out, out
         # the awaited call between two yields: no trip through the event loop
         assert ("_drivers.py:run_async" in out) == bool(extra), out
         assert "yield_slice" not in out and "base_events.py" not in out, out

@@ -22,6 +22,7 @@ from aengine.core import (
     current_graph_task,
     init_to_execute,
 )
+from aengine.core._general_run import GeneralRun
 from aengine.core._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
 
 
@@ -193,7 +194,7 @@ def test_ready_order_larger_sequence_nr_first() -> None:
     assert first.sequence_nr < second.sequence_nr < third.sequence_nr
     root = GraphRoot(((second, 0), (first, 0), (third, 0)), [one(), one(), one()])
     gt = GraphTask(keep_graph=False, create_graph=False)
-    gt.dependencies = compute_dependencies(root, 0)
+    gt.general = GeneralRun(compute_dependencies(root, 0))
     gt.push(root, [None])
     run_to_end(gt)
     assert log == ["third", "second", "first"]
@@ -259,7 +260,7 @@ def test_input_buffer_sums_without_mutating_inputs() -> None:
     g1, g2 = np.array([1.0, 2.0]), np.array([10.0, 20.0])
     root = GraphRoot(((left, 0), (right, 0)), [g1, g2])
     gt = GraphTask(keep_graph=False, create_graph=False)
-    gt.dependencies = compute_dependencies(root, 0)
+    gt.general = GeneralRun(compute_dependencies(root, 0))
     gt.push(root, [None])
     run_to_end(gt)
     np.testing.assert_array_equal(gt.staged[x][0], [11.0, 22.0])
@@ -273,7 +274,7 @@ def test_input_buffer_slots_of_a_multi_output_node() -> None:
     two = TwoOut("two", (acc(x),), log)
     root = GraphRoot(((two, 0), (two, 1), (two, 1)), [one(1.0), one(3.0), one(4.0)])
     gt = GraphTask(keep_graph=False, create_graph=False)
-    gt.dependencies = compute_dependencies(root, 0)
+    gt.general = GeneralRun(compute_dependencies(root, 0))
     gt.push(root, [None])
     run_to_end(gt)
     np.testing.assert_array_equal(gt.staged[x][0], [1.0 + 2 * 7.0])
@@ -334,7 +335,9 @@ def test_the_runtimes_calls_queue_and_enter_a_task() -> None:
     n2.sequence_nr = n1.sequence_nr
     late = Scale("late", (acc(x),), log)  # the largest sequence_nr: first of all
     gt = GraphTask(keep_graph=False, create_graph=False)
-    gt.dependencies = compute_dependencies(GraphRoot(((n1, 0), (n2, 0), (late, 0)), [None] * 3), 0)
+    gt.general = GeneralRun(
+        compute_dependencies(GraphRoot(((n1, 0), (n2, 0), (late, 0)), [None] * 3), 0)
+    )
     assert not gt.has_ready()
     gt.keep(n1, [one()])
     gt.keep(late, [one()])

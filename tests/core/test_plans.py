@@ -598,8 +598,8 @@ async def test_every_step_of_a_repeated_structure_yields_to_the_loop() -> None:
     the planned run) yield at least as often as the general path does.
     Counts, not times: the ticker's turns per yield are fixed by the loop.
     """
-    from aengine.core._graph_task import CLOCK_EVERY
     from aengine.core._plan import BUILD_CHUNK
+    from aengine.core._running import CLOCK_EVERY
 
     links = 700
     nodes = 3 * links + 2  # (mul, add and sin per link; the sum and the leaf's accumulator)
