@@ -53,19 +53,18 @@
 from __future__ import annotations
 
 import heapq
-import inspect
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from . import _trace
-from ._anomaly import check_nan, report_error
-from ._errors import AutogradError, BackwardError
+from ._errors import AutogradError
 from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
 from ._general_run import GeneralRun
-from ._graph import ACC_SEQ, AccumulateGrad, GraphRoot, Node
-from ._node_hooks import Detach, post_hooks, pre_hooks, tensor_pre_hooks
+from ._graph import ACC_SEQ, GraphRoot, Node
+from ._node_hooks import Detach
+from ._node_path import evaluate_general, run_node, wrap_node_error
 from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build_steps, match
 from ._planned_run import PlannedRun
 from ._running import YIELD, InputBuffer, NodeTask, accumulate
@@ -702,159 +701,16 @@ class GraphTask:
             res = sched.dispatch(self, node, buffer)
             if res is not False:
                 return res
-        return self.evaluate_general(node, buffer)
+        return evaluate_general(self, node, buffer)
 
     def run_node(self, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
-        """Run one node for a device worker: None when it finished, else an awaitable.
+        """Run one node for a device worker: None when it finished, else an awaitable."""
+        return run_node(self, node, buffer)
 
-        Errors are recorded on the task (``fail``), never raised: a
-        KeyboardInterrupt or SystemExit too, which the owner raises as it is
-        (the worker serves other graph tasks; nothing can suspend here, so
-        no cancellation of the worker comes through this call).
-        """
-        try:
-            # the hot loop's rule, but for the device
-            slow = self._slow_nodes() if _trace.active is None else EVERY_NODE
-            if node._special or (slow is not None and node in slow) or self._heavy(node):
-                return self.evaluate_general(node, buffer)
-            self.running_node = node
-            outs = node.evaluate(buffer, self.create_graph, not self.keep_graph)
-            self.general.route(self, node, outs)  # (only the general runner routes here)
-        except BaseException as exc:
-            self.fail(node, exc)
-        return None
+    def enter_node(self, node: Node) -> None:
+        """``node`` runs now (``running_node``: for hooks and errors)."""
+        self.running_node = node
 
-    def _heavy(self, node: Node) -> bool:
-        """Whether the scheduler runs ``node``'s kernel in a thread (NOTE [Where a node runs])."""
-        sched = self.sched
-        return sched is not None and node.numel >= sched.offload_min
-
-    # -- the general path --------------------------------------------------------------------
-    def evaluate_general(self, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
-        """Run ``node`` with hooks, captures, staging and user code that may await.
-
-        Written once as a coroutine: when no user code suspends it finishes
-        here (one ``send(None)``), so the sync driver uses it too; else the
-        rest is returned as an awaitable.
-        """
-        captures = self.captures
-        if captures and self.node_hook is None and not self.anomaly:
-            # a captured node that does not run and has no tensor hooks: its
-            # gradients are only recorded (a leaf's AccumulateGrad in grad())
-            caps = captures.get(node)
-            if caps is not None and node not in self.needed:  # type: ignore[operator]
-                if type(node) is AccumulateGrad:
-                    plain = not node.variable._hooks
-                else:
-                    plain = not node._tensor_pre_hooks and not node._retains_grad
-                if plain:
-                    self.running_node = node
-                    captured = self.captured
-                    for slot, idx in caps:
-                        captured[idx] = buffer[slot]
-                    return None
-        coro = self._evaluate(node, buffer)
-        prof = _trace.active
-        if prof is not None:
-            coro = prof.node(self, node, coro)
-        try:
-            first = coro.send(None)
-        except StopIteration:
-            return None
-        return _Resume(coro, first).wait()
-
-    async def _tensor_pre_hooks(self, node: Node, inputs: InputBuffer) -> InputBuffer:
-        inputs, retained = await tensor_pre_hooks(node, inputs, self.create_graph, self.detach)
-        for t, g in retained:
-            self.stage(t, g, "retain")
-        return inputs
-
-    async def _evaluate(self, node: Node, buffer: InputBuffer) -> None:
-        create_graph, detach = self.create_graph, self.detach
-        try:
-            self.running_node = node
-            if self.node_hook is not None:
-                self.node_hook(node)
-            inputs = buffer
-            needed = self.needed
-            if needed is not None:
-                is_needed = node in needed
-                caps = self.captures.get(node)  # type: ignore[union-attr]
-                if not is_needed:
-                    inputs = await self._tensor_pre_hooks(node, inputs)
-                if caps:
-                    for slot, idx in caps:
-                        self.captured[idx] = inputs[slot]
-                if not is_needed:
-                    return
-            inputs = await self._tensor_pre_hooks(node, inputs)
-            inputs = await pre_hooks(node, inputs, create_graph, detach)
-            if type(node) is AccumulateGrad:
-                if inputs[0] is not None:
-                    self.stage(node.variable, inputs[0], "leaf")
-                await post_hooks(node, (), inputs, create_graph, detach)
-                return
-            if self._heavy(node):  # NOTE [Where a node runs]
-                assert self.sched is not None
-                outs = await self.sched.kernel(self, node, inputs)
-            else:
-                outs = node.apply(inputs, create_graph)
-            if inspect.isawaitable(outs):  # an async backward
-                prof = _trace.active
-                if prof is not None:
-                    outs = prof.wait(outs, f"await the async backward of {node.name()}")
-                outs = await outs
-            if not self.keep_graph:
-                node.release_variables()
-            outs = await post_hooks(node, outs, inputs, create_graph, detach)
-            if self.anomaly:
-                check_nan(node, outs)
-            self.general.route(self, node, outs)  # (only the general runner routes here)
-        except BaseException as exc:
-            self.fail(node, exc)
-            if self.anomaly and isinstance(exc, Exception):
-                report_error(node)
-            raise
-
-
-class _Resume:
-    """Continue a coroutine that already suspended once, inside the caller's await."""
-
-    __slots__ = ("coro", "first")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self.coro = coro
-        self.first = first
-
-    async def wait(self) -> Any:
-        return await self
-
-    def __await__(self) -> Any:
-        coro = self.coro
-        value = self.first
-        while True:
-            try:
-                sent = yield value
-            except BaseException as exc:
-                try:
-                    value = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    value = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
-
-
-def wrap_node_error(node: Node, exc: BaseException) -> BaseException:
-    """The error the caller sees for ``exc`` raised while ``node`` ran."""
-    if isinstance(exc, AutogradError) or not isinstance(exc, Exception):
-        return exc
-    err = BackwardError(
-        f"{type(exc).__name__}: {exc} (raised in the backward of {node.name()})",
-        node.name(),
-        exc,
-    )
-    err.__cause__ = exc
-    return err
+    def capture(self, index: int, grad: Any) -> None:
+        """grad()'s result ``index`` is ``grad``."""
+        self.captured[index] = grad
