@@ -56,7 +56,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
 from . import _trace
 from ._errors import AutogradError
@@ -67,7 +67,15 @@ from ._node_hooks import Detach
 from ._node_path import evaluate_general, run_node, wrap_node_error
 from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build_steps, match
 from ._planned_run import PlannedRun
-from ._running import YIELD, InputBuffer, NodeTask, accumulate
+from ._running import (
+    YIELD,
+    InputBuffer,
+    NodeTask,
+    ReadyQueue,
+    Scheduler,
+    accumulate,
+    leaves_hot_loop,
+)
 from ._running import current as _current
 
 __all__ = [
@@ -96,102 +104,6 @@ def running_node() -> Node | None:
     """The node whose backward runs in this task/thread (general path), if any."""
     gt = _current.get()
     return gt.running_node if gt is not None else None
-
-
-# -- InputBuffer and ReadyQueue ---------------------------------------------------------------
-
-#: ties of ``ReadyQueue.push_front``: below every ``push``'s (which count up from 0)
-_front_ties = itertools.count(-1, -1)
-
-
-class ReadyQueue:
-    """The nodes of one graph task that are ready to run (see NOTE [Scheduler invariants]).
-
-    ``heap`` holds NodeTasks; ``GraphTask.run`` uses it directly in its hot
-    loop, every other caller goes through ``push`` and ``pop``.
-    """
-
-    __slots__ = ("heap", "tie")
-
-    def __init__(self) -> None:
-        self.heap: list[NodeTask] = []
-        self.tie = itertools.count().__next__
-
-    def push(self, node: Node, buffer: InputBuffer) -> None:
-        heapq.heappush(self.heap, (-node.sequence_nr, self.tie(), node, buffer))
-
-    def push_front(self, node: Node, buffer: InputBuffer) -> None:
-        """Put back a node just popped: it comes first again, before its equals too.
-
-        For a node the runtime held back at a boundary (NOTE [Choice points]
-        in aengine/runtime/_choice.py): PyTorch's order inside a graph task
-        must not change.  The ties it takes are negative, decreasing.
-        """
-        heapq.heappush(self.heap, (-node.sequence_nr, next(_front_ties), node, buffer))
-
-    def pop(self) -> tuple[Node, InputBuffer]:
-        _, _, node, buffer = heapq.heappop(self.heap)
-        return node, buffer
-
-    def __len__(self) -> int:
-        return len(self.heap)
-
-
-# -- the scheduler --------------------------------------------------------------------------
-
-# NOTE [The scheduler protocol]
-# The core reaches the async runtime only through this Protocol (the
-# runtime's Engine, or its lazy stand-in when no Engine is open).  A sync
-# backward has no scheduler.  The runtime alone decides where a node runs;
-# the core hands it every node that is off ``home`` or whose result has at
-# least ``offload_min`` elements (NOTE [Where a node runs]).
-
-
-class Scheduler(Protocol):
-    """The runtime side of an async backward (NOTE [The scheduler protocol])."""
-
-    #: the device whose nodes the awaiting task runs itself (cpu)
-    home: Any
-    #: a node whose result has at least this many elements is handed to the
-    #: scheduler: its kernel may run in a thread (a huge number: never)
-    offload_min: int
-
-    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        """A node of ``gt`` became ready on the general path: queue it where it runs."""
-
-    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
-        """A node left ``gt``'s hot loop: False to run it there (general path),
-        None when taken (a device queue), or an awaitable the driver awaits."""
-
-    def busy(self, gt: GraphTask) -> bool:
-        """True while nodes of ``gt`` are queued or running elsewhere."""
-
-    def release(self, gt: GraphTask) -> None:
-        """``gt`` ended: drop what is still queued for it."""
-
-    def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Awaitable[Any]:
-        """``node.apply(inputs)`` run where heavy kernels run (a thread)."""
-
-
-# -- where a node runs -----------------------------------------------------------------------
-
-
-def leaves_hot_loop(node: Node, slow: Any, sched: Scheduler | None) -> bool:
-    """Whether the hot loop hands ``node`` on (NOTE [Where a node runs]).
-
-    To the general path when it is ``_special`` or among ``slow``
-    (``GraphTask._slow_nodes``: captured nodes, or every node under anomaly
-    mode, a node hook or a profile); to the scheduler, when there is one,
-    when it is off the scheduler's home device or its kernel is heavy
-    (``numel`` at least ``offload_min``).  ``GraphTask.run`` inlines this
-    test (a call per node would cost there); a plan's build asks it, and
-    ``match`` asks its scheduler part over whole lists.
-    """
-    if node._special or (slow is not None and node in slow):
-        return True
-    return sched is not None and (
-        node.numel >= sched.offload_min or (node.dev is not sched.home and node.dev is not None)
-    )
 
 
 # -- GraphTask ------------------------------------------------------------------------------

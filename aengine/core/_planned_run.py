@@ -22,7 +22,8 @@ from ._running import CLOCK_EVERY, YIELD
 from ._running import current as _current
 
 if TYPE_CHECKING:
-    from ._graph_task import GraphTask, InputBuffer, Scheduler
+    from ._graph_task import GraphTask
+    from ._running import InputBuffer, Scheduler
 
 __all__ = ["PlannedRun"]
 

@@ -1,17 +1,33 @@
 """What both runners of a graph task share: the step that ends a time slice, the
-clock rule, and the current graph task (NOTE [Scheduler invariants] in _graph_task.py)."""
+clock rule, the current graph task, InputBuffers, the ReadyQueue, the scheduler
+they hand nodes to and the rule of where a node runs (NOTE [Scheduler
+invariants] in _graph_task.py)."""
 
 from __future__ import annotations
 
 import contextvars
-from typing import TYPE_CHECKING, Any
+import heapq
+import itertools
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._graph import Node
 
 if TYPE_CHECKING:
     from ._graph_task import GraphTask
 
-__all__ = ["CLOCK_EVERY", "YIELD", "InputBuffer", "NodeTask", "accumulate", "current", "new_buffer"]
+__all__ = [
+    "CLOCK_EVERY",
+    "YIELD",
+    "InputBuffer",
+    "NodeTask",
+    "ReadyQueue",
+    "Scheduler",
+    "accumulate",
+    "current",
+    "leaves_hot_loop",
+    "new_buffer",
+]
 
 #: returned by ``GraphTask.run`` when the time slice is over
 YIELD = object()
@@ -50,3 +66,99 @@ def new_buffer(node: Node, nr: int, g: Any) -> InputBuffer:
     buf: InputBuffer = [None] * node.num_outputs
     buf[nr] = g
     return buf
+
+
+# -- the ReadyQueue ---------------------------------------------------------------
+
+#: ties of ``ReadyQueue.push_front``: below every ``push``'s (which count up from 0)
+_front_ties = itertools.count(-1, -1)
+
+
+class ReadyQueue:
+    """The nodes of one graph task that are ready to run (see NOTE [Scheduler invariants]).
+
+    ``heap`` holds NodeTasks; ``GraphTask.run`` uses it directly in its hot
+    loop, every other caller goes through ``push`` and ``pop``.
+    """
+
+    __slots__ = ("heap", "tie")
+
+    def __init__(self) -> None:
+        self.heap: list[NodeTask] = []
+        self.tie = itertools.count().__next__
+
+    def push(self, node: Node, buffer: InputBuffer) -> None:
+        heapq.heappush(self.heap, (-node.sequence_nr, self.tie(), node, buffer))
+
+    def push_front(self, node: Node, buffer: InputBuffer) -> None:
+        """Put back a node just popped: it comes first again, before its equals too.
+
+        For a node the runtime held back at a boundary (NOTE [Choice points]
+        in aengine/runtime/_choice.py): PyTorch's order inside a graph task
+        must not change.  The ties it takes are negative, decreasing.
+        """
+        heapq.heappush(self.heap, (-node.sequence_nr, next(_front_ties), node, buffer))
+
+    def pop(self) -> tuple[Node, InputBuffer]:
+        _, _, node, buffer = heapq.heappop(self.heap)
+        return node, buffer
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+
+# -- the scheduler --------------------------------------------------------------------------
+
+# NOTE [The scheduler protocol]
+# The core reaches the async runtime only through this Protocol (the
+# runtime's Engine, or its lazy stand-in when no Engine is open).  A sync
+# backward has no scheduler.  The runtime alone decides where a node runs;
+# the core hands it every node that is off ``home`` or whose result has at
+# least ``offload_min`` elements (NOTE [Where a node runs]).
+
+
+class Scheduler(Protocol):
+    """The runtime side of an async backward (NOTE [The scheduler protocol])."""
+
+    #: the device whose nodes the awaiting task runs itself (cpu)
+    home: Any
+    #: a node whose result has at least this many elements is handed to the
+    #: scheduler: its kernel may run in a thread (a huge number: never)
+    offload_min: int
+
+    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
+        """A node of ``gt`` became ready on the general path: queue it where it runs."""
+
+    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
+        """A node left ``gt``'s hot loop: False to run it there (general path),
+        None when taken (a device queue), or an awaitable the driver awaits."""
+
+    def busy(self, gt: GraphTask) -> bool:
+        """True while nodes of ``gt`` are queued or running elsewhere."""
+
+    def release(self, gt: GraphTask) -> None:
+        """``gt`` ended: drop what is still queued for it."""
+
+    def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Awaitable[Any]:
+        """``node.apply(inputs)`` run where heavy kernels run (a thread)."""
+
+
+# -- where a node runs -----------------------------------------------------------------------
+
+
+def leaves_hot_loop(node: Node, slow: Any, sched: Scheduler | None) -> bool:
+    """Whether the hot loop hands ``node`` on (NOTE [Where a node runs]).
+
+    To the general path when it is ``_special`` or among ``slow``
+    (``GraphTask._slow_nodes``: captured nodes, or every node under anomaly
+    mode, a node hook or a profile); to the scheduler, when there is one,
+    when it is off the scheduler's home device or its kernel is heavy
+    (``numel`` at least ``offload_min``).  ``GraphTask.run`` inlines this
+    test (a call per node would cost there); a plan's build asks it, and
+    ``match`` asks its scheduler part over whole lists.
+    """
+    if node._special or (slow is not None and node in slow):
+        return True
+    return sched is not None and (
+        node.numel >= sched.offload_min or (node.dev is not sched.home and node.dev is not None)
+    )
