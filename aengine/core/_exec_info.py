@@ -7,8 +7,10 @@ interleave them with its time slices (``GraphTask.plan``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from itertools import islice
+from operator import attrgetter, not_
 from typing import Any
 
 from ._graph import Node
@@ -25,6 +27,8 @@ __all__ = [
 
 #: nodes visited between two checks of the time slice while preparing
 PREPARE_CHUNK = 512
+
+_topo = attrgetter("topological_nr")
 
 
 def compute_dependencies(root: Node, min_topo_nr: int) -> dict[Node, int]:
@@ -88,7 +92,8 @@ def dependency_steps(
         if sinks is not None and not min_topo_nr:
             # the visited nodes without next edges (not the root; when pruning,
             # every visited node is above min_topo_nr > 0)
-            sinks += [n for n in order[max(start, 1) : stop] if not n.topological_nr]
+            part = order[max(start, 1) : stop]
+            sinks += itertools.compress(part, map(not_, map(_topo, part)))  # (in C)
         start = stop
         if start >= len(order):
             return

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -93,6 +94,7 @@ __all__ = [
 ]
 
 _ids = itertools.count()
+_is_special = operator.attrgetter("_special")
 
 
 def current_graph_task() -> GraphTask | None:
@@ -602,7 +604,7 @@ class GraphTask:
         if self.anomaly or self.node_hook is not None:
             return EVERY_NODE
         slow = self.captures or None
-        if slow is not None and all(n._special for n in slow):
+        if slow is not None and all(map(_is_special, slow)):
             return None
         return slow
 
