@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import heapq
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _trace
 from ._exec_info import EVERY_NODE
 from ._graph import Node
-from ._running import CLOCK_EVERY, YIELD, InputBuffer, accumulate, new_buffer
+from ._running import CLOCK_EVERY, YIELD, InputBuffer, Task, accumulate, new_buffer
 from ._running import current as _current
-
-if TYPE_CHECKING:
-    from ._graph_task import GraphTask
 
 __all__ = ["GeneralRun"]
 
@@ -54,7 +51,7 @@ class GeneralRun:
                 ready.append((node, buf))
         return run, ready
 
-    def run(self, gt: GraphTask, deadline: float) -> Any:
+    def run(self, gt: Task, deadline: float) -> Any:
         """Run ready nodes of ``gt``; return None (drained), YIELD or an awaitable to await."""
         heap: list[Any] = gt.ready.heap
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -163,7 +160,7 @@ class GeneralRun:
         finally:
             _current.reset(token)
 
-    def route(self, gt: GraphTask, node: Node, outs: Any) -> None:
+    def route(self, gt: Task, node: Node, outs: Any) -> None:
         """Send a finished node's gradients on to its next nodes (the general path's routing)."""
         deps = self.dependencies
         not_ready = self.not_ready

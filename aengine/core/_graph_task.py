@@ -52,12 +52,13 @@
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import itertools
 import operator
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, Protocol, cast
 
 from . import _trace
 from ._errors import AutogradError
@@ -73,11 +74,10 @@ from ._running import (
     InputBuffer,
     NodeTask,
     ReadyQueue,
-    Scheduler,
     accumulate,
+    current,
     leaves_hot_loop,
 )
-from ._running import current as _current
 
 __all__ = [
     "ACC_SEQ",
@@ -94,6 +94,8 @@ __all__ = [
 ]
 
 _ids = itertools.count()
+#: the current graph task (``_running.current``), which only GraphTasks set
+_current = cast("contextvars.ContextVar[GraphTask | None]", current)
 _is_special = operator.attrgetter("_special")
 
 
@@ -106,6 +108,45 @@ def running_node() -> Node | None:
     """The node whose backward runs in this task/thread (general path), if any."""
     gt = _current.get()
     return gt.running_node if gt is not None else None
+
+
+# -- the scheduler --------------------------------------------------------------------------
+
+# NOTE [The scheduler protocol]
+# The core reaches the async runtime only through this Protocol (the
+# runtime's Engine, or its lazy stand-in when no Engine is open).  A sync
+# backward has no scheduler.  The runtime alone decides where a node runs;
+# the core hands it every node that is off ``home`` or whose result has at
+# least ``offload_min`` elements (NOTE [Where a node runs]).
+
+
+class Scheduler(Protocol):
+    """The runtime side of an async backward (NOTE [The scheduler protocol])."""
+
+    #: the device whose nodes the awaiting task runs itself (cpu)
+    home: Any
+    #: a node whose result has at least this many elements is handed to the
+    #: scheduler: its kernel may run in a thread (a huge number: never)
+    offload_min: int
+
+    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
+        """A node of ``gt`` became ready on the general path: queue it where it runs."""
+
+    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
+        """A node left ``gt``'s hot loop: False to run it there (general path),
+        None when taken (a device queue), or an awaitable the driver awaits."""
+
+    def busy(self, gt: GraphTask) -> bool:
+        """True while nodes of ``gt`` are queued or running elsewhere."""
+
+    def release(self, gt: GraphTask) -> None:
+        """``gt`` ended: drop what is still queued for it."""
+
+    def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Awaitable[Any]:
+        """``node.apply(inputs)`` run where heavy kernels run (a thread)."""
+
+
+# -- where a node runs -----------------------------------------------------------------------
 
 
 # -- GraphTask ------------------------------------------------------------------------------
@@ -620,6 +661,15 @@ class GraphTask:
     def run_node(self, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
         """Run one node for a device worker: None when it finished, else an awaitable."""
         return run_node(self, node, buffer)
+
+    def route(self, node: Node, outs: Any) -> None:
+        """Send a finished node's gradients on (the general runner's routing)."""
+        self.general.route(self, node, outs)
+
+    def kernel(self, node: Node, inputs: InputBuffer) -> Awaitable[Any]:
+        """``node.apply(inputs)`` where the scheduler runs heavy kernels (a thread)."""
+        assert self.sched is not None  # (only a heavy node of an async backward comes here)
+        return self.sched.kernel(self, node, inputs)
 
     def enter_node(self, node: Node) -> None:
         """``node`` runs now (``running_node``: for hooks and errors)."""

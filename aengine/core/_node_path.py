@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _trace
 from ._anomaly import check_nan, report_error
@@ -19,15 +19,12 @@ from ._errors import AutogradError, BackwardError
 from ._exec_info import EVERY_NODE
 from ._graph import AccumulateGrad, Node
 from ._node_hooks import post_hooks, pre_hooks, tensor_pre_hooks
-from ._running import InputBuffer
-
-if TYPE_CHECKING:
-    from ._graph_task import GraphTask
+from ._running import InputBuffer, Task
 
 __all__ = ["evaluate_general", "run_node", "wrap_node_error"]
 
 
-def run_node(gt: GraphTask, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
+def run_node(gt: Task, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
     """Run one node for a device worker: None when it finished, else an awaitable.
 
     Errors are recorded on the task (``fail``), never raised: a
@@ -42,19 +39,19 @@ def run_node(gt: GraphTask, node: Node, buffer: InputBuffer) -> Awaitable[Any] |
             return evaluate_general(gt, node, buffer)
         gt.enter_node(node)
         outs = node.evaluate(buffer, gt.create_graph, not gt.keep_graph)
-        gt.general.route(gt, node, outs)  # (only the general runner routes here)
+        gt.route(node, outs)  # (only the general runner routes here)
     except BaseException as exc:
         gt.fail(node, exc)
     return None
 
 
-def _heavy(gt: GraphTask, node: Node) -> bool:
+def _heavy(gt: Task, node: Node) -> bool:
     """Whether the scheduler runs ``node``'s kernel in a thread (NOTE [Where a node runs])."""
     sched = gt.sched
     return sched is not None and node.numel >= sched.offload_min
 
 
-def evaluate_general(gt: GraphTask, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
+def evaluate_general(gt: Task, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None:
     """Run ``node`` with hooks, captures, staging and user code that may await.
 
     Written once as a coroutine: when no user code suspends it finishes
@@ -66,7 +63,7 @@ def evaluate_general(gt: GraphTask, node: Node, buffer: InputBuffer) -> Awaitabl
         # a captured node that does not run and has no tensor hooks: its
         # gradients are only recorded (a leaf's AccumulateGrad in grad())
         caps = captures.get(node)
-        if caps is not None and node not in gt.needed:  # type: ignore[operator]
+        if caps is not None and node not in gt.needed:
             if type(node) is AccumulateGrad:
                 plain = not node.variable._hooks
             else:
@@ -87,14 +84,14 @@ def evaluate_general(gt: GraphTask, node: Node, buffer: InputBuffer) -> Awaitabl
     return _Resume(coro, first).wait()
 
 
-async def _tensor_pre_hooks(gt: GraphTask, node: Node, inputs: InputBuffer) -> InputBuffer:
+async def _tensor_pre_hooks(gt: Task, node: Node, inputs: InputBuffer) -> InputBuffer:
     inputs, retained = await tensor_pre_hooks(node, inputs, gt.create_graph, gt.detach)
     for t, g in retained:
         gt.stage(t, g, "retain")
     return inputs
 
 
-async def _evaluate(gt: GraphTask, node: Node, buffer: InputBuffer) -> None:
+async def _evaluate(gt: Task, node: Node, buffer: InputBuffer) -> None:
     create_graph, detach = gt.create_graph, gt.detach
     try:
         gt.enter_node(node)
@@ -121,7 +118,7 @@ async def _evaluate(gt: GraphTask, node: Node, buffer: InputBuffer) -> None:
             return
         if _heavy(gt, node):  # NOTE [Where a node runs]
             assert gt.sched is not None
-            outs = await gt.sched.kernel(gt, node, inputs)
+            outs = await gt.kernel(node, inputs)
         else:
             outs = node.apply(inputs, create_graph)
         if inspect.isawaitable(outs):  # an async backward
@@ -134,7 +131,7 @@ async def _evaluate(gt: GraphTask, node: Node, buffer: InputBuffer) -> None:
         outs = await post_hooks(node, outs, inputs, create_graph, detach)
         if gt.anomaly:
             check_nan(node, outs)
-        gt.general.route(gt, node, outs)  # (only the general runner routes here)
+        gt.route(node, outs)  # (only the general runner routes here)
     except BaseException as exc:
         gt.fail(node, exc)
         if gt.anomaly and isinstance(exc, Exception):

@@ -14,16 +14,12 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._graph import Node
 from ._plan import ADD, GENERAL, NEW_ONE, NEXT, ONE_ROUTE, SCAN_CHUNK, BackwardPlan
-from ._running import CLOCK_EVERY, YIELD
+from ._running import CLOCK_EVERY, YIELD, InputBuffer, Placement, Task
 from ._running import current as _current
-
-if TYPE_CHECKING:
-    from ._graph_task import GraphTask
-    from ._running import InputBuffer, Scheduler
 
 __all__ = ["PlannedRun"]
 
@@ -39,7 +35,7 @@ class PlannedRun:
         nodes: list[Node],
         order: list[Node],
         buffer: InputBuffer,
-        sched: Scheduler | None,
+        sched: Placement | None,
     ) -> None:
         self.plan = plan
         #: the graph's nodes by number, and in the order they run
@@ -59,7 +55,7 @@ class PlannedRun:
         plan: BackwardPlan,
         nodes: list[Node],
         buffer: InputBuffer,
-        sched: Scheduler | None,
+        sched: Placement | None,
         out: list[PlannedRun],
     ) -> Iterator[None]:
         """Make the run of ``plan`` over ``nodes`` into ``out``, yielding between chunks."""
@@ -98,7 +94,7 @@ class PlannedRun:
         self.bufs = []
         return deps, made, needed_set, run_set
 
-    def run(self, gt: GraphTask, deadline: float) -> Any:
+    def run(self, gt: Task, deadline: float) -> Any:
         """``GraphTask.run`` by the plan: the hot loop with run positions for dicts and heap."""
         plan = self.plan
         steps = plan.steps

@@ -8,21 +8,19 @@ from __future__ import annotations
 import contextvars
 import heapq
 import itertools
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from ._graph import Node
-
-if TYPE_CHECKING:
-    from ._graph_task import GraphTask
 
 __all__ = [
     "CLOCK_EVERY",
     "YIELD",
     "InputBuffer",
     "NodeTask",
+    "Placement",
     "ReadyQueue",
-    "Scheduler",
+    "Task",
     "accumulate",
     "current",
     "leaves_hot_loop",
@@ -39,7 +37,7 @@ YIELD = object()
 CLOCK_EVERY = 3
 
 #: the graph task whose node runs in this task/thread (``current_graph_task``)
-current: contextvars.ContextVar[GraphTask | None] = contextvars.ContextVar(
+current: contextvars.ContextVar[Task | None] = contextvars.ContextVar(
     "aengine_graph_task", default=None
 )
 
@@ -107,46 +105,57 @@ class ReadyQueue:
         return len(self.heap)
 
 
-# -- the scheduler --------------------------------------------------------------------------
-
-# NOTE [The scheduler protocol]
-# The core reaches the async runtime only through this Protocol (the
-# runtime's Engine, or its lazy stand-in when no Engine is open).  A sync
-# backward has no scheduler.  The runtime alone decides where a node runs;
-# the core hands it every node that is off ``home`` or whose result has at
-# least ``offload_min`` elements (NOTE [Where a node runs]).
+# -- what the runners see of a graph task -----------------------------------------------
 
 
-class Scheduler(Protocol):
-    """The runtime side of an async backward (NOTE [The scheduler protocol])."""
+class Placement(Protocol):
+    """What the hot loops read of a scheduler (the ``Scheduler`` of _graph_task.py)."""
 
-    #: the device whose nodes the awaiting task runs itself (cpu)
-    home: Any
-    #: a node whose result has at least this many elements is handed to the
-    #: scheduler: its kernel may run in a thread (a huge number: never)
-    offload_min: int
+    @property
+    def home(self) -> Any:
+        """The device whose nodes the awaiting task runs itself (cpu)."""
 
-    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        """A node of ``gt`` became ready on the general path: queue it where it runs."""
-
-    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
-        """A node left ``gt``'s hot loop: False to run it there (general path),
-        None when taken (a device queue), or an awaitable the driver awaits."""
-
-    def busy(self, gt: GraphTask) -> bool:
-        """True while nodes of ``gt`` are queued or running elsewhere."""
-
-    def release(self, gt: GraphTask) -> None:
-        """``gt`` ended: drop what is still queued for it."""
-
-    def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Awaitable[Any]:
-        """``node.apply(inputs)`` run where heavy kernels run (a thread)."""
+    @property
+    def offload_min(self) -> int:
+        """A node whose kernel counts at least this many elements is handed on."""
 
 
-# -- where a node runs -----------------------------------------------------------------------
+class Task(Protocol):
+    """What the runners and the general path of one node read of, and call on, the
+    graph task they run: a ``GraphTask``, which changes only through these calls."""
+
+    ready: ReadyQueue
+    create_graph: bool
+    keep_graph: bool
+    anomaly: bool
+
+    @property
+    def error(self) -> BaseException | None: ...
+    @property
+    def sched(self) -> Placement | None: ...
+    @property
+    def run_set(self) -> set[Node] | None: ...
+    @property
+    def captures(self) -> dict[Node, list[tuple[int, int]]] | None: ...
+    @property
+    def needed(self) -> Any: ...  # (a set, an AllNodesBut or None: exec_info's)
+    @property
+    def node_hook(self) -> Callable[[Node], None] | None: ...
+    @property
+    def detach(self) -> Any: ...  # (the sync driver's Detach runner, or None)
+
+    def fail(self, node: Node | None, exc: BaseException) -> None: ...
+    def push(self, node: Node, buffer: InputBuffer) -> None: ...
+    def route(self, node: Node, outs: Any) -> None: ...
+    def stage(self, key: Any, grad: Any, kind: str) -> None: ...
+    def enter_node(self, node: Node) -> None: ...
+    def capture(self, index: int, grad: Any) -> None: ...
+    def kernel(self, node: Node, inputs: InputBuffer) -> Awaitable[Any]: ...
+    def _slow_nodes(self) -> Any: ...
+    def _general(self, node: Node, buffer: InputBuffer) -> Any: ...
 
 
-def leaves_hot_loop(node: Node, slow: Any, sched: Scheduler | None) -> bool:
+def leaves_hot_loop(node: Node, slow: Any, sched: Placement | None) -> bool:
     """Whether the hot loop hands ``node`` on (NOTE [Where a node runs]).
 
     To the general path when it is ``_special`` or among ``slow``
