@@ -215,40 +215,29 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     # kernels stay on the loop: NOTE [Kernel offload policy]); each trial of
     # the mlp family is a new event loop, the steady family's later steps
     # run in one
-    wl = wls.get("mlp-small")
-    if wl is not None:
-        for backend in ("asyncio", "trio"):
+    for role, key, what in (
+        ("mlp-small", "step", "step vs sync, a new loop"),
+        ("steady-mlp-128", "bwd later", "backward vs sync, later steps"),
+    ):
+        wl = wls.get(role)
+        for backend in ("asyncio", "trio") if wl is not None else ():
             add(
-                f"{wl['name']} async ({backend}) step vs sync, a new loop",
-                ratio(wl, f"aengine async ({backend})", ae, "step"),
-                1.2,
-                "{:.2f}x",
-            )
-    wl = wls.get("steady-mlp-128")
-    if wl is not None:
-        for backend in ("asyncio", "trio"):
-            add(
-                f"steady-mlp-128 async ({backend}) backward vs sync, later steps",
-                ratio(wl, f"aengine async ({backend})", ae, "bwd later"),
+                f"{wl['name']} async ({backend}) {what}",
+                ratio(wl, f"aengine async ({backend})", ae, key),
                 1.2,
                 "{:.2f}x",
             )
     wl = wls.get("looplag")
     if wl is not None:
         for backend in ("asyncio", "trio"):
-            add(
-                f"loop lag, worst wake-up delay (median of runs), {backend}",
-                scaled(wl, f"aengine async ({backend})", "worst", 1e3),
-                2.0,
-                "{:.2f} ms",
-            )
             for key, step in (
-                ("worst_step1", "step 1, general path"),
-                ("worst_step2", "step 2, builds the plan"),
-                ("worst_later", "later steps, planned"),
+                ("worst", ""),
+                ("worst_step1", ", step 1, general path"),
+                ("worst_step2", ", step 2, builds the plan"),
+                ("worst_later", ", later steps, planned"),
             ):
                 add(
-                    f"loop lag, worst wake-up delay, {step} (median of runs), {backend}",
+                    f"loop lag, worst wake-up delay{step} (median of runs), {backend}",
                     scaled(wl, f"aengine async ({backend})", key, 1e3),
                     2.0,
                     "{:.2f} ms",
