@@ -62,7 +62,7 @@ from typing import Any, Protocol, cast
 
 from . import _trace
 from ._errors import AutogradError
-from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
+from ._exec_info import EVERY_NODE, AllNodesBut, exec_info_steps
 from ._general_run import GeneralRun
 from ._graph import ACC_SEQ, GraphRoot, Node
 from ._node_hooks import Detach
@@ -350,9 +350,9 @@ class GraphTask:
                     return
                 PLANS.misses += 1
                 PLANS.cache.miss(key)
-        deps = self.general.dependencies  # (empty: nothing ran yet)
         sinks: list[Node] | None = [] if outputs is not None else None
-        yield from dependency_steps(root, min_topo, deps, sinks, self.reached)
+        yield from self.general.count_steps(root, min_topo, sinks, self.reached)
+        deps = self.general.dependencies
         if outputs is not None:
             assert sinks is not None
             result: list[Any] = []
