@@ -434,10 +434,12 @@ class Node(list["Node | None"]):
     append = extend = insert = pop = remove = clear = sort = reverse = _fixed
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _fixed
 
-    def __init__(self, next_edges: tuple[Edge | None, ...]) -> None:
+    def __init__(
+        self, next_edges: tuple[Edge | None, ...], sequence_nr: int | None = None
+    ) -> None:
         nodes, self.next_nrs = split_edges(next_edges)
         add_edges(self, nodes)
-        self.sequence_nr = next_sequence_nr()
+        self.sequence_nr = next_sequence_nr() if sequence_nr is None else sequence_nr
         topo = 0
         for fn in nodes:
             if fn is not None and fn.topological_nr >= topo:
@@ -584,15 +586,11 @@ class AccumulateGrad(Node):
     _always_special = True
 
     def __init__(self, variable: TensorBase) -> None:
-        # Node.__init__ without edges, and without taking a sequence number:
-        # a leaf's accumulator made anew (its last graph freed) must not
-        # shift the numbers of the nodes recorded after it (as in PyTorch,
-        # whose AccumulateGrad takes the largest number without counting);
-        # a backward plan compares those numbers (NOTE [Backward plans])
-        self.next_nrs = ()
-        self.sequence_nr = ACC_SEQ
-        self.topological_nr = 0
-        self._special = self._always_special
+        # the largest number, without taking one from the counter: a leaf's
+        # accumulator made anew (its last graph freed) must not shift the
+        # numbers of the nodes recorded after it (as in PyTorch); a backward
+        # plan compares those numbers (NOTE [Backward plans])
+        super().__init__((), ACC_SEQ)
         self.variable = variable
         self.dev = variable._device
 

@@ -53,7 +53,6 @@
 from __future__ import annotations
 
 import contextvars
-import heapq
 import itertools
 import operator
 import time
@@ -468,8 +467,7 @@ class GraphTask:
     # through these.
     def keep(self, node: Node, buffer: InputBuffer) -> None:
         """Queue ``node`` on this task's own ReadyQueue: the scheduler leaves it to this task."""
-        ready = self.ready  # (ReadyQueue.push inlined: one call per node, as before)
-        heapq.heappush(ready.heap, (-node.sequence_nr, ready.tie(), node, buffer))
+        self.ready.push(node, buffer)
 
     def keep_first(self, node: Node, buffer: InputBuffer) -> None:
         """Put back a node just taken from this task's queue: it runs next, as it would have.
