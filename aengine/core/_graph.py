@@ -434,9 +434,7 @@ class Node(list["Node | None"]):
     append = extend = insert = pop = remove = clear = sort = reverse = _fixed
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _fixed
 
-    def __init__(
-        self, next_edges: tuple[Edge | None, ...], sequence_nr: int | None = None
-    ) -> None:
+    def __init__(self, next_edges: tuple[Edge | None, ...], sequence_nr: int | None = None) -> None:
         nodes, self.next_nrs = split_edges(next_edges)
         add_edges(self, nodes)
         self.sequence_nr = next_sequence_nr() if sequence_nr is None else sequence_nr

@@ -90,7 +90,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections import deque as drain
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from itertools import islice
 from operator import attrgetter, is_, sub
 from typing import Any
@@ -292,39 +292,12 @@ def build_steps(
     if total != len(deps) + 1 or total > MAX_PLAN_NODES:
         return  # a node below min_topo (pruned), or too large a graph
     plan = BackwardPlan()
-    hot, hot_idx = plan.hot, plan.hot_idx
     general_idx: list[int] = []  # (few: leaves' accumulators, captured nodes)
-    for a in range(0, total, BUILD_CHUNK):
-        for i in range(a, min(a + BUILD_CHUNK, total)):
-            n = reached[i]
-            if general(n):
-                if type(n) is AccumulateGrad:
-                    if _has_hooks(n):
-                        return
-                elif not (captures and n in captures and n not in needed):
-                    return  # a general-path node that routes: hooks, async Functions
-                hot.append(False)
-                general_idx.append(i)
-            else:
-                hot.append(True)
-                hot_idx.append(i)
-        yield
+    if not (yield from _placement(plan, reached, captures, needed, general, general_idx)):
+        return
     index: dict[Node, int] = {}
     yield from _layout(plan, reached, index)
-    # where gradients go (grad(): not to nodes that never run)
-    targets: list[int] | array[int] = plan.flat
-    if run_set is not None:
-        in_run = plan.in_run = array("b")
-        for a in range(0, total, SCAN_CHUNK):
-            in_run.extend(map(run_set.__contains__, reached[a : a + SCAN_CHUNK]))
-            yield
-        in_run.append(False)  # (number _NO_EDGE: no node)
-        pruned = targets = array("q")
-        for a in range(0, len(plan.flat), SCAN_CHUNK):
-            part = plan.flat[a : a + SCAN_CHUNK]
-            pruned.extend(map(_if_runs, part, map(in_run.__getitem__, part)))
-            yield
-        in_run.pop()
+    targets = yield from _targets(plan, reached, run_set)
     counts = array("q", [0])  # the dependency counts by number (the root has none)
     for a in range(1, total, SCAN_CHUNK):
         counts.extend(map(deps.__getitem__, reached[a : a + SCAN_CHUNK]))
@@ -347,6 +320,60 @@ def build_steps(
         drain(map(index.pop, reached[a : a + SCAN_CHUNK]), maxlen=0)
         yield
     out.append(plan)
+
+
+def _placement(
+    plan: BackwardPlan,
+    reached: list[Node],
+    captures: dict[Node, list[tuple[int, int]]] | None,
+    needed: Any,
+    general: Callable[[Node], bool],
+    general_idx: list[int],
+) -> Generator[None, None, bool]:
+    """Which nodes run inline (``plan.hot``); False when the graph cannot be planned.
+
+    Only graphs whose general-path nodes never route are: leaves'
+    accumulators without hooks and grad()'s captured nodes that do not run.
+    """
+    hot, hot_idx = plan.hot, plan.hot_idx
+    total = len(reached)
+    for a in range(0, total, BUILD_CHUNK):
+        for i in range(a, min(a + BUILD_CHUNK, total)):
+            n = reached[i]
+            if general(n):
+                if type(n) is AccumulateGrad:
+                    if _has_hooks(n):
+                        return False
+                elif not (captures and n in captures and n not in needed):
+                    return False  # a general-path node that routes: hooks, async Functions
+                hot.append(False)
+                general_idx.append(i)
+            else:
+                hot.append(True)
+                hot_idx.append(i)
+        yield
+    return True
+
+
+def _targets(
+    plan: BackwardPlan, reached: list[Node], run_set: Any
+) -> Generator[None, None, list[int] | array[int]]:
+    """Where each edge sends its gradient: ``plan.flat``, but for grad() not to nodes
+    that never run (``plan.in_run``)."""
+    if run_set is None:
+        return plan.flat
+    in_run = plan.in_run = array("b")
+    for a in range(0, len(reached), SCAN_CHUNK):
+        in_run.extend(map(run_set.__contains__, reached[a : a + SCAN_CHUNK]))
+        yield
+    in_run.append(False)  # (number _NO_EDGE: no node)
+    pruned = array("q")
+    for a in range(0, len(plan.flat), SCAN_CHUNK):
+        part = plan.flat[a : a + SCAN_CHUNK]
+        pruned.extend(map(_if_runs, part, map(in_run.__getitem__, part)))
+        yield
+    in_run.pop()
+    return pruned
 
 
 def _layout(plan: BackwardPlan, reached: list[Node], index: dict[Node, int]) -> Iterator[None]:
@@ -551,42 +578,60 @@ def match(
     every edge's target (a list ``extend`` per node); the comparisons run
     over whole slices in C (``map``, list equality), which is what makes
     matching cheaper than the dependency pass it replaces.  Every pass
-    yields every SCAN_CHUNK nodes (NOTE [Slicing plans]).
+    yields every SCAN_CHUNK nodes (NOTE [Slicing plans]); the first that
+    finds a difference ends the match.
     """
+    nodes = yield from _walk(plan, root)
+    if (
+        nodes is not None
+        and (yield from _same_fields(plan, nodes))
+        and (yield from _free_accumulators(plan, nodes))
+        and (sched is None or (yield from _inline(plan, nodes, sched)))
+        and (outputs is None or _same_outputs(plan, nodes, outputs))
+    ):
+        result.extend(nodes)
+
+
+def _walk(plan: BackwardPlan, root: Node) -> Generator[None, None, list[Node] | None]:
+    """The graph's nodes by the plan's numbering, if every edge leads where the plan's does."""
     flat: list[Any] = []
-    extend = flat.extend
     total = len(plan.types)
-    # The walk: each node's edges go to ``flat``; the nodes are read off it at
-    # the positions where the plan's numbering first reaches them, lazily, so
+    # Each node's edges go to ``flat``; the nodes are read off it at the
+    # positions where the plan's numbering first reaches them, lazily, so
     # that each is read once its parent's edges are in (breadth first).
     found = map(flat.__getitem__, plan.first)
-    walk = map(extend, itertools.chain((root,), found))  # a node is its next nodes
+    walk = map(flat.extend, itertools.chain((root,), found))  # a node is its next nodes
     for _ in range(0, total, SCAN_CHUNK):
         try:
             drain(islice(walk, SCAN_CHUNK), maxlen=0)
         except (IndexError, TypeError):
-            return  # fewer edges than planned, none where the plan has a node
+            return None  # fewer edges than planned, none where the plan has a node
         yield
     if len(flat) != len(plan.flat):
-        return
+        return None
     nodes = [root]
     for a in range(0, total, SCAN_CHUNK):
         nodes += map(flat.__getitem__, plan.first[a : a + SCAN_CHUNK])
         yield
-    # every edge leads where the plan says (a node, or none)
-    nodes.append(None)  # type: ignore[arg-type]  # (number _NO_EDGE: no node)
-    node_at = nodes.__getitem__
+    # every edge leads where the plan says (a node, or none: number _NO_EDGE, the last)
+    node_at = [*nodes, None].__getitem__
     for a in range(0, len(flat), SCAN_CHUNK):
         b = a + SCAN_CHUNK
         if flat[a:b] != list(map(node_at, plan.flat[a:b])):
-            return
+            return None
         yield
-    nodes.pop()
-    # the same classes and fields; forward made the nodes in the same order
-    # (the heap's order; two nodes with one sequence_nr are one node): one
-    # constant apart from the plan's, but for the root (a GraphRoot is made
-    # at backward) and the leaves' accumulators (ACC_SEQ: the same as the
-    # plan's when the constant is not 0)
+    return nodes
+
+
+def _same_fields(plan: BackwardPlan, nodes: list[Node]) -> Generator[None, None, bool]:
+    """The same classes and fields, and sequence numbers one constant apart.
+
+    Forward made the nodes in the same order (the heap's order; two nodes
+    with one sequence_nr are one node): but for the root (a GraphRoot is
+    made at backward) and the leaves' accumulators (ACC_SEQ: the same as
+    the plan's when the constant is not 0).
+    """
+    total = len(nodes)
     d = nodes[plan.anchor].sequence_nr - plan.seqs[plan.anchor]
     same = 1  # (the root)
     for a in range(0, total, SCAN_CHUNK):
@@ -598,30 +643,36 @@ def match(
             or list(map(_special, part)) != plan.special[a:b]
             or list(map(_num_outputs, part)) != plan.num_outputs[a:b]
         ):
-            return
+            return False
         diffs = list(map(sub, map(_seq, part), plan.seqs[a:b]))
         same += diffs.count(d) - (a == 0 and diffs[0] == d)
         yield
-    if same != total - (len(plan.acc) if d else 0):
-        return
-    accs = list(map(node_at, plan.acc))
+    return same == total - (len(plan.acc) if d else 0)
+
+
+def _free_accumulators(plan: BackwardPlan, nodes: list[Node]) -> Generator[None, None, bool]:
+    """The leaves' accumulators are distinct and have no hooks (they run inline)."""
+    accs = list(map(nodes.__getitem__, plan.acc))
     if len(set(accs)) != len(accs):
-        return
+        return False
     for a in range(0, len(accs), BUILD_CHUNK):
         if any(map(_has_hooks, accs[a : a + BUILD_CHUNK])):
-            return
+            return False
         yield
-    if sched is not None:  # nothing the scheduler would take (NOTE [Where a node runs])
-        offload_min, devs = sched.offload_min, {sched.home, None}
-        hot_idx = plan.hot_idx
-        for a in range(0, len(hot_idx), SCAN_CHUNK):
-            hot_nodes = list(map(node_at, hot_idx[a : a + SCAN_CHUNK]))
-            if max(map(_numel, hot_nodes)) >= offload_min or not set(map(_dev, hot_nodes)) <= devs:
-                return
-            yield
-    if outputs is not None and not _same_outputs(plan, nodes, outputs):
-        return
-    result.extend(nodes)
+    return True
+
+
+def _inline(plan: BackwardPlan, nodes: list[Node], sched: Any) -> Generator[None, None, bool]:
+    """Nothing that runs inline is a node the scheduler would take (NOTE [Where a node
+    runs]: ``leaves_hot_loop``'s test of the scheduler, over whole lists)."""
+    offload_min, devs = sched.offload_min, {sched.home, None}
+    hot_idx = plan.hot_idx
+    for a in range(0, len(hot_idx), SCAN_CHUNK):
+        hot_nodes = list(map(nodes.__getitem__, hot_idx[a : a + SCAN_CHUNK]))
+        if max(map(_numel, hot_nodes)) >= offload_min or not set(map(_dev, hot_nodes)) <= devs:
+            return False
+        yield
+    return True
 
 
 _cls = attrgetter("__class__")
