@@ -56,7 +56,7 @@ import contextvars
 import itertools
 import operator
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Any, Protocol, cast
 
 from . import _trace
@@ -329,7 +329,6 @@ class GraphTask:
                 if fn.topological_nr < min_topo:
                     min_topo = fn.topological_nr
         key = None
-        build_plan = False
         if (
             root.topological_nr >= MIN_DEPTH  # small graphs: not worth it (a test, no call)
             and PLANS.enabled
@@ -337,18 +336,11 @@ class GraphTask:
             and (outputs is None or not accumulate)
         ):
             key = self._plan_key(root, root_edges, outputs)
+        build_plan = False
         if key is not None:
-            plan, build_plan = PLANS.cache.lookup(key)
-            if plan is not None:
-                nodes: list[Node] = []
-                sched = self.sched  # (the one matched against: _run_plan checks it)
-                yield from match(plan, root, outputs, sched, nodes)
-                if nodes:
-                    PLANS.hits += 1
-                    yield from self._use_plan(plan, nodes, buffer, outputs, sched)
-                    return
-                PLANS.misses += 1
-                PLANS.cache.miss(key)
+            build_plan = yield from self._try_plan(key, root, buffer, outputs)
+            if self.planned is not None:
+                return  # a plan runs it
         sinks: list[Node] | None = [] if outputs is not None else None
         yield from self.general.count_steps(root, min_topo, sinks, self.reached)
         deps = self.general.dependencies
@@ -392,6 +384,28 @@ class GraphTask:
             self.create_graph,
             self.sched is None,
         )
+
+    def _try_plan(
+        self,
+        key: Any,
+        root: Node,
+        buffer: InputBuffer,
+        outputs: list[tuple[Node, int]] | None,
+    ) -> Generator[None, None, bool]:
+        """Run by the key's plan if the graph matches it; whether to build one now."""
+        plan, build_plan = PLANS.cache.lookup(key)
+        if plan is None:
+            return build_plan
+        nodes: list[Node] = []
+        sched = self.sched  # (the one matched against: _run_plan checks it)
+        yield from match(plan, root, outputs, sched, nodes)
+        if nodes:
+            PLANS.hits += 1
+            yield from self._use_plan(plan, nodes, buffer, outputs, sched)
+        else:
+            PLANS.misses += 1
+            PLANS.cache.miss(key)
+        return False
 
     def _build_plan(self, out: list[BackwardPlan]) -> Iterator[None]:
         """Build the plan of this task's prepared graph (before any node ran) into ``out``."""
