@@ -38,6 +38,11 @@ class Backend:
     def __init__(self) -> None:
         self.raw = RawOps(self)
 
+    @property
+    def special(self) -> Any:
+        """The backend's special functions (scipy.special's names: erf, gammaln, digamma...)."""
+        raise NotImplementedError(f"the {self.name} backend has no special functions")
+
     def asarray(self, data: Any, dtype: Any = None) -> Any:
         """An array of this backend from arbitrary data (copy when needed)."""
         return self.xp.asarray(data, dtype=dtype)

@@ -25,6 +25,13 @@ class CupyBackend(Backend):
     def to_numpy(self, array: Any) -> Any:
         return cupy.asnumpy(array)
 
+    @property
+    def special(self) -> Any:
+        """``cupyx.scipy.special`` (imported at first use)."""
+        import cupyx.scipy.special  # lazily, as the numpy backend's scipy.special
+
+        return cupyx.scipy.special
+
     def from_numpy(self, array: Any) -> Any:
         return cupy.asarray(array)
 

@@ -25,5 +25,12 @@ class NumpyBackend(Backend):
     def to_numpy(self, array: Any) -> Any:
         return np.asarray(array)
 
+    @property
+    def special(self) -> Any:
+        """``scipy.special`` (imported at first use: most programs never need it)."""
+        import scipy.special  # lazily: 0.1 s of import that most programs never need
+
+        return scipy.special
+
     def from_numpy(self, array: Any) -> Any:
         return np.asarray(array)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..tensors._creation import ones_like, zeros_like
+from ..tensors._tensor import Tensor
 from ..tensors._tensor_ops import bind_tensor_ops
 from ._arith import add, clamp, div, maximum, minimum, mul, neg, pow, rdiv, rpow, rsub, sub, where
 from ._compare import eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne
@@ -75,4 +76,20 @@ __all__ = [
 # namespaces] in aengine/tensors/_tensor_ops.py).
 bind_tensor_ops(TensorOps())
 
-from . import _methods  # noqa: E402,F401  (attaches the Tensor methods)
+# the families that register into the operator table (NOTE [The operator table])
+from . import (  # noqa: E402,F401
+    _activation,
+    _binary,
+    _conv,
+    _decomp,
+    _loss,
+    _methods,
+    _norm,
+    _reshape,
+    _scan,
+    _scatter,
+    _special,
+)
+from ._table import bind_methods  # noqa: E402
+
+bind_methods(Tensor)  # the table's methods not set by hand in _methods

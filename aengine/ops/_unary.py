@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
 from ._core import TRANSCENDENTAL, Rule, as_tensor_arg, node_class, record_one
+from ._table import Maker, OpInfo, Sample, register
 
 __all__ = [
     "exp",
@@ -139,3 +140,14 @@ def sign(x: Tensor) -> Tensor:
         x = tensor_input(x, "sign")
     out = x._device.backend.xp.sign(x.data)
     return record_one(SignBackward0, out, x._device, x)
+
+
+def _unary_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 4),))
+    yield Sample((m.arr(),), note="0-d")
+    yield Sample((m.arr(0, 3),), note="empty")
+
+
+register(
+    OpInfo("exp", exp, _unary_samples, method=True),
+)

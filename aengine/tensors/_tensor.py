@@ -271,7 +271,13 @@ def _unwrap(data: Any) -> Any:
     return data
 
 
-class Tensor(TensorFields):
+if TYPE_CHECKING:  # the table's methods, declared for type checkers (bound by aengine.ops)
+    from ._table_methods import TableMethods as _TableMethods
+else:
+    _TableMethods = object
+
+
+class Tensor(TensorFields, _TableMethods):
     """An n-dimensional array that records operations for autograd.
 
     Create tensors with :func:`aengine.tensor` and friends; operations on

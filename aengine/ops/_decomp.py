@@ -1,0 +1,3 @@
+"""ae.linalg: factorisations, solves, inverses, determinants and norms."""
+
+from __future__ import annotations

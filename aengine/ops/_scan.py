@@ -1,0 +1,3 @@
+"""Scans (cumsum, cumprod, logcumsumexp, cummax, cummin) and statistics by dimension."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Elementwise special functions (erf, lgamma, digamma...) and the other new unary ops."""
+
+from __future__ import annotations
