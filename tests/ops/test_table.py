@@ -11,6 +11,7 @@ the function; each error case raises torch's exception type.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +20,10 @@ import pytest
 
 import aengine as ae
 from aengine.ops._table import TABLE, ErrorCase, Maker, OpInfo, Sample
-from tests.oracle import torch_or_skip
+from tests.oracle import DEVICE, torch_or_skip
+
+#: the dtypes run (``AENGINE_TEST_DTYPE`` picks one, as ``make gpu-check`` does)
+_ONLY_DTYPE = os.environ.get("AENGINE_TEST_DTYPE")
 
 _DEFAULT_TOL = {"float32": (1e-4, 1e-5), "float64": (1e-7, 1e-9)}
 _GRAD_TOL = {"float32": (1e-3, 1e-4), "float64": (1e-6, 1e-8)}
@@ -33,6 +37,8 @@ def _cases() -> Iterator[Any]:
     for name in sorted(TABLE):
         info = TABLE[name]
         for dtype in info.dtypes:
+            if _ONLY_DTYPE is not None and dtype != _ONLY_DTYPE and dtype in ("float32", "float64"):
+                continue
             for i, _ in enumerate(_samples(info, dtype)):
                 yield pytest.param(name, dtype, i, id=f"{name}-{dtype}-{i}")
 
@@ -98,8 +104,11 @@ def _ae_maker(device: str) -> Any:
 
 
 def _torch_maker(torch: Any) -> Any:
+    # torch's twin of DEVICE: the same cuda:N; a simulated device's data is on the cpu
+    twin = DEVICE if DEVICE.startswith("cuda") else None
+
     def make(a: np.ndarray, rg: bool) -> Any:
-        t = torch.from_numpy(a)
+        t = torch.from_numpy(a) if twin is None else torch.from_numpy(a).to(twin)
         if rg:
             t.requires_grad_(True)
         return t
@@ -121,7 +130,7 @@ def _np(x: Any) -> Any:
     if isinstance(x, ae.Tensor):
         return x.detach().cpu().numpy()
     if hasattr(x, "detach"):  # a torch tensor
-        return x.detach().numpy()
+        return x.detach().numpy(force=True)
     return np.asarray(x)
 
 
@@ -152,7 +161,7 @@ def _differentiable(outs: list[Any]) -> list[int]:
 
 def _cotangents(outs: list[Any], idx: list[int], seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(outs[i].shape).astype(outs[i].dtype) for i in idx]
+    return [np.asarray(rng.standard_normal(outs[i].shape), dtype=outs[i].dtype) for i in idx]
 
 
 def _grads_ae(outs: list[Any], leaves: list[Any], vs: list[Any], create: bool) -> list[Any]:
@@ -169,6 +178,16 @@ def _grads_torch(
 
 def _zero_if_none(g: Any, leaf: Any) -> Any:
     return np.zeros(leaf.shape, dtype=_np(leaf).dtype) if g is None else g
+
+
+def _same_grads(
+    ga: Any, gt: Any, a_leaves: list[Any], t_leaves: list[Any], tol: Any, what: str
+) -> None:
+    """Gradients equal torch's, input by input (None counts as zeros)."""
+    for k, (x, y) in enumerate(zip(ga, gt)):
+        if x is None and y is None:
+            continue
+        _close(_zero_if_none(x, a_leaves[k]), _zero_if_none(y, t_leaves[k]), tol, f"{what} {k}")
 
 
 def _check_case(info: OpInfo, dtype: str, sample: Sample, torch: Any, device: str = "cpu") -> None:
@@ -194,56 +213,36 @@ def _check_case(info: OpInfo, dtype: str, sample: Sample, torch: Any, device: st
     if not idx:
         return
     vs = _cotangents(fa, idx, seed=1)
-    va = [ae.tensor(v).to(device) if device != "cpu" else ae.tensor(v) for v in vs]
-    vt = [torch.from_numpy(v) for v in vs]
+    va = [_ae_maker(device)(v, False) for v in vs]
+    vt = [_torch_maker(torch)(v, False) for v in vs]
     want2 = info.grad2
     ga = _grads_ae([fa[i] for i in idx], a_leaves, va, want2)
     gt = _grads_torch(torch, [ft[i] for i in idx], t_leaves, vt, want2)
     gtol = _tol(info, dtype, _GRAD_TOL)
-    for k, (x, y) in enumerate(zip(ga, gt)):
-        if x is None and y is None:
-            continue
-        _close(
-            _zero_if_none(x, a_leaves[k]),
-            _zero_if_none(y, t_leaves[k]),
-            gtol,
-            f"{info.name} d/d input {k}",
-        )
+    _same_grads(ga, gt, a_leaves, t_leaves, gtol, f"{info.name} d/d input")
     if not want2:
         return
     # second derivatives: the gradient of <first derivatives, w>
     rng = np.random.default_rng(2)
-    ws = [rng.standard_normal(leaf.shape).astype(dtype) for leaf in a_leaves]
-    sa = [
-        (g * ae.tensor(w).to(device)).sum()
-        for g, w in zip(ga, ws)
-        if g is not None and g.requires_grad
-    ]
-    st = [
-        (g * torch.from_numpy(w)).sum() for g, w in zip(gt, ws) if g is not None and g.requires_grad
-    ]
+    ws = [np.asarray(rng.standard_normal(leaf.shape), dtype=dtype) for leaf in a_leaves]
+    wa = [_ae_maker(device)(w, False) for w in ws]
+    wt = [_torch_maker(torch)(w, False) for w in ws]
+    sa = [(g * w).sum() for g, w in zip(ga, wa) if g is not None and g.requires_grad]
+    st = [(g * w).sum() for g, w in zip(gt, wt) if g is not None and g.requires_grad]
     if not st:
         return  # torch's first derivative is constant in the inputs
     if not sa:
         raise AssertionError(f"{info.name}: first derivatives record no graph, torch's do")
     ha = ae.sync.grad([sum(sa[1:], sa[0])], a_leaves, allow_unused=True)
     ht = torch.autograd.grad([sum(st[1:], st[0])], t_leaves, allow_unused=True)
-    for k, (x, y) in enumerate(zip(ha, ht)):
-        if x is None and y is None:
-            continue
-        _close(
-            _zero_if_none(x, a_leaves[k]),
-            _zero_if_none(y, t_leaves[k]),
-            gtol,
-            f"{info.name} second derivative, input {k}",
-        )
+    _same_grads(ha, ht, a_leaves, t_leaves, gtol, f"{info.name} second derivative, input")
 
 
 @pytest.mark.parametrize(("name", "dtype", "i"), list(_cases()))
 def test_op_against_torch(name: str, dtype: str, i: int) -> None:
     torch = torch_or_skip()
     info = TABLE[name]
-    _check_case(info, dtype, _samples(info, dtype)[i], torch)
+    _check_case(info, dtype, _samples(info, dtype)[i], torch, device=DEVICE)
 
 
 def _first_float64(info: OpInfo) -> Sample | None:
@@ -278,6 +277,8 @@ def test_op_gradcheck(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(TABLE))
 def test_op_on_sim_device(name: str) -> None:
+    if DEVICE != "cpu":
+        pytest.skip(f"the op tests run on {DEVICE} already")
     torch = torch_or_skip()
     info = TABLE[name]
     samples = _samples(info, info.dtypes[-1] if "float64" in info.dtypes else info.dtypes[0])
