@@ -354,3 +354,15 @@ def test_walk_counts_the_calls_of_one_gradient(capsys: pytest.CaptureFixture[str
     walk_main(["--list"])
     out = capsys.readouterr().out
     assert f"{len(calls)} calls, {len(files)} files, " in out
+
+
+def test_ops_tool_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch", reason="bench.ops compares with torch (CPU), not installed")
+    from bench import ops
+
+    assert ops.main(["--quick", "--only", "small"]) == 0
+    out = capsys.readouterr().out
+    assert "| exp |" in out and "median ratio over" in out
+    # the small cases come from the operator table, one per entry torch has
+    names = [c[0] for c in ops.small_cases(["exp", "sum"])]
+    assert names == ["exp"] or set(names) <= {"exp", "sum"}
