@@ -150,6 +150,7 @@ from .tensors._dtype import (
     set_default_dtype,
     uint8,
 )
+from .tensors._random import bernoulli, from_numpy, multinomial, randint, randint_like, randperm
 from .tensors._tensor import Tensor
 
 bool = bool_
@@ -179,5 +180,6 @@ __all__ = [
     "complex64", "complex128", "get_default_dtype", "set_default_dtype", "mm", "dot",
     "EngineStats", "current_engine",
     "profile", "linalg", "nn",
+    "bernoulli", "from_numpy", "multinomial", "randint", "randint_like", "randperm",
 ]  # fmt: skip
 __all__ += [n for n in _table_all if n not in __all__]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tensors import _random
 from ..tensors._tensor import Tensor
 from . import _arith, _compare, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
 
@@ -89,4 +90,12 @@ _T.reshape_as = _shape.reshape_as
 _T.expand_as = _shape.expand_as
 _T.float = lambda self: _shape.to(self, dtype="float32")
 _T.double = lambda self: _shape.to(self, dtype="float64")
+_T.half = lambda self: _shape.to(self, dtype="float16")
+_T.long = lambda self: _shape.to(self, dtype="int64")
+_T.int = lambda self: _shape.to(self, dtype="int32")
+_T.bool = lambda self: _shape.to(self, dtype="bool")
+_T.type = _shape.type_
+_T.cuda = _shape.cuda
+_T.bernoulli = _random.bernoulli
+_T.multinomial = _random.multinomial
 _T.type_as = _shape.type_as

@@ -429,3 +429,46 @@ def type_as(x: Tensor, other: Tensor) -> Tensor:
     if other.__class__ is not Tensor:
         other = tensor_input(other, "type_as", "other")
     return to(x, dtype=other.data.dtype)
+
+
+#: torch's legacy type names of the dtypes (``Tensor.type()``)
+_TYPE_NAMES = {
+    "float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+    "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor",
+    "uint8": "ByteTensor", "bool": "BoolTensor", "complex64": "ComplexFloatTensor",
+    "complex128": "ComplexDoubleTensor",
+}  # fmt: skip
+
+
+def type_(x: Tensor, dtype: Any = None) -> Any:
+    """``x.type()``: the type's name ('aengine.FloatTensor'); ``x.type(dtype)``: ``x.to(dtype)``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.ones(2).type(), ae.ones(2).type(ae.float64).dtype.name
+        ('aengine.FloatTensor', 'float64')
+    """
+    if dtype is None:
+        return "aengine." + _TYPE_NAMES.get(x.data.dtype.name, "Tensor")
+    return to(x, dtype=dtype)
+
+
+def cuda(x: Tensor, device: Any = None) -> Tensor:
+    """``x`` on a GPU: ``cuda:0`` by default, or the index or device given; differentiable.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.ones(2).cuda  # doctest: +ELLIPSIS
+        <bound method cuda of ...>
+    """
+    if device is None:
+        target = "cuda:0"
+    elif isinstance(device, int):
+        target = f"cuda:{device}"
+    else:
+        target = str(device)
+        if not target.startswith("cuda"):
+            raise ValueError(f"Invalid device, must be cuda device, got {target}")
+    return to(x, target)

@@ -1,0 +1,242 @@
+"""Random integers, permutations and samples, from aengine's generators.
+
+Every draw comes from an ``ae.Generator`` (``ae.manual_seed`` seeds the
+default one), so a program seeded once gives the same numbers on every run.
+The streams are numpy's (PCG64), not torch's: the same seed gives other
+numbers than torch's generator, with the same distributions.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ._creation import Generator, _dtype, _finish, _size, default_generator, tensor_input
+from ._device import Device
+from ._tensor import Tensor
+
+__all__ = ["randint", "randint_like", "randperm", "bernoulli", "multinomial", "from_numpy"]
+
+
+def _rng(generator: Generator | None) -> np.random.Generator:
+    if generator is None:
+        return default_generator._rng
+    if not isinstance(generator, Generator):
+        raise TypeError(
+            f"generator must be an ae.Generator (or None), not {type(generator).__name__}"
+        )
+    return generator._rng
+
+
+def _int(value: Any, fn: str, name: str) -> int:
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{fn}(): argument '{name}' must be an int, not {type(value).__name__}"
+        ) from None
+
+
+def randint(
+    *args: Any,
+    size: Any = None,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = "cpu",
+    requires_grad: bool = False,
+) -> Tensor:
+    """Random integers in [low, high): ``randint(high, size)`` or ``randint(low, high, size)``.
+
+    int64 unless ``dtype``, as torch's.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> _ = ae.manual_seed(0)
+        >>> t = ae.randint(3, 10, (2, 4))
+        >>> t.shape, t.dtype.name, bool(((t >= 3) & (t < 10)).all())
+        ((2, 4), 'int64', True)
+    """
+    if size is not None:
+        args = (*args, size)
+    if len(args) == 2:
+        low, high, shape = 0, args[0], args[1]
+    elif len(args) == 3:
+        low, high, shape = args
+    else:
+        raise TypeError(
+            "randint() takes (high, size) or (low, high, size), e.g. ae.randint(0, 10, (3,)); "
+            f"got {len(args)} positional arguments"
+        )
+    lo, hi = _int(low, "randint", "low"), _int(high, "randint", "high")
+    if lo >= hi:
+        raise RuntimeError(
+            f"random_ expects 'from' to be less than 'to', but got from={lo} >= to={hi}"
+        )
+    dims = _size(tuple(shape) if isinstance(shape, (tuple, list)) else (shape,))
+    dt = _dtype(dtype) or np.dtype(np.int64)
+    host = _rng(generator).integers(lo, hi, size=dims)
+    dev = Device(device)
+    return _finish(dev.backend.from_numpy(host.astype(dt, copy=False)), dev, requires_grad)
+
+
+def randint_like(
+    input: Tensor,
+    low: int = 0,
+    high: int | None = None,
+    *,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Random integers in [low, high) shaped like ``input`` (``randint_like(t, high)`` too).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.randint_like(ae.zeros(2, 3), 5).shape
+        (2, 3)
+    """
+    if input.__class__ is not Tensor:
+        input = tensor_input(input, "randint_like")
+    if high is None:
+        low, high = 0, low
+    return randint(
+        low,
+        high,
+        input.data.shape,
+        generator=generator,
+        dtype=dtype if dtype is not None else input.data.dtype,
+        device=device if device is not None else input.device,
+        requires_grad=requires_grad,
+    )
+
+
+def randperm(
+    n: int,
+    *,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = "cpu",
+    requires_grad: bool = False,
+) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> sorted(ae.randperm(5).tolist())
+        [0, 1, 2, 3, 4]
+    """
+    count = _int(n, "randperm", "n")
+    if count < 0:
+        raise RuntimeError(f"n must be non-negative, got {count}")
+    dt = _dtype(dtype) or np.dtype(np.int64)
+    host = _rng(generator).permutation(count)
+    dev = Device(device)
+    return _finish(dev.backend.from_numpy(host.astype(dt, copy=False)), dev, requires_grad)
+
+
+def bernoulli(
+    input: Tensor, p: float | None = None, *, generator: Generator | None = None
+) -> Tensor:
+    """0 or 1 drawn with probability ``input`` (or ``p``) per element, in ``input``'s dtype.
+
+    The result records no graph (torch records a node whose gradient is
+    zero: the same gradients, without the node).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.bernoulli(ae.tensor([0.0, 1.0])).tolist()
+        [0.0, 1.0]
+    """
+    if input.__class__ is not Tensor:
+        input = tensor_input(input, "bernoulli")
+    data = input.data
+    if data.dtype.kind not in "fc":
+        raise NotImplementedError(
+            f'"bernoulli_tensor_cpu_self_" not implemented for {data.dtype}: pass a floating '
+            "tensor of probabilities"
+        )
+    host = input.device.backend.to_numpy(data)
+    probs = np.full(host.shape, p, dtype=np.float64) if p is not None else host
+    if probs.size and not ((probs >= 0) & (probs <= 1)).all():
+        raise RuntimeError(
+            "Expected p_in >= 0 && p_in <= 1 to be true, but got false: probabilities must be "
+            "in [0, 1]"
+        )
+    draws = (_rng(generator).random(host.shape) < probs).astype(data.dtype)
+    return _finish(input.device.backend.from_numpy(draws), input.device, False)
+
+
+def multinomial(
+    input: Tensor,
+    num_samples: int,
+    replacement: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
+    """Indices drawn from the categories weighted by each row of ``input`` (int64).
+
+    ``input`` is 1-D (one distribution) or 2-D (one per row), of
+    non-negative weights; without ``replacement`` each row gives distinct
+    categories, at most as many as it has non-zero weights.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.multinomial(ae.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
+        [1, 1]
+    """
+    if input.__class__ is not Tensor:
+        input = tensor_input(input, "multinomial")
+    k = _int(num_samples, "multinomial", "num_samples")
+    host = input.device.backend.to_numpy(input.data).astype(np.float64)
+    if host.ndim not in (1, 2):
+        raise RuntimeError(f"prob_dist must be 1 or 2 dim, got a {host.ndim}-D input")
+    if k <= 0:
+        raise RuntimeError(f"cannot sample n_sample <= 0 samples, got num_samples={k}")
+    rows = host.reshape(-1, host.shape[-1])
+    if (rows < 0).any() or not np.isfinite(rows).all():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    rng = _rng(generator)
+    out = np.empty((rows.shape[0], k), dtype=np.int64)
+    for i, w in enumerate(rows):
+        total = w.sum()
+        if total <= 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        if not replacement and k > np.count_nonzero(w):
+            raise RuntimeError(
+                "cannot sample n_sample > prob_dist.size(-1) samples without replacement: "
+                f"{k} samples from {np.count_nonzero(w)} non-zero categories; pass "
+                "replacement=True or fewer samples"
+            )
+        out[i] = rng.choice(w.shape[0], size=k, replace=replacement, p=w / total)
+    res = out.reshape(k) if host.ndim == 1 else out
+    return _finish(input.device.backend.from_numpy(res), input.device, False)
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A cpu tensor sharing memory with the numpy array ``ndarray``.
+
+    Example::
+
+        >>> import aengine as ae, numpy as np
+        >>> a = np.zeros(3)
+        >>> t = ae.from_numpy(a)
+        >>> a[0] = 5.0
+        >>> t.tolist()
+        [5.0, 0.0, 0.0]
+    """
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    if ndarray.dtype.kind not in "biufc":
+        raise TypeError(
+            f"can't convert np.ndarray of type {ndarray.dtype}: the supported types are bool, "
+            "integers, floats and complex numbers"
+        )
+    return _finish(ndarray, Device("cpu"), False)
