@@ -14,13 +14,14 @@ pass as a cooperative scheduler on anyio, inside asyncio or trio programs::
 See docs/ for the guide and the architecture.
 """
 
-from . import distributed, functional, linalg, nn, sync, testing, viz
+from . import distributed, functional, linalg, nn, optim, sync, testing, viz
 from ._autograd import backward, grad, queue_callback
 from ._checkpoint import checkpoint
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
 from ._gradcheck import gradcheck, gradgradcheck
 from ._hooks import register_multi_grad_hook
 from ._profile import profile
+from ._serialization import load, save
 from ._table_api import *  # noqa: F403  (the table's ae. functions)
 from ._table_api import __all__ as _table_all
 from .core import (
@@ -179,7 +180,7 @@ __all__ = [
     "stack", "take_along_dim", "unbind",
     "complex64", "complex128", "get_default_dtype", "set_default_dtype", "mm", "dot",
     "EngineStats", "current_engine",
-    "profile", "linalg", "nn",
+    "profile", "linalg", "nn", "optim", "save", "load",
     "bernoulli", "from_numpy", "multinomial", "randint", "randint_like", "randperm",
 ]  # fmt: skip
 __all__ += [n for n in _table_all if n not in __all__]

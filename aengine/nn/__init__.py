@@ -1,13 +1,21 @@
-"""``ae.nn``: neural-network building blocks under torch.nn's names.
+"""``ae.nn``: modules, parameters, initialisation and the functional layers, as torch.nn.
 
 ``ae.nn.functional`` holds the functional forms (layers, activations, losses)
-from the operator table::
+from the operator table; ``ae.nn.Module`` and ``ae.nn.Parameter`` build
+models as torch's do::
 
     >>> import aengine as ae
-    >>> ae.nn.functional.relu(ae.tensor([-1.0, 2.0])).tolist()
-    [0.0, 2.0]
+    >>> net = ae.nn.Sequential(ae.nn.Flatten(), ae.nn.Identity())
+    >>> net(ae.ones(2, 3, 4)).shape
+    (2, 12)
 """
 
-from . import functional
+from . import functional, init, utils
+from ._containers import ModuleDict, ModuleList, Sequential
+from ._layers import Flatten, Identity, Unflatten
+from ._module import Buffer, IncompatibleKeys, Module, Parameter
 
-__all__ = ["functional"]
+__all__ = [
+    "functional", "init", "utils", "Module", "Parameter", "Buffer", "IncompatibleKeys",
+    "Sequential", "ModuleList", "ModuleDict", "Identity", "Flatten", "Unflatten",
+]  # fmt: skip

@@ -589,6 +589,32 @@ class Tensor(TensorFields, _TableMethods):
         t._inference = self._inference
         return t
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """A copy of a leaf: its data, requires_grad, ``.grad`` and parameter mark (as torch).
+
+        Only leaves can be copied so, as in torch (a copy of a non-leaf would
+        need its graph).
+        """
+        if not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment. If you were attempting to deepcopy a module, "
+                "this may be because of a torch.nn.utils.weight_norm usage"
+            )
+        if id(self) in memo:
+            found: Tensor = memo[id(self)]
+            return found
+        t = Tensor._make(self.data.copy(), False, self._device)
+        memo[id(self)] = t
+        if self._rg:
+            t.requires_grad_(True)
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        for mark in ("_is_param", "_is_buffer"):
+            if mark in self.__dict__:
+                t.__dict__[mark] = self.__dict__[mark]
+        return t
+
     def detach_(self) -> Tensor:
         """Cut this tensor from the graph in place (not allowed on views)."""
         if self._base is not None:

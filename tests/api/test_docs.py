@@ -60,12 +60,26 @@ def test_page_examples_run(page: pathlib.Path, backend: str) -> None:
         namespace.update(names)
 
 
+#: the public namespaces below ``ae.`` whose objects' examples run too
+_NAMESPACES = [
+    "linalg", "nn", "nn.functional", "nn.init", "nn.utils", "optim", "optim.lr_scheduler",
+]  # fmt: skip
+
+
 def _public_objects() -> list[tuple[str, object]]:
     objs = []
     for name in ae.__all__:
         obj = getattr(ae, name)
         if callable(obj) or isinstance(obj, type):
             objs.append((name, obj))
+    for ns in _NAMESPACES:
+        mod: object = ae
+        for part in ns.split("."):
+            mod = getattr(mod, part)
+        for name in getattr(mod, "__all__", ()):
+            obj = getattr(mod, name)
+            if (callable(obj) or isinstance(obj, type)) and not isinstance(obj, type(ae)):
+                objs.append((f"{ns}.{name}", obj))
     return objs
 
 
