@@ -292,7 +292,8 @@ def _channels_input(x: Tensor, fn: str, least: int = 2) -> None:
 
 def _pshape(x: Tensor) -> tuple[int, ...]:
     """The shape that broadcasts a per-channel vector over ``x`` (N, C, ...)."""
-    return (1, int(x.data.shape[1])) + (1,) * (x.data.ndim - 2)
+    nd: int = x.data.ndim
+    return (1, int(x.data.shape[1])) + (1,) * (nd - 2)
 
 
 def group_norm(
