@@ -517,8 +517,9 @@ def normalize(
     Example::
 
         >>> import aengine as ae
-        >>> ae.nn.functional.normalize(ae.tensor([[3.0, 4.0]])).tolist()
-        [[0.6, 0.8]]
+        >>> y = ae.nn.functional.normalize(ae.tensor([[3.0, 4.0]]))
+        >>> [round(v, 4) for v in y[0].tolist()]
+        [0.6, 0.8]
     """
     x = _tensor(input, "normalize", "input")
     if out is not None:

@@ -23,7 +23,8 @@ F = ae.nn.functional
 
 def _grad(t: ae.Tensor) -> np.ndarray:
     assert t.grad is not None
-    return t.grad.numpy()
+    out: np.ndarray = t.grad.numpy()
+    return out
 
 
 def _rng() -> np.random.Generator:
