@@ -1271,6 +1271,7 @@ def _sdpa_errors(m: Maker) -> Iterator[ErrorCase]:
 
 def _torch_sdpa(torch: Any) -> Any:
     """torch's scaled_dot_product_attention on its math path (the reference semantics)."""
+    # torch is optional: imported only by the tests that compare with it
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     def run(*args: Any, **kwargs: Any) -> Any:
