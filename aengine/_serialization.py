@@ -88,7 +88,8 @@ def save(
         >>> ae.load(path)["w"].tolist()
         [1.0, 1.0]
     """
-    from safetensors.numpy import save as st_save  # lazily: only programs that save load it
+    # lazily: only programs that save load it
+    from safetensors.numpy import save as st_save
 
     if not isinstance(obj, dict):
         raise TypeError(f"ae.save takes a dict (a state_dict), got {type(obj).__name__}")
@@ -116,7 +117,8 @@ def load(
     Tensors come back on ``device`` (or ``map_location``; default cpu).  A
     file that is not a safetensors checkpoint raises ValueError naming it.
     """
-    from safetensors.numpy import load as st_load  # lazily, as in save
+    # lazily, as in save
+    from safetensors.numpy import load as st_load
 
     dev = Device(device or map_location or "cpu")
     name = os.fspath(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "<stream>")

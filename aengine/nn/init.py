@@ -125,7 +125,8 @@ def trunc_normal_(
     generator: Generator | None = None,
 ) -> Tensor:
     """Fill from N(mean, std²) truncated to [a, b] (by the inverse CDF, as torch)."""
-    from scipy.special import erfinv  # lazily: scipy loads only where this is used
+    # lazily: scipy loads only where this is used
+    from scipy.special import erfinv
 
     def cdf(x: float) -> float:
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
