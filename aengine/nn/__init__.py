@@ -12,10 +12,13 @@ models as torch's do::
 
 from . import functional, init, utils
 from ._containers import ModuleDict, ModuleList, Sequential
-from ._layers import Flatten, Identity, Unflatten
+from ._layers import Bilinear, Dropout, Embedding, Flatten, Identity, Linear, Unflatten
 from ._module import Buffer, IncompatibleKeys, Module, Parameter
+from ._norms import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 
 __all__ = [
     "functional", "init", "utils", "Module", "Parameter", "Buffer", "IncompatibleKeys",
     "Sequential", "ModuleList", "ModuleDict", "Identity", "Flatten", "Unflatten",
+    "Linear", "Bilinear", "Embedding", "Dropout",
+    "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "RMSNorm",
 ]  # fmt: skip

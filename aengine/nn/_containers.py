@@ -97,6 +97,24 @@ class ModuleList(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
+    def __repr__(self) -> str:
+        """torch's: runs of equal modules shown once, as ``(0-2): 3 x Linear(...)``."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return type(self).__name__ + "()"
+        runs: list[list[Any]] = []
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = []
+        for start, end, r in runs:
+            head = f"({start})" if start == end else f"({start}-{end}): {end - start + 1} x"
+            text = f"{head}: {r}" if start == end else f"{head} {r}"
+            lines.append(text.replace("\n", "\n  "))
+        return type(self).__name__ + "(\n  " + "\n  ".join(lines) + "\n)"
+
     def __getitem__(self, idx: Any) -> Any:
         if isinstance(idx, slice):
             return ModuleList(list(self._modules.values())[idx])
