@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from ..tensors._tensor import Tensor
 from ..tensors._tensor_ops import ViewFn
 from ._core import GradOps, OpNode, Rule, as_view, node_class, record, record_multi, same_device
 from ._shape import _norm_dim, dim_or_axis
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = ["cat", "stack", "split", "chunk", "unbind"]
 
@@ -362,3 +364,91 @@ def unbind(x: Tensor, dim: Any = None, *, axis: Any = None) -> tuple[Tensor, ...
     pre = (slice(None),) * d
     idxs = [(*pre, i, Ellipsis) for i in range(n)]
     return _views(x, "UnbindBackward0", _unbind_rule, idxs, (d, x.data.shape))
+
+
+# -- the operator table (NOTE [The operator table]) ------------------------------------------
+_NOTE_VALUE_ERROR = (
+    "Bad shapes raise ValueError (torch: RuntimeError), as aengine's other shape checks."
+)
+
+
+def _cat_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample(([m.arr(2, 3), m.arr(1, 3), m.arr(4, 3)],))
+    yield Sample(([m.arr(2, 3), m.arr(2, 1)], 1))
+    yield Sample(([m.arr(2, 3, 2), m.arr(2, 3, 1)],), {"dim": -1}, note="negative dim")
+    yield Sample(([m.arr(2, 3), m.arr(0)],), note="a 1-D empty tensor is skipped (legacy)")
+    yield Sample(([m.arr(3)],), note="one tensor")
+
+
+def _cat_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase(([m.arr(2, 3), m.arr(2, 4)],), exc=ValueError,
+                    match="Sizes of tensors must match", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase(([m.arr(2, 3), m.arr(3)],), exc=ValueError,
+                    match="same number of dimensions", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase(([m.arr(2)], 1), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(2),), exc=TypeError, match="list or tuple of Tensors")
+
+
+def _stack_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample(([m.arr(2, 3), m.arr(2, 3), m.arr(2, 3)],))
+    yield Sample(([m.arr(2, 3), m.arr(2, 3)], 2), note="new last dim")
+    yield Sample(([m.arr(2, 3), m.arr(2, 3)],), {"dim": -2}, note="negative dim")
+    yield Sample(([m.arr(), m.arr()],), note="0-d")
+
+
+def _stack_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase(([m.arr(2, 3), m.arr(3, 2)],), exc=ValueError,
+                    match="expects each tensor to be equal size", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase(([m.arr(2)], 2), exc=IndexError, match="Dimension out of range")
+
+
+def _split_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(5, 3), 2))
+    yield Sample((m.arr(5, 3), [1, 4]), note="sizes")
+    yield Sample((m.arr(2, 5), [2, 0, 3], 1), note="sizes with an empty piece, dim 1")
+    yield Sample((m.arr(2, 5), 5, -1), note="one piece")
+
+
+def _split_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(5, 3)
+    yield ErrorCase((x, [1, 2]), exc=ValueError, match="sum exactly to 5", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, 2, 2), exc=IndexError, match="Dimension out of range")
+
+
+def _chunk_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(5, 3), 3))
+    yield Sample((m.arr(5, 3), 2, 1), note="along dim 1")
+    yield Sample((m.arr(6, 2), 4), note="fewer chunks than asked")
+    yield Sample((m.arr(2, 3), 2), {"dim": -1}, note="negative dim")
+
+
+def _chunk_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(5), 0), exc=ValueError, match="greater than 0", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((m.arr(5), 2, 1), exc=IndexError, match="Dimension out of range")
+
+
+def _unbind_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 2),))
+    yield Sample((m.arr(3, 2, 2), 1))
+    yield Sample((m.arr(3, 2), -1), note="negative dim")
+
+
+def _unbind_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3), 1), exc=IndexError, match="Dimension out of range")
+
+
+register(
+    OpInfo("cat", cat, _cat_samples, dtypes=ALL, errors=_cat_errors, notes=_NOTE_VALUE_ERROR),
+    OpInfo("stack", stack, _stack_samples, dtypes=ALL, errors=_stack_errors,
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("split", split, _split_samples, method=True, dtypes=ALL, errors=_split_errors,
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("chunk", chunk, _chunk_samples, method=True, dtypes=ALL, errors=_chunk_errors,
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("unbind", unbind, _unbind_samples, method=True, dtypes=ALL, errors=_unbind_errors),
+)  # fmt: skip
