@@ -361,10 +361,11 @@ def repeat_interleave(
         [[1.0, 2.0, 2.0]]
     """
     x = _input(input, "repeat_interleave")
-    xp = x._device.backend.xp
+    backend = x._device.backend
     if repeats is None:  # the counts alone: their positions, repeated
         counts = _repeat_counts(x, None)
-        return wrap(xp.repeat(xp.arange(counts.size, dtype=xp.int64), counts), x._device)
+        pos = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+        return wrap(backend.from_numpy(pos), x._device)
     if dim is None:
         x = reshape(x, (-1,))
         d = 0
@@ -384,19 +385,20 @@ def repeat_interleave(
         reps = _int(repeats, "repeat_interleave", "repeats")
         if reps < 0:
             raise RuntimeError(f"repeat_interleave: repeats must be non-negative, got {reps}")
-    idx = xp.repeat(xp.arange(n, dtype=xp.int64), reps)
+    # the positions on the host (CuPy's repeat takes no array of counts), then moved
+    idx = np.repeat(np.arange(n, dtype=np.int64), reps)
     if output_size is not None:
         size = _int(output_size, "repeat_interleave", "output_size")
         if size != idx.size:
             raise RuntimeError(
                 f"repeat_interleave: Invalid output_size, expected {idx.size} but got {size}"
             )
-    return index_select(x, d, wrap(idx, x._device))
+    return index_select(x, d, wrap(backend.from_numpy(idx), x._device))
 
 
 def _repeat_counts(r: Tensor, n: int | None) -> Any:
-    """The counts of ``repeat_interleave`` as a backend integer array (checked as torch)."""
-    a = r.data
+    """The counts of ``repeat_interleave`` as a numpy integer array (checked as torch)."""
+    a = r._device.backend.to_numpy(r.data)
     if a.dtype.kind not in "iu":
         raise RuntimeError(
             f"repeat_interleave: repeats must be an integer tensor, got dtype {a.dtype}"
