@@ -1177,7 +1177,9 @@ register(
     OpInfo("unfold", unfold, _unfold_samples, method=True, torch=lambda t: t.Tensor.unfold,
            dtypes=ALL, errors=_unfold_errors,
            notes="torch has the method only (Tensor.unfold); ae.unfold is its function form, "
-           "not nn.functional.unfold."),
+           "not nn.functional.unfold. In-place changes through overlapping windows "
+           "differ from torch (numpy writes each location once; their backward raises "
+           "the overlap error)."),
     OpInfo("broadcast_tensors", broadcast_tensors, _broadcast_tensors_samples, dtypes=ALL,
            errors=_broadcast_tensors_errors),
     OpInfo("atleast_1d", atleast_1d, _atleast_samples, dtypes=ALL),
