@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -23,9 +24,24 @@ from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from ..tensors._tensor_ops import ViewFn
 from ._core import GradOps, OpNode, Rule, as_view, node_class, record, record_multi, same_device
+from ._index import SliceBackward0, _basic
+from ._reshape import atleast_1d, atleast_2d, atleast_3d
 from ._shape import _norm_dim, dim_or_axis
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
-__all__ = ["cat", "stack", "split", "chunk", "unbind"]
+__all__ = [
+    "cat",
+    "stack",
+    "split",
+    "chunk",
+    "unbind",
+    "hstack",
+    "vstack",
+    "dstack",
+    "concat",
+    "concatenate",
+    "tensor_split",
+]
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
@@ -244,6 +260,11 @@ def _views(x: Tensor, name: str, rule: Rule, idxs: list[Any], attrs: Any) -> tup
     return tuple(outs)
 
 
+def _slice_view(x: Tensor, idx: tuple[Any, ...]) -> Tensor:
+    """``x[idx]`` for a basic index of slices: a view of its own (torch's SliceBackward0)."""
+    return _basic(x, idx, SliceBackward0)
+
+
 def _getitem_view(idx: Any) -> ViewFn:
     """The view function of ``x[idx]``."""
     return lambda F, v: F.getitem(v, idx)
@@ -362,3 +383,300 @@ def unbind(x: Tensor, dim: Any = None, *, axis: Any = None) -> tuple[Tensor, ...
     pre = (slice(None),) * d
     idxs = [(*pre, i, Ellipsis) for i in range(n)]
     return _views(x, "UnbindBackward0", _unbind_rule, idxs, (d, x.data.shape))
+
+
+# -- hstack / vstack / dstack / concat / concatenate / tensor_split ---------------------------
+def _stack_list(tensors: Any, what: str) -> list[Tensor]:
+    """The tensors of an ``*stack`` as a list; torch's RuntimeError when there are none."""
+    if isinstance(tensors, (list, tuple)) and not tensors:
+        raise RuntimeError(f"{what} expects a non-empty TensorList")
+    return _tensor_list(tensors, what)
+
+
+def hstack(tensors: Any) -> Tensor:
+    """Concatenate horizontally: along dimension 1, or 0 for 1-D tensors (0-d ones count as 1-D).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.hstack([ae.zeros(2), ae.ones(1)]).tolist()
+        [0.0, 0.0, 1.0]
+    """
+    ts = [atleast_1d(t) for t in _stack_list(tensors, "hstack")]
+    return cat(ts, 0 if ts[0].data.ndim == 1 else 1)
+
+
+def vstack(tensors: Any) -> Tensor:
+    """Concatenate vertically: along dimension 0, 1-D tensors (and 0-d) as rows.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.vstack([ae.zeros(2), ae.ones(2)]).tolist()
+        [[0.0, 0.0], [1.0, 1.0]]
+    """
+    return cat([atleast_2d(t) for t in _stack_list(tensors, "vstack")], 0)
+
+
+def dstack(tensors: Any) -> Tensor:
+    """Concatenate in depth: along dimension 2, after ``atleast_3d`` of each tensor.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.dstack([ae.zeros(2), ae.ones(2)]).shape
+        (1, 2, 2)
+    """
+    return cat([atleast_3d(t) for t in _stack_list(tensors, "dstack")], 2)
+
+
+def concat(tensors: Any, dim: Any = None, *, axis: Any = None) -> Tensor:
+    """Concatenate tensors along dimension ``dim`` (``cat`` under another name).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.concat([ae.zeros(1, 2), ae.ones(1, 2)], dim=1).shape
+        (1, 4)
+    """
+    return cat(tensors, dim, axis=axis)
+
+
+def concatenate(tensors: Any, axis: Any = None, *, dim: Any = None) -> Tensor:
+    """Concatenate tensors along dimension ``axis`` (``cat`` under numpy's name; or ``dim``).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.concatenate([ae.zeros(1, 2), ae.ones(1, 2)], axis=0).shape
+        (2, 2)
+    """
+    return cat(tensors, dim, axis=axis)
+
+
+def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Split into ``n`` nearly equal views, or at the given indices, along ``dim``.
+
+    An int ``n`` (or a 0-d integer tensor) gives ``n`` pieces, the first
+    ``size % n`` one element longer; a list of indices (or a 1-D integer
+    tensor) cuts before each index, as slices do (an index past the end
+    gives empty pieces).  Each piece is a view of its own (a slice), so it
+    may be changed in place, unlike the pieces of ``split``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> [p.tolist() for p in ae.arange(5.0).tensor_split(3)]
+        [[0.0, 1.0], [2.0, 3.0], [4.0]]
+        >>> [p.tolist() for p in ae.arange(5.0).tensor_split([1, 3])]
+        [[0.0], [1.0, 2.0], [3.0, 4.0]]
+    """
+    x = input if input.__class__ is Tensor else tensor_input(input, "tensor_split")
+    nd = x.data.ndim
+    if nd == 0:
+        raise RuntimeError(
+            "tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims"
+        )
+    d = _norm_dim(dim, nd)
+    ios = indices_or_sections
+    sections: int | None = None
+    indices: list[int] = []
+    if isinstance(ios, Tensor):
+        a = ios.data
+        if a.dtype.kind not in "iu":
+            raise RuntimeError(
+                "tensor_split expected tensor_indices_or_sections to have an integer dtype "
+                f"(long), but got {a.dtype}"
+            )
+        if a.ndim > 1:
+            raise RuntimeError(
+                "tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                f"one-dimensional tensor, but got a tensor with {a.ndim} dims"
+            )
+        if a.ndim == 0:
+            sections = int(a)
+        else:
+            indices = [int(i) for i in a.tolist()]
+    elif isinstance(ios, (list, tuple)):
+        indices = [_int(i, "tensor_split", "indices", "a tuple of ints") for i in ios]
+    else:
+        sections = _int(ios, "tensor_split", "indices_or_sections", "an int or a tuple of ints")
+    size = x.data.shape[d]
+    bounds: list[tuple[int | None, int | None]] = []
+    if sections is not None:
+        if sections <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+        q, r = divmod(size, sections)
+        pos = 0
+        for i in range(sections):
+            step = q + (1 if i < r else 0)
+            bounds.append((pos, pos + step))
+            pos += step
+    else:
+        starts: list[int | None] = [None, *indices]
+        ends: list[int | None] = [*indices, None]
+        bounds = list(zip(starts, ends))
+    pre = (slice(None),) * d
+    return tuple(_slice_view(x, (*pre, slice(a, b), Ellipsis)) for a, b in bounds)
+
+
+# -- the operator table (NOTE [The operator table]) ------------------------------------------
+_NOTE_VALUE_ERROR = (
+    "Bad shapes raise ValueError (torch: RuntimeError), as aengine's other shape checks."
+)
+
+
+def _cat_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample(([m.arr(2, 3), m.arr(1, 3), m.arr(4, 3)],))
+    yield Sample(([m.arr(2, 3), m.arr(2, 1)], 1))
+    yield Sample(([m.arr(2, 3, 2), m.arr(2, 3, 1)],), {"dim": -1}, note="negative dim")
+    yield Sample(([m.arr(2, 3), m.arr(0)],), note="a 1-D empty tensor is skipped (legacy)")
+    yield Sample(([m.arr(3)],), note="one tensor")
+
+
+def _cat_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase(([m.arr(2, 3), m.arr(2, 4)],), exc=ValueError,
+                    match="Sizes of tensors must match", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase(([m.arr(2, 3), m.arr(3)],), exc=ValueError,
+                    match="same number of dimensions", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase(([m.arr(2)], 1), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(2),), exc=TypeError, match="list or tuple of Tensors")
+
+
+def _stack_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample(([m.arr(2, 3), m.arr(2, 3), m.arr(2, 3)],))
+    yield Sample(([m.arr(2, 3), m.arr(2, 3)], 2), note="new last dim")
+    yield Sample(([m.arr(2, 3), m.arr(2, 3)],), {"dim": -2}, note="negative dim")
+    yield Sample(([m.arr(), m.arr()],), note="0-d")
+
+
+def _stack_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase(([m.arr(2, 3), m.arr(3, 2)],), exc=ValueError,
+                    match="expects each tensor to be equal size", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase(([m.arr(2)], 2), exc=IndexError, match="Dimension out of range")
+
+
+def _split_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(5, 3), 2))
+    yield Sample((m.arr(5, 3), [1, 4]), note="sizes")
+    yield Sample((m.arr(2, 5), [2, 0, 3], 1), note="sizes with an empty piece, dim 1")
+    yield Sample((m.arr(2, 5), 5, -1), note="one piece")
+
+
+def _split_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(5, 3)
+    yield ErrorCase((x, [1, 2]), exc=ValueError, match="sum exactly to 5", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, 2, 2), exc=IndexError, match="Dimension out of range")
+
+
+def _chunk_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(5, 3), 3))
+    yield Sample((m.arr(5, 3), 2, 1), note="along dim 1")
+    yield Sample((m.arr(6, 2), 4), note="fewer chunks than asked")
+    yield Sample((m.arr(2, 3), 2), {"dim": -1}, note="negative dim")
+
+
+def _chunk_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(5), 0), exc=ValueError, match="greater than 0", torch_same=False,
+                    note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((m.arr(5), 2, 1), exc=IndexError, match="Dimension out of range")
+
+
+def _unbind_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 2),))
+    yield Sample((m.arr(3, 2, 2), 1))
+    yield Sample((m.arr(3, 2), -1), note="negative dim")
+
+
+def _unbind_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3), 1), exc=IndexError, match="Dimension out of range")
+
+
+def _hstack_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample(([m.arr(2, 3), m.arr(2, 1)],))
+    yield Sample(([m.arr(2), m.arr(3)],), note="1-D: along dim 0")
+    yield Sample(([m.arr(), m.arr(2)],), note="a 0-d tensor")
+    yield Sample(([m.arr(2, 1, 2), m.arr(2, 2, 2)],), note="3-D")
+
+
+def _vstack_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample(([m.arr(2, 3), m.arr(1, 3)],))
+    yield Sample(([m.arr(3), m.arr(3)],), note="1-D as rows")
+    yield Sample(([m.arr(), m.arr(1, 1)],), note="a 0-d tensor")
+
+
+def _dstack_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample(([m.arr(2, 3), m.arr(2, 3)],))
+    yield Sample(([m.arr(3), m.arr(3)],), note="1-D")
+    yield Sample(([m.arr(2, 3, 1), m.arr(2, 3, 2)],), note="3-D")
+
+
+def _stack_list_errors(name: str) -> Any:
+    def errors(m: Maker) -> Iterator[ErrorCase]:
+        yield ErrorCase(([],), match="expects a non-empty TensorList")
+        other = m.arr(2, 4) if name == "vstack" else m.arr(3, 3)
+        yield ErrorCase(([m.arr(2, 3), other],), exc=ValueError,
+                        match="Sizes of tensors must match", torch_same=False,
+                        note="torch: RuntimeError (from cat)")  # fmt: skip
+
+    return errors
+
+
+def _concat_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample(([m.arr(2, 3), m.arr(1, 3)],))
+    yield Sample(([m.arr(2, 3), m.arr(2, 2)], 1))
+    yield Sample(([m.arr(2, 3), m.arr(2, 2)],), {"dim": -1}, note="negative dim")
+
+
+def _concatenate_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample(([m.arr(2, 3), m.arr(1, 3)],))
+    yield Sample(([m.arr(2, 3), m.arr(2, 2)], 1))
+    yield Sample(([m.arr(2, 3), m.arr(2, 2)],), {"axis": -1}, note="axis=, negative")
+
+
+def _tensor_split_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(7, 2), 3), note="sections")
+    yield Sample((m.arr(2, 5), [1, 3], 1), note="indices")
+    yield Sample((m.arr(6), [1, 10, 2]), note="an index past the end, decreasing")
+    yield Sample((m.arr(2, 5), (-2,), -1), note="negative index and dim")
+    yield Sample((m.arr(5), np.array([2, 4])), note="indices as a tensor")
+    yield Sample((m.arr(5), np.array(2)), note="sections as a 0-d tensor")
+    yield Sample((m.arr(2, 4), 6, 1), note="more sections than elements")
+
+
+def _tensor_split_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(5)
+    yield ErrorCase((x, 0), match="number of sections must be larger than 0")
+    yield ErrorCase((m.arr(), 2), match="expected at least a 1-dimensional tensor")
+    yield ErrorCase((x, np.array([[1]])), match="zero-dimensional or one-dimensional")
+    yield ErrorCase((x, np.array([1.0])), match="integer dtype")
+    yield ErrorCase((x, 2.0), exc=TypeError, match="must be an int or a tuple of ints")
+    yield ErrorCase((x, 2, 1), exc=IndexError, match="Dimension out of range")
+
+
+register(
+    OpInfo("cat", cat, _cat_samples, dtypes=ALL, errors=_cat_errors, notes=_NOTE_VALUE_ERROR),
+    OpInfo("stack", stack, _stack_samples, dtypes=ALL, errors=_stack_errors,
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("split", split, _split_samples, method=True, dtypes=ALL, errors=_split_errors,
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("chunk", chunk, _chunk_samples, method=True, dtypes=ALL, errors=_chunk_errors,
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("unbind", unbind, _unbind_samples, method=True, dtypes=ALL, errors=_unbind_errors),
+    OpInfo("hstack", hstack, _hstack_samples, dtypes=ALL, errors=_stack_list_errors("hstack"),
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("vstack", vstack, _vstack_samples, dtypes=ALL, errors=_stack_list_errors("vstack"),
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("dstack", dstack, _dstack_samples, dtypes=ALL, errors=_stack_list_errors("dstack"),
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("concat", concat, _concat_samples, dtypes=ALL, errors=_cat_errors,
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("concatenate", concatenate, _concatenate_samples, dtypes=ALL, errors=_cat_errors,
+           notes=_NOTE_VALUE_ERROR),
+    OpInfo("tensor_split", tensor_split, _tensor_split_samples, method=True, dtypes=ALL,
+           errors=_tensor_split_errors),
+)  # fmt: skip

@@ -7,6 +7,7 @@ Ops that return views of their input share its data and version counter
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from ..tensors._dtype import as_dtype
 from ..tensors._tensor import Tensor
 from ._core import GradOps, OpNode, as_view, node_class, record_one, wrap
 from ._raw import sum_to_axes
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = [
     "reshape",
@@ -472,3 +474,161 @@ def cuda(x: Tensor, device: Any = None) -> Tensor:
         if not target.startswith("cuda"):
             raise ValueError(f"Invalid device, must be cuda device, got {target}")
     return to(x, target)
+# -- the operator table (NOTE [The operator table]) ------------------------------------------
+_NOTE_VALUE_ERROR = (
+    "Bad shapes raise ValueError (torch: RuntimeError), as aengine's other shape checks."
+)
+
+
+def _reshape_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(2, 3, 4), (6, 4)))
+    yield Sample((m.arr(2, 3, 4), (-1,)), note="-1 infers a size")
+    yield Sample((m.arr(2, 3, 4), 4, -1, 2), note="sizes as separate arguments")
+    yield Sample((m.arr(), (1, 1)), note="0-d")
+    yield Sample((m.arr(0, 3), (3, 0, 1)), note="empty")
+
+
+def _reshape_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(2, 3)
+    yield ErrorCase((x, (4, 2)), exc=ValueError, match="invalid for input of size 6",
+                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (-1, -1)), exc=ValueError, match="only one dimension can be inferred",
+                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (2.0, 3)), exc=TypeError, match="must be a tuple of ints")
+
+
+def _flatten_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(2, 3, 4),))
+    yield Sample((m.arr(2, 3, 4, 2),), {"start_dim": 1, "end_dim": -2})
+    yield Sample((m.arr(2, 3, 4), -2), note="negative start_dim")
+    yield Sample((m.arr(),), note="0-d -> (1,)")
+    yield Sample((m.arr(2, 0, 3), 1), note="empty")
+
+
+def _flatten_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(2, 3, 4)
+    yield ErrorCase((x, 2, 1), exc=ValueError, match="start_dim cannot come after end_dim",
+                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, 3), exc=IndexError, match="Dimension out of range")
+
+
+def _permute_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(2, 3, 4), (2, 0, 1)))
+    yield Sample((m.arr(2, 3, 4), 1, -1, 0), note="dims as separate arguments, negative")
+    yield Sample((m.arr(), ()), note="0-d")
+    yield Sample((m.arr(0, 3), (1, 0)), note="empty")
+
+
+def _permute_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(2, 3, 4)
+    yield ErrorCase((x, (0, 1)), exc=ValueError, match="does not match ndim",
+                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (0, 1, 1)), exc=ValueError, match="not a permutation",
+                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (0, 1, 3)), exc=IndexError, match="Dimension out of range")
+
+
+def _transpose_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(2, 3, 4), 0, 2))
+    yield Sample((m.arr(2, 3, 4), -1, 1), note="negative dims")
+    yield Sample((m.arr(3), 0, -1), note="1-d")
+    yield Sample((m.arr(), 0, -1), note="0-d")
+
+
+def _transpose_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(2, 3), 0, 2), exc=IndexError, match="Dimension out of range")
+
+
+def _expand_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 1), (2, 3, 4)))
+    yield Sample((m.arr(3, 1), 2, -1, 5), note="sizes as arguments, -1 keeps a size")
+    yield Sample((m.arr(), (2, 3)), note="0-d")
+    yield Sample((m.arr(1, 3), (0, 3)), note="to empty")
+
+
+def _expand_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(3, 1)
+    yield ErrorCase((x, (4, 4)), exc=ValueError, match="must match the existing size",
+                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (4,)), exc=ValueError, match="number of sizes provided",
+                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+
+
+def _broadcast_to_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 1), (2, 3, 4)))
+    yield Sample((m.arr(3, 1), (-1, 2)), note="-1 keeps a size")
+    yield Sample((m.arr(), (2,)), note="0-d")
+
+
+def _broadcast_to_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 2), (3, 3)), exc=ValueError, match="must match the existing size",
+                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((m.arr(3), 3), exc=TypeError, match="must be a tuple of ints")
+
+
+def _squeeze_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(1, 3, 1, 2),))
+    yield Sample((m.arr(1, 3, 1, 2), 2))
+    yield Sample((m.arr(1, 3, 1, 2), -4), note="negative dim")
+    yield Sample((m.arr(1, 3, 1, 2), 1), note="a dim of size > 1 stays")
+    yield Sample((m.arr(1, 3, 1, 2), (0, 2)), note="a tuple of dims")
+    yield Sample((m.arr(),), note="0-d")
+    yield Sample((m.arr(1, 0),), note="empty")
+
+
+def _squeeze_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(1, 3), 2), exc=IndexError, match="Dimension out of range")
+
+
+def _unsqueeze_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(2, 3), 0))
+    yield Sample((m.arr(2, 3), 2), note="at the end")
+    yield Sample((m.arr(2, 3), -2), note="negative dim")
+    yield Sample((m.arr(), 0), note="0-d")
+
+
+def _unsqueeze_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(2, 3), 3), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(2, 3), 1.0), exc=TypeError, match="must be an int")
+
+
+def _clone_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(2, 3),))
+    yield Sample((m.arr(),), note="0-d")
+    yield Sample((m.arr(0, 2),), note="empty")
+
+
+def _contiguous_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(2, 3),))
+    yield Sample((m.arr(),), note="0-d")
+
+
+register(
+    OpInfo("reshape", reshape, _reshape_samples, method=True, torch=lambda t: t.Tensor.reshape,
+           dtypes=ALL,
+           errors=_reshape_errors,
+           notes="ae.reshape also takes the sizes as separate arguments (as the method). "
+           + _NOTE_VALUE_ERROR),
+    OpInfo("view", view, _reshape_samples, method=True, torch=lambda t: t.Tensor.view,
+           dtypes=ALL, errors=_reshape_errors, notes=_NOTE_VALUE_ERROR),
+    OpInfo("flatten", flatten, _flatten_samples, method=True, dtypes=ALL,
+           errors=_flatten_errors, notes=_NOTE_VALUE_ERROR),
+    OpInfo("permute", permute, _permute_samples, method=True, torch=lambda t: t.Tensor.permute,
+           dtypes=ALL,
+           errors=_permute_errors,
+           notes="ae.permute also takes the dims as separate arguments (as the method). "
+           + _NOTE_VALUE_ERROR),
+    OpInfo("transpose", transpose, _transpose_samples, method=True, dtypes=ALL,
+           errors=_transpose_errors),
+    OpInfo("expand", expand, _expand_samples, method=True, torch=lambda t: t.Tensor.expand,
+           dtypes=ALL, errors=_expand_errors, notes=_NOTE_VALUE_ERROR),
+    OpInfo("broadcast_to", broadcast_to, _broadcast_to_samples, method=True, dtypes=ALL,
+           errors=_broadcast_to_errors, notes=_NOTE_VALUE_ERROR),
+    OpInfo("squeeze", squeeze, _squeeze_samples, method=True, dtypes=ALL,
+           errors=_squeeze_errors),
+    OpInfo("unsqueeze", unsqueeze, _unsqueeze_samples, method=True, dtypes=ALL,
+           errors=_unsqueeze_errors),
+    OpInfo("clone", clone, _clone_samples, method=True, dtypes=ALL),
+    OpInfo("contiguous", contiguous, _contiguous_samples, method=True,
+           torch=lambda t: t.Tensor.contiguous, dtypes=ALL),
+)  # fmt: skip
