@@ -136,3 +136,11 @@ class TensorOps:
 
     def cat(self, xs: list[Tensor], axis: int) -> Tensor:
         return _join.cat(xs, axis)
+
+    def solve(self, a: Tensor, b: Any) -> Tensor:
+        from ._decomp import solve_matrix  # (here: an import line other families edit too)
+
+        return solve_matrix(a, b)
+
+    def einsum(self, equation: str, *operands: Any) -> Tensor:
+        return _linalg.einsum(equation, *operands)
