@@ -27,7 +27,7 @@ import numpy as np
 from ..core import SavedTensor
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
-from . import _linalg, _reduce
+from . import _linalg, _reduce, _shape
 from ._core import (
     GradOps,
     as_tensor_arg,
@@ -300,9 +300,7 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
 
 
 def _linalg_mT(x: Tensor) -> Tensor:
-    from ._shape import transpose
-
-    return transpose(x, -2, -1)
+    return _shape.transpose(x, -2, -1)
 
 
 def solve_matrix(A: Tensor, B: Any) -> Tensor:
@@ -834,9 +832,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: Any = None) -> Lst
         raise RuntimeError(
             f"{name}: input.size(-2) should match other.size(-2), got {m} and {rows}"
         )
-    from ._shape import reshape, unsqueeze
-
-    B2 = unsqueeze(B, -1) if vector else B
+    B2 = _shape.unsqueeze(B, -1) if vector else B
     P = pinv(A, rtol=rcond)
     X = _linalg.matmul(P, B2)
     dev = A._device
@@ -853,7 +849,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: Any = None) -> Lst
         xp.asarray(rank) if driver != "gels" else xp.zeros((0,), np.int64), False, dev
     )
     sv_t = Tensor._make(xp.asarray(sv), False, dev) if driver in ("gelsd", "gelss") else empty
-    solution = reshape(X, tuple(X.data.shape[:-1])) if vector else X
+    solution = _shape.reshape(X, tuple(X.data.shape[:-1])) if vector else X
     return LstsqResult(solution, residuals, rank_t, sv_t)
 
 
