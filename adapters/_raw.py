@@ -215,3 +215,25 @@ class RawOps:
         else:
             flat[pos] = v
         return out
+
+    def solve(self, a: Any, b: Any) -> Any:
+        """``x`` with ``a @ x == b`` for a matrix ``b`` (..., n, k); batch dims broadcast."""
+        xp = self.xp
+        batch = _broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        if a.shape[:-2] != batch:
+            a = xp.broadcast_to(a, (*batch, *a.shape[-2:]))
+        if b.shape[:-2] != batch:
+            b = xp.broadcast_to(b, (*batch, *b.shape[-2:]))
+        return xp.linalg.solve(a, b)
+
+    def einsum(self, equation: str, *operands: Any) -> Any:
+        # optimize: contractions of two or more operands through BLAS (tensordot)
+        return self.xp.einsum(equation, *operands, optimize=len(operands) > 1)
+
+
+def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast of two shapes (both valid: the forward checked them)."""
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + a
+    b = (1,) * (n - len(b)) + b
+    return tuple(y if x == 1 else x for x, y in zip(a, b))

@@ -136,3 +136,12 @@ class TensorOps:
 
     def cat(self, xs: list[Tensor], axis: int) -> Tensor:
         return _join.cat(xs, axis)
+
+    def solve(self, a: Tensor, b: Any) -> Tensor:
+        # here, not at the top: the import line there is one other families edit too
+        from ._decomp import solve_matrix
+
+        return solve_matrix(a, b)
+
+    def einsum(self, equation: str, *operands: Any) -> Tensor:
+        return _linalg.einsum(equation, *operands)

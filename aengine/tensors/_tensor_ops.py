@@ -109,6 +109,13 @@ class GradOps(Protocol):
 
     def cat(self, xs: list[Any], axis: int) -> Any: ...
 
+    # linear algebra (the rules of aengine/ops/_decomp.py and _linalg.py)
+    def solve(self, a: Any, b: Any, /) -> Any:
+        """``x`` with ``a @ x == b``: ``b`` a matrix or a batch (..., n, k); batch dims broadcast."""
+
+    def einsum(self, equation: str, *operands: Any) -> Any:
+        """torch's (numpy's) einsum of ``operands`` (no ``...``: letters only)."""
+
 
 #: ``view_fn(F, x)``: rebuild a view from its base's value ``x`` (array or Tensor)
 ViewFn: TypeAlias = Callable[[GradOps, Any], Any]
