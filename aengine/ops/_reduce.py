@@ -705,9 +705,14 @@ def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = 
         out = out.reshape(_reduced(a.shape, dims))
     attrs = (a.shape, dims, keepdim)
     return record(
-        LogsumexpBackward0, out.astype(a.dtype, copy=False), x._device, (x,), (x,), attrs,
+        LogsumexpBackward0,
+        out.astype(a.dtype, copy=False),
+        x._device,
+        (x,),
+        (x,),
+        attrs,
         save_output=True,
-    )  # fmt: skip
+    )
 
 
 def _reduced(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
@@ -788,8 +793,10 @@ def _norm_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     if p < 1:  # sgn(x) |x|^(p-1) (0 where x is 0) * g * norm^(1-p)
         zero_x = _arr(x) == 0
         ax = F.abs(x)
-        powed = F.where(zero_x, 0.0, F.where(zero_x, 1.0, ax) ** (p - 1)) if zero_x.any() else (
-            ax ** (p - 1)
+        powed = (
+            F.where(zero_x, 0.0, F.where(zero_x, 1.0, ax) ** (p - 1))
+            if zero_x.any()
+            else (ax ** (p - 1))
         )
         return (F.sign(x) * powed * (gk * nk ** (1 - p)),)
     zero = _arr(nk) == 0
@@ -895,7 +902,7 @@ def norm(
             return vector_norm(x, 2, dim, keepdim, dtype=dtype)
         from ._scan import matrix_norm
 
-        dims = tuple(range(x.data.ndim)) if dim is None else dim
+        dims: Any = tuple(range(x.data.ndim)) if dim is None else dim
         return matrix_norm(x, p, dims, keepdim, dtype=dtype)
     return vector_norm(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
 
@@ -1109,8 +1116,10 @@ def _empty_index(xp: Any, data: Any, d: int) -> Any:
 def _check_nonempty_select(x: Tensor, d: int, name: str) -> None:
     """A slice along ``d`` of size 0 while the result has elements: IndexError, as PyTorch."""
     shape = x.data.shape
-    if shape[d] == 0 and x.data.size == 0 and builtins.any(
-        s for i, s in enumerate(shape) if i != d
+    if (
+        shape[d] == 0
+        and x.data.size == 0
+        and builtins.any(s for i, s in enumerate(shape) if i != d)
     ):
         raise IndexError(
             f"{name}(): Expected reduction dim {d} to have non-zero size; "
@@ -1144,7 +1153,9 @@ def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Kthvalu
             f"(k={k}, size {n}); pick 1 <= k <= {n}"
         )
     if not data.ndim:
-        return cast(KthvalueResult, _selected(KthvalueBackward0, x, d, keepdim, None, KthvalueResult))
+        return cast(
+            KthvalueResult, _selected(KthvalueBackward0, x, d, keepdim, None, KthvalueResult)
+        )
     kidx = _kth_index(x._device.backend.xp, data, d, k - 1)
     return cast(KthvalueResult, _selected(KthvalueBackward0, x, d, keepdim, kidx, KthvalueResult))
 
@@ -1157,13 +1168,9 @@ def _mode_index(xp: Any, data: Any, d: int) -> Any:
     pos = xp.arange(n)
     change = s[..., 1:] != s[..., :-1]
     ones = xp.ones((*s.shape[:-1], 1), dtype=bool)
-    start = xp.maximum.accumulate(
-        xp.where(xp.concatenate([ones, change], -1), pos, 0), axis=-1
-    )
+    start = xp.maximum.accumulate(xp.where(xp.concatenate([ones, change], -1), pos, 0), axis=-1)
     is_end = xp.concatenate([change, ones], -1)
-    end = xp.flip(
-        xp.minimum.accumulate(xp.flip(xp.where(is_end, pos, n), -1), axis=-1), -1
-    )
+    end = xp.flip(xp.minimum.accumulate(xp.flip(xp.where(is_end, pos, n), -1), axis=-1), -1)
     best = xp.argmax(end - start, axis=-1)[..., None]  # first: the smallest value
     value = xp.take_along_axis(s, best, axis=-1)
     last = xp.where(a == value, pos, -1).max(axis=-1, keepdims=True)
@@ -1250,9 +1257,7 @@ def _nan_reduce(x: Tensor, dim: Any, keepdim: bool, dtype: Any, name: str) -> Te
     return record(cls, total, x._device, (x,), attrs=attrs, bcast=bcast)
 
 
-def nansum(
-    x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
-) -> Tensor:
+def nansum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     """Sum over ``dim`` treating NaN as zero (its gradient there is zero).
 
     Example::
@@ -1266,9 +1271,7 @@ def nansum(
     return _nan_reduce(x, dim, keepdim, dtype, "nansum")
 
 
-def nanmean(
-    x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
-) -> Tensor:
+def nanmean(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     """Mean over ``dim`` of the elements that are not NaN; floating tensors only.
 
     A slice of NaNs alone gives NaN (and a NaN gradient), as PyTorch.
@@ -1402,14 +1405,20 @@ def _var_samples(m: Maker) -> Iterator[Sample]:
 def _var_errors(m: Maker) -> Iterator[ErrorCase]:
     yield ErrorCase((m.arr(3, 4), 2), exc=IndexError, match="Dimension out of range")
     yield ErrorCase(
-        (m.arr(3, 4),), {"dim": 0, "unbiased": True, "correction": 1}, exc=TypeError,
-        match="either unbiased= or correction=", torch_same=False,
+        (m.arr(3, 4),),
+        {"dim": 0, "unbiased": True, "correction": 1},
+        exc=TypeError,
+        match="either unbiased= or correction=",
+        torch_same=False,
         note="torch's argument parser refuses the mix too, as a RuntimeError",
-    )  # fmt: skip
+    )
     yield ErrorCase(
-        (m.idx(3, high=3),), exc=TypeError, match="floating point", torch_same=False,
+        (m.idx(3, high=3),),
+        exc=TypeError,
+        match="floating point",
+        torch_same=False,
         note="torch raises RuntimeError for integer inputs",
-    )  # fmt: skip
+    )
 
 
 def _softmax_samples(m: Maker) -> Iterator[Sample]:
@@ -1595,7 +1604,6 @@ def _aminmax_errors(m: Maker) -> Iterator[ErrorCase]:
     yield ErrorCase((m.arr(0, 3),), exc=RuntimeError, match="empty")
 
 
-
 register(
     OpInfo("sum", sum, _sum_samples, method=True, dtypes=ALL, errors=_out_of_range()),
     OpInfo("mean", mean, _mean_samples, method=True, errors=_out_of_range()),
@@ -1607,40 +1615,74 @@ register(
     OpInfo("var", var, _var_samples, method=True, errors=_var_errors),
     OpInfo("std", std, _var_samples, method=True, errors=_var_errors),
     OpInfo(
-        "logsumexp", logsumexp, _logsumexp_samples, method=True, dtypes=ALL,
+        "logsumexp",
+        logsumexp,
+        _logsumexp_samples,
+        method=True,
+        dtypes=ALL,
         errors=_out_of_range(),
-    ),  # fmt: skip
+    ),
     OpInfo("softmax", softmax, _softmax_samples, method=True, errors=_softmax_errors),
     OpInfo("log_softmax", log_softmax, _softmax_samples, method=True, errors=_softmax_errors),
     OpInfo(
-        "norm", norm, _norm_samples, method=True, errors=_norm_errors,
+        "norm",
+        norm,
+        _norm_samples,
+        method=True,
+        errors=_norm_errors,
         notes="An integer input is a TypeError (torch: RuntimeError); at the zero vector the "
         "2-norm's second derivative is 0 (torch: NaN).",
-    ),  # fmt: skip
+    ),
     OpInfo(
-        "linalg.vector_norm", vector_norm, _vnorm_samples, errors=_vnorm_errors,
+        "linalg.vector_norm",
+        vector_norm,
+        _vnorm_samples,
+        errors=_vnorm_errors,
         notes="At the zero vector the 2-norm's second derivative is 0 (torch: NaN).",
-    ),  # fmt: skip
-    OpInfo("any", _compare.any, _logical_samples, method=True, dtypes=ALL, grad=False,
-           errors=_out_of_range()),
-    OpInfo("all", _compare.all, _logical_samples, method=True, dtypes=ALL, grad=False,
-           errors=_out_of_range()),
-    OpInfo("argmax", argmax, _arg_samples, method=True, dtypes=ALL, grad=False,
-           errors=_arg_errors),
-    OpInfo("argmin", argmin, _arg_samples, method=True, dtypes=ALL, grad=False,
-           errors=_arg_errors),
+    ),
+    OpInfo(
+        "any",
+        _compare.any,
+        _logical_samples,
+        method=True,
+        dtypes=ALL,
+        grad=False,
+        errors=_out_of_range(),
+    ),
+    OpInfo(
+        "all",
+        _compare.all,
+        _logical_samples,
+        method=True,
+        dtypes=ALL,
+        grad=False,
+        errors=_out_of_range(),
+    ),
+    OpInfo("argmax", argmax, _arg_samples, method=True, dtypes=ALL, grad=False, errors=_arg_errors),
+    OpInfo("argmin", argmin, _arg_samples, method=True, dtypes=ALL, grad=False, errors=_arg_errors),
     OpInfo("var_mean", var_mean, _var_mean_samples, errors=_out_of_range()),
     OpInfo("std_mean", std_mean, _var_mean_samples, errors=_out_of_range()),
     OpInfo("median", median, _median_samples, method=True, dtypes=ALL, errors=_median_errors),
     OpInfo("kthvalue", kthvalue, _kth_samples, method=True, dtypes=ALL, errors=_kth_errors),
     OpInfo(
-        "mode", mode, _mode_samples, method=True, dtypes=ALL, errors=_out_of_range(),
+        "mode",
+        mode,
+        _mode_samples,
+        method=True,
+        dtypes=ALL,
+        errors=_out_of_range(),
         notes="Which index a tie of the mode's occurrences gives: the last one, as PyTorch on CPU.",
-    ),  # fmt: skip
-    OpInfo("count_nonzero", count_nonzero, _count_samples, method=True, dtypes=ALL, grad=False,
-           errors=_out_of_range()),
+    ),
+    OpInfo(
+        "count_nonzero",
+        count_nonzero,
+        _count_samples,
+        method=True,
+        dtypes=ALL,
+        grad=False,
+        errors=_out_of_range(),
+    ),
     OpInfo("nansum", nansum, _nansum_samples, method=True, dtypes=ALL, errors=_out_of_range()),
     OpInfo("nanmean", nanmean, _nanmean_samples, method=True, errors=_out_of_range()),
-    OpInfo("aminmax", aminmax, _aminmax_samples, method=True, dtypes=ALL,
-           errors=_aminmax_errors),
-)  # fmt: skip
+    OpInfo("aminmax", aminmax, _aminmax_samples, method=True, dtypes=ALL, errors=_aminmax_errors),
+)

@@ -154,9 +154,7 @@ def cumprod(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
         data = data.astype("int64")
     out = data.copy() if data.ndim == 0 else x._device.backend.xp.cumprod(data, axis=d)
     bcast = out.dtype != x.data.dtype
-    return record(
-        CumprodBackward0, out, x._device, (x,), (x,), (d,), save_output=True, bcast=bcast
-    )
+    return record(CumprodBackward0, out, x._device, (x,), (x,), (d,), save_output=True, bcast=bcast)
 
 
 # -- logcumsumexp ------------------------------------------------------------------------------
@@ -198,9 +196,7 @@ LogcumsumexpBackward0 = node_class("LogcumsumexpBackward0", _logcumsumexp_rule)
 
 def _logcumsumexp_op(x: Tensor, d: int, reverse: bool) -> Tensor:
     out = _lcse_arr(x._device.backend.xp, x.data, d, reverse)
-    return record(
-        LogcumsumexpBackward0, out, x._device, (x,), (x,), (d, reverse), save_output=True
-    )
+    return record(LogcumsumexpBackward0, out, x._device, (x,), (x,), (d, reverse), save_output=True)
 
 
 def logcumsumexp(x: Tensor, dim: int) -> Tensor:
@@ -384,9 +380,13 @@ def _matrix_dims(A: Tensor, dim: Any) -> tuple[int, int]:
 
 
 def matrix_norm(
-    A: Tensor, ord: Any = "fro", dim: tuple[int, int] = (-2, -1), keepdim: bool = False,
-    *, dtype: Any = None,
-) -> Tensor:  # fmt: skip
+    A: Tensor,
+    ord: Any = "fro",
+    dim: tuple[int, int] = (-2, -1),
+    keepdim: bool = False,
+    *,
+    dtype: Any = None,
+) -> Tensor:
     """Matrix norm over the two dims ``dim``: ord 'fro', 'nuc', 1, -1, inf, -inf, 2 or -2.
 
     'nuc' (the sum of the singular values) and +-2 (the largest / smallest
@@ -521,8 +521,11 @@ register(
     OpInfo("cummax", cummax, _cum_extreme_samples, method=True, dtypes=ALL, errors=_dim_errors),
     OpInfo("cummin", cummin, _cum_extreme_samples, method=True, dtypes=ALL, errors=_dim_errors),
     OpInfo(
-        "linalg.matrix_norm", matrix_norm, _mnorm_samples, errors=_mnorm_errors,
+        "linalg.matrix_norm",
+        matrix_norm,
+        _mnorm_samples,
+        errors=_mnorm_errors,
         tol={"float32": (1e-3, 1e-4)},
         notes="'nuc' and +-2 differentiate an SVD: exact where the singular values are distinct.",
-    ),  # fmt: skip
+    ),
 )
