@@ -900,6 +900,7 @@ def norm(
         one = dim is None or isinstance(dim, int) or hasattr(dim, "__index__")
         if p == "fro" and (one or len(dim) <= 2):
             return vector_norm(x, 2, dim, keepdim, dtype=dtype)
+        # _scan imports this module (its matrix norms compose vector norms)
         from ._scan import matrix_norm
 
         dims: Any = tuple(range(x.data.ndim)) if dim is None else dim
@@ -1085,6 +1086,8 @@ def median(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     xp = x._device.backend.xp
     data = x.data
     if dim is None:
+        if keepdim:
+            raise TypeError("median(): keepdim=True needs a dim; pass dim= as well")
         flat = data.reshape(-1)
         if flat.size == 0:
             out = xp.asarray(xp.nan, dtype=data.dtype)
@@ -1535,6 +1538,7 @@ def _median_samples(m: Maker) -> Iterator[Sample]:
 def _median_errors(m: Maker) -> Iterator[ErrorCase]:
     yield ErrorCase((m.arr(3, 4), 2), exc=IndexError, match="Dimension out of range")
     yield ErrorCase((m.arr(3, 0), 1), exc=IndexError, match="non-zero size")
+    yield ErrorCase((m.arr(3, 4),), {"keepdim": True}, exc=TypeError, match="needs a dim")
 
 
 def _kth_samples(m: Maker) -> Iterator[Sample]:
