@@ -19,6 +19,12 @@ from .ops._linalg import (
     matmul,
     vecdot,
 )
+from .ops._reduce import (
+    vector_norm,
+)
+from .ops._scan import (
+    matrix_norm,
+)
 
 __all__ = [
     "cholesky",
@@ -27,6 +33,7 @@ __all__ = [
     "inv",
     "lstsq",
     "matmul",
+    "matrix_norm",
     "pinv",
     "qr",
     "slogdet",
@@ -34,4 +41,5 @@ __all__ = [
     "solve_triangular",
     "svd",
     "vecdot",
+    "vector_norm",
 ]

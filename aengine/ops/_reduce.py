@@ -11,17 +11,21 @@ import builtins
 import math
 import operator
 import warnings
+from collections.abc import Iterator
 from typing import Any, NamedTuple, cast
 
 import numpy as np
 
 from ..core._errors import AutogradError
 from ..tensors._creation import ones, tensor_input
+from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
+from . import _compare
 from ._arith import maximum, minimum
 from ._core import TRANSCENDENTAL, GradOps, node_class, record, record_one, weigh, wrap
 from ._raw import RawOps
 from ._shape import dim_or_axis
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 from ._unary import abs
 
 __all__ = [
@@ -38,6 +42,22 @@ __all__ = [
     "softmax",
     "log_softmax",
     "norm",
+    "vector_norm",
+    "argmax",
+    "argmin",
+    "var_mean",
+    "std_mean",
+    "median",
+    "kthvalue",
+    "mode",
+    "count_nonzero",
+    "nansum",
+    "nanmean",
+    "aminmax",
+    "MedianResult",
+    "KthvalueResult",
+    "ModeResult",
+    "AminmaxResult",
     "MaxResult",
     "MinResult",
     "norm_dims",
@@ -670,7 +690,8 @@ def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = 
     if x.__class__ is not Tensor:
         x = tensor_input(x, "logsumexp")
     dim = dim_or_axis(dim, axis, "logsumexp", required=True)
-    _check_float(x, "logsumexp")
+    if x.data.dtype.kind in "biu":  # as PyTorch: integers give the default dtype
+        x = x.to(dtype=get_default_dtype())
     dims = norm_dims(dim, x.data.ndim)
     xp = x._device.backend.xp
     a = x.data
@@ -684,9 +705,14 @@ def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = 
         out = out.reshape(_reduced(a.shape, dims))
     attrs = (a.shape, dims, keepdim)
     return record(
-        LogsumexpBackward0, out.astype(a.dtype, copy=False), x._device, (x,), (x,), attrs,
+        LogsumexpBackward0,
+        out.astype(a.dtype, copy=False),
+        x._device,
+        (x,),
+        (x,),
+        attrs,
         save_output=True,
-    )  # fmt: skip
+    )
 
 
 def _reduced(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
@@ -759,12 +785,22 @@ def log_softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = No
 
 # -- norm ------------------------------------------------------------------------------------------
 def _norm_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
-    # PyTorch's linalg_vector_norm_backward for finite p > 0: gradient 0 where the norm is 0.
+    # PyTorch's linalg_vector_norm_backward for finite p != 0: gradient 0 where the norm is 0.
     x, out = s
     shape, dims, keepdim, p = n.attrs
     nk = _keep(F, out, shape, dims, keepdim)
+    gk = _keep(F, g, shape, dims, keepdim)
+    if p < 1:  # sgn(x) |x|^(p-1) (0 where x is 0) * g * norm^(1-p)
+        zero_x = _arr(x) == 0
+        ax = F.abs(x)
+        powed = (
+            F.where(zero_x, 0.0, F.where(zero_x, 1.0, ax) ** (p - 1))
+            if zero_x.any()
+            else (ax ** (p - 1))
+        )
+        return (F.sign(x) * powed * (gk * nk ** (1 - p)),)
     zero = _arr(nk) == 0
-    scale = _keep(F, g, shape, dims, keepdim) / F.where(zero, 1.0, nk if p == 2 else nk ** (p - 1))
+    scale = gk / F.where(zero, 1.0, nk if p == 2 else nk ** (p - 1))
     scale = F.where(zero, 0.0, scale)
     if p == 2:
         return (x * scale,)
@@ -776,12 +812,80 @@ def _norm_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 LinalgVectorNormBackward0 = node_class("LinalgVectorNormBackward0", _norm_rule)
 
 
-def norm(x: Tensor, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Vector ``p``-norm over ``dim`` (all elements when None).
+LinalgVectorNormBackward1 = node_class("LinalgVectorNormBackward0", lambda F, g, s, n: (None,))
 
-    ``p`` is 2 (or 'fro'), 1, inf, -inf or a number >= 1; the gradient is 0
-    at a zero vector (as PyTorch), not NaN.  At the zero vector the second
-    derivative of the 2-norm is 0 too, where PyTorch's gives NaN.
+
+def vector_norm(
+    x: Tensor,
+    ord: Any = 2,
+    dim: Any = None,
+    keepdim: bool = False,
+    *,
+    dtype: Any = None,
+) -> Tensor:
+    """Vector ``ord``-norm over ``dim`` (an int, a tuple, or None for all elements).
+
+    ``ord``: 2, 1, inf, -inf, 0 (the count of nonzero elements, gradient 0)
+    or any other number p: ``sum(|x|^p)^(1/p)``.  The gradient is 0 where the
+    norm is 0 (as PyTorch); ``dtype`` casts the input first.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.linalg.vector_norm(ae.tensor([3.0, -4.0])).item()
+        5.0
+        >>> ae.linalg.vector_norm(ae.tensor([3.0, -4.0]), ord=1).item()
+        7.0
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "linalg.vector_norm")
+    if x.data.dtype.kind not in "fc":
+        raise RuntimeError(
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. "
+            f"Got {x.data.dtype}; convert with .to(ae.float64)"
+        )
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    if isinstance(ord, (str, bool)) or not isinstance(ord, (int, float, np.integer, np.floating)):
+        raise TypeError(
+            f"linalg.vector_norm(): argument 'ord' must be a number, not {type(ord).__name__}; "
+            "use linalg.matrix_norm for 'fro' and 'nuc'"
+        )
+    p = float(ord)
+    dims = norm_dims(dim, x.data.ndim)
+    if p in (math.inf, -math.inf):
+        if x.data.size == 0 and (dims is None or 0 in [x.data.shape[d] for d in dims]):
+            raise AutogradError(
+                f"linalg.vector_norm: cannot compute the {ord} norm of an empty slice (no "
+                "identity); reduce over non-empty dims only"
+            )
+        return (amax if p > 0 else amin)(abs(x), dims, keepdim)
+    if p == 1:
+        return sum(abs(x), dims, keepdim)
+    a = x.data
+    if p == 0:
+        out = (a != 0).sum(axis=dims, keepdims=keepdim).astype(a.dtype)
+        return record_one(LinalgVectorNormBackward1, out, x._device, x)
+    xp = x._device.backend.xp
+    if p == 2:
+        out = xp.sqrt((a * a).sum(axis=dims, keepdims=keepdim))
+    else:
+        with np.errstate(divide="ignore"):
+            out = (xp.abs(a) ** p).sum(axis=dims, keepdims=keepdim) ** (1.0 / p)
+    attrs = (a.shape, dims, keepdim, p)
+    return record(LinalgVectorNormBackward0, out, x._device, (x,), (x,), attrs, save_output=True)
+
+
+def norm(
+    x: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None
+) -> Tensor:
+    """The vector ``p``-norm over ``dim`` (all elements when None), or a matrix norm ('nuc').
+
+    As ``torch.norm``: a number ``p`` (2, 1, inf, -inf, 0 or any other) is
+    :func:`vector_norm`'s ``ord``; 'fro' is the 2-norm over at most two dims;
+    'nuc' is :func:`matrix_norm`'s.  The gradient is 0 at a zero vector (as
+    PyTorch), not NaN.  At the zero vector the second derivative of the
+    2-norm is 0 too, where PyTorch's gives NaN.
 
     Example::
 
@@ -792,27 +896,797 @@ def norm(x: Tensor, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tenso
     if x.__class__ is not Tensor:
         x = tensor_input(x, "norm")
     _check_float(x, "norm")
-    if p == "fro":
-        p = 2
-    if isinstance(p, str) or not isinstance(p, (int, float)) or p != p or p == 0:
-        raise ValueError(f"norm(): p must be 'fro', inf, -inf or a number >= 1, got {p!r}")
-    if p in (math.inf, -math.inf):
-        dims = norm_dims(dim, x.data.ndim)
-        if x.data.size == 0 and (dims is None or 0 in [x.data.shape[d] for d in dims]):
-            raise AutogradError(
-                f"norm(): cannot compute the {p} norm of an empty slice (no identity); "
-                "reduce over non-empty dims only"
+    if isinstance(p, str):
+        one = dim is None or isinstance(dim, int) or hasattr(dim, "__index__")
+        if p == "fro" and (one or len(dim) <= 2):
+            return vector_norm(x, 2, dim, keepdim, dtype=dtype)
+        # _scan imports this module (its matrix norms compose vector norms)
+        from ._scan import matrix_norm
+
+        dims: Any = tuple(range(x.data.ndim)) if dim is None else dim
+        return matrix_norm(x, p, dims, keepdim, dtype=dtype)
+    return vector_norm(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
+
+
+# -- argmax / argmin ----------------------------------------------------------------------------
+def _arg_extreme(x: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Tensor:
+    name = "argmax" if is_max else "argmin"
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, name)
+    xp = x._device.backend.xp
+    data = x.data
+    fn = xp.argmax if is_max else xp.argmin
+    if dim is None:
+        if data.size == 0:
+            raise IndexError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument."
             )
-        return (amax if p > 0 else amin)(abs(x), dim, keepdim)
-    if p == 1:
-        return sum(abs(x), dim, keepdim)
-    if p < 1:
-        raise ValueError(f"norm(): p must be 'fro', inf, -inf or a number >= 1, got {p!r}")
-    dims = norm_dims(dim, x.data.ndim)
-    a = x.data
-    if p == 2:
-        out = x._device.backend.xp.sqrt((a * a).sum(axis=dims, keepdims=keepdim))
+        out = fn(data.reshape(-1))
+        if keepdim:
+            out = xp.reshape(out, (1,) * data.ndim)
+        return wrap(xp.asarray(out).astype("int64"), x._device)
+    d = _one_dim(dim, data.ndim, name)
+    if not data.ndim:
+        return wrap(xp.zeros((), dtype="int64"), x._device)
+    _check_nonempty(x, (d,), name)
+    return wrap(fn(data, axis=d, keepdims=keepdim).astype("int64"), x._device)
+
+
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the largest element (of the flattened tensor, or along ``dim``); int64.
+
+    The first one among ties; a NaN counts as the largest, as PyTorch.  No gradient.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([[1.0, 5.0], [7.0, 2.0]]).argmax(dim=1).tolist()
+        [1, 0]
+    """
+    return _arg_extreme(x, dim, keepdim, True)
+
+
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the smallest element (of the flattened tensor, or along ``dim``); int64.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([3.0, 1.0, 2.0]).argmin().item()
+        1
+    """
+    return _arg_extreme(x, dim, keepdim, False)
+
+
+# -- var_mean / std_mean ------------------------------------------------------------------------
+def var_mean(
+    x: Tensor,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``(var(x, dim, ...), mean(x, dim))`` in one call, as ``torch.var_mean``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> v, m = ae.var_mean(ae.tensor([1.0, 2.0, 3.0]))
+        >>> v.item(), m.item()
+        (1.0, 2.0)
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "var_mean")
+    if isinstance(dim, bool):  # var_mean(x, True): the (input, unbiased) overload
+        dim, unbiased = None, dim
+    v = _var(x, dim, unbiased, keepdim, correction, "var_mean")
+    return v, mean(x, dim, keepdim)
+
+
+def std_mean(
+    x: Tensor,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``(std(x, dim, ...), mean(x, dim))`` in one call, as ``torch.std_mean``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> s, m = ae.std_mean(ae.tensor([1.0, 3.0]), unbiased=False)
+        >>> s.item(), m.item()
+        (1.0, 2.0)
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "std_mean")
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    s = _var(x, dim, unbiased, keepdim, correction, "std")
+    return s, mean(x, dim, keepdim)
+
+
+# -- median, kthvalue, mode: values and indices --------------------------------------------------
+class MedianResult(NamedTuple):
+    """``(values, indices)`` of ``median(x, dim)`` (as ``torch.return_types.median``)."""
+
+    values: Tensor
+    indices: Tensor
+
+
+class KthvalueResult(NamedTuple):
+    """``(values, indices)`` of ``kthvalue(x, k, dim)`` (as ``torch.return_types.kthvalue``)."""
+
+    values: Tensor
+    indices: Tensor
+
+
+class ModeResult(NamedTuple):
+    """``(values, indices)`` of ``mode(x, dim)`` (as ``torch.return_types.mode``)."""
+
+    values: Tensor
+    indices: Tensor
+
+
+class AminmaxResult(NamedTuple):
+    """``(min, max)`` of ``aminmax(x)`` (as ``torch.return_types.aminmax``)."""
+
+    min: Tensor
+    max: Tensor
+
+
+MedianBackward0 = node_class("MedianBackward0", _extreme_all_rule)
+MedianBackward1 = node_class("MedianBackward1", _select_rule)
+KthvalueBackward0 = node_class("KthvalueBackward0", _select_rule)
+ModeBackward0 = node_class("ModeBackward0", _select_rule)
+
+
+def _selected(cls: Any, x: Tensor, d: int, keepdim: bool, kidx: Any, result: Any) -> Any:
+    """``result(values, indices)`` of the elements at ``kidx`` (kept dims) along ``d``."""
+    xp = x._device.backend.xp
+    data = x.data
+    shape = data.shape
+    if not shape:
+        vals, idx = data.copy(), xp.zeros((), dtype="int64")
+        kidx = idx
     else:
-        out = (x._device.backend.xp.abs(a) ** p).sum(axis=dims, keepdims=keepdim) ** (1.0 / p)
-    attrs = (a.shape, dims, keepdim, p)
-    return record(LinalgVectorNormBackward0, out, x._device, (x,), (x,), attrs, save_output=True)
+        vals = xp.take_along_axis(data, kidx, axis=d)
+        idx = kidx
+        if not keepdim:
+            vals, idx = vals.squeeze(d), kidx.squeeze(d)
+    values = record_one(cls, vals, x._device, x, 1, (shape, d, keepdim, kidx))
+    return result(values, wrap(idx.astype("int64", copy=True), x._device))
+
+
+def _kth_index(xp: Any, data: Any, d: int, k: int) -> Any:
+    """The (kept-dim) index of the ``k``-th smallest (0-based) along ``d``: NaN sorts last."""
+    order = xp.argsort(data, axis=d, kind="stable")
+    return xp.take(order, xp.asarray([k]), axis=d)
+
+
+def median(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """The median (the lower one of an even count): of all elements, or ``(values, indices)`` by ``dim``.
+
+    Without ``dim`` the result is 0-d and ties share the gradient; with
+    ``dim`` the gradient goes to the element at ``indices``.  A NaN in a
+    slice makes its median NaN (at the first NaN), as PyTorch.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([3.0, 1.0, 4.0, 2.0]).median().item()
+        2.0
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "median")
+    xp = x._device.backend.xp
+    data = x.data
+    if dim is None:
+        if keepdim:
+            raise TypeError("median(): keepdim=True needs a dim; pass dim= as well")
+        flat = data.reshape(-1)
+        if flat.size == 0:
+            out = xp.asarray(xp.nan, dtype=data.dtype)
+        elif data.dtype.kind == "f" and xp.isnan(flat).any():
+            out = xp.asarray(xp.nan, dtype=data.dtype)
+        else:
+            out = xp.sort(flat)[(flat.size - 1) // 2]
+        return record(MedianBackward0, out, x._device, (x,), (x,), save_output=True)
+    d = _one_dim(dim, data.ndim, "median")
+    if not data.ndim:
+        return _selected(MedianBackward1, x, d, keepdim, None, MedianResult)
+    _check_nonempty_select(x, d, "median")
+    n = data.shape[d]
+    kidx = _kth_index(xp, data, d, (n - 1) // 2) if n else _empty_index(xp, data, d)
+    if data.dtype.kind == "f" and n:
+        nan = xp.isnan(data)
+        has = nan.any(axis=d, keepdims=True)
+        if has.any():  # the first NaN of the slice
+            kidx = xp.where(has, xp.argmax(nan, axis=d, keepdims=True), kidx)
+    return _selected(MedianBackward1, x, d, keepdim, kidx, MedianResult)
+
+
+def _empty_index(xp: Any, data: Any, d: int) -> Any:
+    shape = list(data.shape)
+    shape[d] = 1
+    return xp.zeros(shape, dtype="int64")
+
+
+def _check_nonempty_select(x: Tensor, d: int, name: str) -> None:
+    """A slice along ``d`` of size 0 while the result has elements: IndexError, as PyTorch."""
+    shape = x.data.shape
+    if (
+        shape[d] == 0
+        and x.data.size == 0
+        and builtins.any(s for i, s in enumerate(shape) if i != d)
+    ):
+        raise IndexError(
+            f"{name}(): Expected reduction dim {d} to have non-zero size; "
+            "reduce over a non-empty dim"
+        )
+
+
+def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> KthvalueResult:
+    """The ``k``-th smallest element (1-based) along ``dim``: ``(values, indices)``.
+
+    The gradient goes to the element at ``indices``; NaN counts as the largest.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> v, i = ae.tensor([3.0, 1.0, 2.0]).kthvalue(2)
+        >>> v.item(), i.item()
+        (2.0, 2)
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "kthvalue")
+    if isinstance(k, (bool, np.bool_)) or not hasattr(k, "__index__"):
+        raise TypeError(f"kthvalue(): argument 'k' must be an int, not {type(k).__name__}")
+    k = operator.index(k)
+    data = x.data
+    d = _one_dim(dim, data.ndim, "kthvalue")
+    n = data.shape[d] if data.ndim else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(
+            f"kthvalue(): selected number k out of range for dimension {d} "
+            f"(k={k}, size {n}); pick 1 <= k <= {n}"
+        )
+    if not data.ndim:
+        return cast(
+            KthvalueResult, _selected(KthvalueBackward0, x, d, keepdim, None, KthvalueResult)
+        )
+    kidx = _kth_index(x._device.backend.xp, data, d, k - 1)
+    return cast(KthvalueResult, _selected(KthvalueBackward0, x, d, keepdim, kidx, KthvalueResult))
+
+
+def _mode_index(xp: Any, data: Any, d: int) -> Any:
+    """The (kept-dim) index of each slice's mode: the smallest most frequent value, last seen."""
+    a = xp.moveaxis(data, d, -1)
+    n = a.shape[-1]
+    s = xp.sort(a, axis=-1)
+    pos = xp.arange(n)
+    change = s[..., 1:] != s[..., :-1]
+    ones = xp.ones((*s.shape[:-1], 1), dtype=bool)
+    start = xp.maximum.accumulate(xp.where(xp.concatenate([ones, change], -1), pos, 0), axis=-1)
+    is_end = xp.concatenate([change, ones], -1)
+    end = xp.flip(xp.minimum.accumulate(xp.flip(xp.where(is_end, pos, n), -1), axis=-1), -1)
+    best = xp.argmax(end - start, axis=-1)[..., None]  # first: the smallest value
+    value = xp.take_along_axis(s, best, axis=-1)
+    last = xp.where(a == value, pos, -1).max(axis=-1, keepdims=True)
+    return xp.moveaxis(last, -1, d)
+
+
+def mode(x: Tensor, dim: int = -1, keepdim: bool = False) -> ModeResult:
+    """The most frequent value along ``dim`` (the smallest among equally frequent ones).
+
+    ``(values, indices)``, the index of its last occurrence, as PyTorch;
+    the gradient goes to the element at ``indices``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> v, i = ae.tensor([2.0, 1.0, 2.0, 3.0]).mode()
+        >>> v.item(), i.item()
+        (2.0, 2)
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "mode")
+    data = x.data
+    d = _one_dim(dim, data.ndim, "mode")
+    if not data.ndim:
+        return cast(ModeResult, _selected(ModeBackward0, x, d, keepdim, None, ModeResult))
+    _check_nonempty_select(x, d, "mode")
+    xp = x._device.backend.xp
+    kidx = _mode_index(xp, data, d) if data.shape[d] else _empty_index(xp, data, d)
+    return cast(ModeResult, _selected(ModeBackward0, x, d, keepdim, kidx, ModeResult))
+
+
+# -- count_nonzero, nansum, nanmean, aminmax ---------------------------------------------------
+def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
+    """How many elements are nonzero (over ``dim``, an int or a tuple; all when None); int64.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([[0.0, 1.0], [2.0, 3.0]]).count_nonzero(dim=1).tolist()
+        [1, 2]
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "count_nonzero")
+    dims = norm_dims(dim, x.data.ndim)
+    out = (x.data != 0).sum(axis=dims)
+    return wrap(x._device.backend.xp.asarray(out).astype("int64"), x._device)
+
+
+def _nan_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
+    # PyTorch's nansum_backward (and nanmean's through its division): the gradient
+    # times "not NaN", a product, so that a NaN or inf gradient stays NaN there
+    shape, dims, keepdim, scale, keep = n.attrs
+    if scale is not None:
+        g = g * (scale if g.__class__ is not Tensor else wrap(scale, g._device))
+    gx = expand_reduced(F, g, shape, dims, keepdim)
+    return (gx * (keep if gx.__class__ is not Tensor else wrap(keep, gx._device)),)
+
+
+NansumBackward0 = node_class("NansumBackward0", _nan_rule)
+NanmeanBackward0 = node_class("NanmeanBackward0", _nan_rule)
+
+
+def _nan_reduce(x: Tensor, dim: Any, keepdim: bool, dtype: Any, name: str) -> Tensor:
+    xp = x._device.backend.xp
+    data = x.data
+    if dtype is not None:
+        data = data.astype(dtype)
+    elif data.dtype.kind in "bui":
+        data = data.astype("int64")
+    dims = norm_dims(dim, data.ndim)
+    nan = xp.isnan(data) if data.dtype.kind == "f" else xp.zeros(data.shape, dtype=bool)
+    keep = (~nan).astype(data.dtype)
+    total = xp.where(nan, 0, data).sum(axis=dims, keepdims=keepdim)
+    scale = None
+    if name == "nanmean":
+        count = (~nan).sum(axis=dims, keepdims=keepdim)
+        empty = count == 0
+        safe = xp.where(empty, 1, count).astype(data.dtype)
+        total = xp.where(empty, xp.nan, total / safe).astype(data.dtype)
+        scale = xp.where(empty, xp.nan, 1 / safe).astype(data.dtype)
+    cls = NanmeanBackward0 if name == "nanmean" else NansumBackward0
+    attrs = (data.shape, dims, keepdim, scale, keep)
+    bcast = total.dtype != x.data.dtype
+    return record(cls, total, x._device, (x,), attrs=attrs, bcast=bcast)
+
+
+def nansum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """Sum over ``dim`` treating NaN as zero (its gradient there is zero).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([1.0, float("nan"), 2.0]).nansum().item()
+        3.0
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "nansum")
+    return _nan_reduce(x, dim, keepdim, dtype, "nansum")
+
+
+def nanmean(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """Mean over ``dim`` of the elements that are not NaN; floating tensors only.
+
+    A slice of NaNs alone gives NaN (and a NaN gradient), as PyTorch.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([1.0, float("nan"), 3.0]).nanmean().item()
+        2.0
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "nanmean")
+    if x.data.dtype.kind not in "fc":
+        raise RuntimeError(
+            "nanmean(): expected input to have floating point or complex dtype but got "
+            f"{x.data.dtype}; convert with .to(ae.float64)"
+        )
+    return _nan_reduce(x, dim, keepdim, dtype, "nanmean")
+
+
+def aminmax(x: Tensor, *, dim: int | None = None, keepdim: bool = False) -> AminmaxResult:
+    """``(min, max)``: ``amin`` and ``amax`` over one ``dim`` (all elements when None).
+
+    Ties share the gradient, as amin / amax.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> lo, hi = ae.tensor([[1.0, 5.0], [7.0, 2.0]]).aminmax(dim=1)
+        >>> lo.tolist(), hi.tolist()
+        ([1.0, 2.0], [5.0, 7.0])
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "aminmax")
+    if dim is not None:
+        dim = _one_dim(dim, x.data.ndim, "aminmax")
+    empty = x.data.size == 0 and (dim is None or not x.data.ndim or x.data.shape[dim] == 0)
+    if empty:
+        raise RuntimeError(
+            "aminmax(): cannot compute aminmax over an empty dimension as the operation has "
+            "no identity; reduce over a non-empty dim"
+        )
+    return AminmaxResult(amin(x, dim, keepdim), amax(x, dim, keepdim))
+
+
+# -- the operator table (NOTE [The operator table]) -----------------------------------------------
+def _distinct(m: Maker, *shape: int) -> np.ndarray:
+    """Values without ties in the dtype under test (integers too: a permutation)."""
+    if m.floating:
+        return m.distinct(*shape)
+    n = int(np.prod(shape)) if shape else 1
+    return (m.rng.permutation(n) - n // 2).reshape(shape).astype(m.dtype)
+
+
+def _with(a: np.ndarray, value: float, *where: tuple[int, ...]) -> np.ndarray:
+    """A copy of ``a`` with ``value`` at the positions ``where``."""
+    a = a.copy()
+    for w in where:
+        a[w] = value
+    return a
+
+
+def _out_of_range(fn_args: Any = ()) -> Any:
+    def errors(m: Maker) -> Iterator[ErrorCase]:
+        yield ErrorCase((m.arr(3, 4), 2, *fn_args), exc=IndexError, match="Dimension out of range")
+
+    return errors
+
+
+def _sum_samples(m: Maker) -> Iterator[Sample]:
+    x = m.arr(3, 4)
+    yield Sample((x,))
+    yield Sample((x, 1))
+    yield Sample((x,), {"dim": -1, "keepdim": True})
+    yield Sample((m.arr(2, 3, 4),), {"dim": (0, 2)}, note="a tuple of dims")
+    yield Sample((m.arr(2, 3),), {"dim": None, "keepdim": True})
+    yield Sample((m.arr(),), note="0-d")
+    yield Sample((m.arr(0, 3), 1), note="empty")
+
+
+def _mean_samples(m: Maker) -> Iterator[Sample]:
+    yield from _sum_samples(m)
+
+
+def _prod_samples(m: Maker) -> Iterator[Sample]:
+    x = m.away(3, 4, low=0.5, high=1.5)
+    yield Sample((x,))
+    yield Sample((x, 1))
+    yield Sample((x,), {"dim": 0, "keepdim": True})
+    if m.floating:
+        yield Sample((_with(x, 0.0, (1, 2)), 1), note="one zero")
+        yield Sample((_with(x, 0.0, (0, 1), (0, 3)), 1), note="two zeros in a row")
+        yield Sample((_with(x, 0.0, (2, 0)),), note="a zero, every element")
+    yield Sample((m.arr(),), note="0-d")
+
+
+def _extreme_samples(m: Maker) -> Iterator[Sample]:
+    x = _distinct(m, 3, 4)
+    yield Sample((x,))
+    yield Sample((x, 1))
+    yield Sample((x,), {"dim": -2, "keepdim": True})
+    yield Sample((_distinct(m, 2, 3, 4),), {"dim": (0, 2)}, note="a tuple of dims")
+    yield Sample((_distinct(m),), note="0-d")
+
+
+def _max_samples(m: Maker) -> Iterator[Sample]:
+    x = _distinct(m, 3, 4)
+    yield Sample((x,), note="every element: 0-d")
+    yield Sample((x, 1), note="(values, indices)")
+    yield Sample((x,), {"dim": 0, "keepdim": True})
+    yield Sample((_distinct(m, 2, 3, 4), -1))
+    yield Sample((x, _distinct(m, 4)), note="binary, broadcasting")
+    yield Sample((_distinct(m), 0), note="0-d by dim")
+
+
+def _extreme_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 2), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(0, 3),), exc=RuntimeError, match="Expected reduction dim")
+
+
+def _var_samples(m: Maker) -> Iterator[Sample]:
+    x = m.arr(3, 4)
+    yield Sample((x,))
+    yield Sample((x, 1))
+    yield Sample((x,), {"dim": 0, "keepdim": True})
+    yield Sample((x,), {"dim": 1, "unbiased": False})
+    yield Sample((x,), {"dim": (0, 1), "correction": 0})
+    yield Sample((m.arr(2, 3, 4),), {"dim": -1, "correction": 2})
+
+
+def _var_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 2), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase(
+        (m.arr(3, 4),),
+        {"dim": 0, "unbiased": True, "correction": 1},
+        exc=TypeError,
+        match="either unbiased= or correction=",
+        torch_same=False,
+        note="torch's argument parser refuses the mix too, as a RuntimeError",
+    )
+    yield ErrorCase(
+        (m.idx(3, high=3),),
+        exc=TypeError,
+        match="floating point",
+        torch_same=False,
+        note="torch raises RuntimeError for integer inputs",
+    )
+
+
+def _softmax_samples(m: Maker) -> Iterator[Sample]:
+    x = m.arr(3, 4)
+    yield Sample((x, 1))
+    yield Sample((x, 0))
+    yield Sample((m.arr(2, 3, 4), -1))
+    yield Sample((m.arr(), 0), note="0-d")
+
+
+def _softmax_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 2), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(3, 4),), exc=TypeError, match="dim")
+
+
+def _logsumexp_samples(m: Maker) -> Iterator[Sample]:
+    x = m.arr(3, 4)
+    yield Sample((x, 1))
+    yield Sample((x, (0, 1)))
+    yield Sample((x, -1, True))
+    if m.floating:
+        yield Sample((x * 300, 1), note="large: no overflow")
+    yield Sample((m.arr(), 0), note="0-d")
+
+
+# NOTE [ZeroTensor second derivatives]
+# torch's second derivative through sgn (the 1- and inf-norms) is a ZeroTensor,
+# which the table's harness cannot turn into numpy: those orders are checked in
+# tests/ops/test_reduce_table.py (tests.oracle.check_op) instead of here.
+def _norm_samples(m: Maker) -> Iterator[Sample]:
+    x = m.away(3, 4)
+    yield Sample((x,))
+    yield Sample((x, 3, 1, True))
+    yield Sample((x, 0.5, 0))
+    yield Sample((x, 0))
+    yield Sample((x, "fro", (0, 1)))
+    yield Sample((x, "nuc"), note="a matrix norm")
+
+
+def _norm_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 2, 2), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(3), "nuc"), exc=RuntimeError, match="at least 2 dimensions")
+
+
+def _vnorm_samples(m: Maker) -> Iterator[Sample]:
+    x = m.away(3, 4)
+    yield Sample((x,))
+    yield Sample((x, 0), note="the count of nonzero elements")
+    yield Sample((x, 3, (0, 1)))
+    yield Sample((x, 0.5, 1))
+    yield Sample((x, -1.5, -1))
+    yield Sample((x,), {"ord": 2, "dim": 1, "keepdim": True})
+    yield Sample((m.arr(0, 3), 2, 1), note="empty")
+    yield Sample((m.arr(),), note="0-d")
+
+
+def _vnorm_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 2, 2), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.idx(3, high=3),), exc=RuntimeError, match="floating point")
+    yield ErrorCase((m.arr(0, 3), math.inf), exc=RuntimeError, match="empty")
+    yield ErrorCase((m.arr(3), "fro"), exc=TypeError, match="ord")
+
+
+def _logical_samples(m: Maker) -> Iterator[Sample]:
+    b = m.mask(3, 4)
+    yield Sample((b,))
+    yield Sample((b, 1))
+    yield Sample((b, 0, True))
+    yield Sample((m.arr(3, 4),), note="numbers")
+    yield Sample((m.mask(2, 3, 4), (0, 2)), note="a tuple of dims")
+    yield Sample((m.mask(0, 3),), note="empty")
+
+
+def _arg_samples(m: Maker) -> Iterator[Sample]:
+    x = _distinct(m, 3, 4)
+    yield Sample((x,))
+    yield Sample((x, 1))
+    yield Sample((x, 0, True))
+    yield Sample((x,), {"keepdim": True})
+    yield Sample((_distinct(m, 2, 3, 4), -1))
+    if m.floating:
+        yield Sample((_with(x, math.nan, (1, 2)), 1), note="NaN counts as the largest")
+    yield Sample((_distinct(m),), note="0-d")
+
+
+def _arg_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 2), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(0, 3),), exc=IndexError, match="Expected reduction dim")
+
+
+def _var_mean_samples(m: Maker) -> Iterator[Sample]:
+    x = m.arr(3, 4)
+    yield Sample((x,))
+    yield Sample((x, 1))
+    yield Sample((x, 1, False, True), note="(input, dim, unbiased, keepdim)")
+    yield Sample((x,), {"dim": (0, 1), "correction": 0})
+    yield Sample((x,), {"dim": 0, "keepdim": True, "correction": 2})
+
+
+def _median_samples(m: Maker) -> Iterator[Sample]:
+    x = _distinct(m, 3, 4)
+    yield Sample((x,), note="every element: the lower median of 12")
+    yield Sample((_distinct(m, 3, 5),))
+    yield Sample((x, 1), note="an even count: the lower median")
+    yield Sample((_distinct(m, 3, 5), 1, True))
+    yield Sample((_distinct(m, 2, 3, 4), 0))
+    yield Sample((_distinct(m),), note="0-d")
+    yield Sample((_distinct(m), 0), note="0-d by dim")
+    if m.floating:
+        yield Sample((_with(x, math.nan, (0, 1), (0, 3)), 1), note="NaN: the first NaN")
+        yield Sample((_with(x, math.nan, (2, 2)),), note="NaN, every element")
+
+
+def _median_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 2), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(3, 0), 1), exc=IndexError, match="non-zero size")
+    yield ErrorCase((m.arr(3, 4),), {"keepdim": True}, exc=TypeError, match="needs a dim")
+
+
+def _kth_samples(m: Maker) -> Iterator[Sample]:
+    x = _distinct(m, 3, 4)
+    yield Sample((x, 2))
+    yield Sample((x, 1, 0))
+    yield Sample((x, 4), {"dim": 1, "keepdim": True})
+    yield Sample((_distinct(m, 2, 3, 4), 3, -2))
+    yield Sample((_distinct(m), 1), note="0-d")
+    if m.floating:
+        yield Sample((_with(x, math.nan, (1, 1)), 4, 1), note="NaN sorts last")
+
+
+def _kth_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 5), exc=RuntimeError, match="out of range")
+    yield ErrorCase((m.arr(3, 4), 0), exc=RuntimeError, match="out of range")
+    yield ErrorCase((m.arr(3, 4), 1, 2), exc=IndexError, match="Dimension out of range")
+
+
+def _mode_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((_distinct(m, 3, 4),), note="no repeats: the smallest value")
+    r = np.array([[1, 2, 2, 1, 3], [3, 3, 1, 1, 0], [5, 4, 4, 5, 5]]).astype(m.dtype)
+    yield Sample((r,), note="repeats: the smallest most frequent value, its last index")
+    yield Sample((r, 0))
+    yield Sample((r.T.copy(), 0, True))
+    yield Sample((_distinct(m),), note="0-d")
+
+
+def _count_samples(m: Maker) -> Iterator[Sample]:
+    x = _with(m.arr(3, 4), 0, (0, 1), (2, 2), (2, 3))
+    yield Sample((x,))
+    yield Sample((x, 1))
+    yield Sample((x,), {"dim": (0, 1)})
+    yield Sample((m.arr(),), note="0-d")
+
+
+def _nansum_samples(m: Maker) -> Iterator[Sample]:
+    x = m.arr(3, 4)
+    if m.floating:
+        x = _with(x, math.nan, (0, 1), (2, 2), (2, 3))
+    yield Sample((x,))
+    yield Sample((x, 1))
+    yield Sample((x, 0, True))
+    yield Sample((x,), {"dim": (0, 1)})
+    yield Sample((m.arr(),), note="0-d")
+
+
+def _nanmean_samples(m: Maker) -> Iterator[Sample]:
+    x = _with(m.arr(3, 4), math.nan, (0, 1), (2, 2), (2, 3))
+    yield Sample((x,))
+    yield Sample((x, 1))
+    yield Sample((x, 0, True))
+    yield Sample((_with(x, math.nan, (1, 0), (1, 1), (1, 2), (1, 3)), 1), note="an all-NaN row")
+
+
+def _aminmax_samples(m: Maker) -> Iterator[Sample]:
+    x = _distinct(m, 3, 4)
+    yield Sample((x,))
+    yield Sample((x,), {"dim": 1})
+    yield Sample((x,), {"dim": 0, "keepdim": True})
+    yield Sample((x,), {"keepdim": True})
+    yield Sample((_distinct(m),), note="0-d")
+
+
+def _aminmax_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4),), {"dim": 2}, exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(0, 3),), exc=RuntimeError, match="empty")
+
+
+register(
+    OpInfo("sum", sum, _sum_samples, method=True, dtypes=ALL, errors=_out_of_range()),
+    OpInfo("mean", mean, _mean_samples, method=True, errors=_out_of_range()),
+    OpInfo("prod", prod, _prod_samples, method=True, dtypes=ALL, errors=_out_of_range()),
+    OpInfo("amax", amax, _extreme_samples, method=True, dtypes=ALL, errors=_extreme_errors),
+    OpInfo("amin", amin, _extreme_samples, method=True, dtypes=ALL, errors=_extreme_errors),
+    OpInfo("max", max, _max_samples, method=True, dtypes=ALL, errors=_extreme_errors),
+    OpInfo("min", min, _max_samples, method=True, dtypes=ALL, errors=_extreme_errors),
+    OpInfo("var", var, _var_samples, method=True, errors=_var_errors),
+    OpInfo("std", std, _var_samples, method=True, errors=_var_errors),
+    OpInfo(
+        "logsumexp",
+        logsumexp,
+        _logsumexp_samples,
+        method=True,
+        dtypes=ALL,
+        errors=_out_of_range(),
+    ),
+    OpInfo("softmax", softmax, _softmax_samples, method=True, errors=_softmax_errors),
+    OpInfo("log_softmax", log_softmax, _softmax_samples, method=True, errors=_softmax_errors),
+    OpInfo(
+        "norm",
+        norm,
+        _norm_samples,
+        method=True,
+        errors=_norm_errors,
+        notes="An integer input is a TypeError (torch: RuntimeError); at the zero vector the "
+        "2-norm's second derivative is 0 (torch: NaN).",
+    ),
+    OpInfo(
+        "linalg.vector_norm",
+        vector_norm,
+        _vnorm_samples,
+        errors=_vnorm_errors,
+        notes="At the zero vector the 2-norm's second derivative is 0 (torch: NaN).",
+    ),
+    OpInfo(
+        "any",
+        _compare.any,
+        _logical_samples,
+        method=True,
+        dtypes=ALL,
+        grad=False,
+        errors=_out_of_range(),
+    ),
+    OpInfo(
+        "all",
+        _compare.all,
+        _logical_samples,
+        method=True,
+        dtypes=ALL,
+        grad=False,
+        errors=_out_of_range(),
+    ),
+    OpInfo("argmax", argmax, _arg_samples, method=True, dtypes=ALL, grad=False, errors=_arg_errors),
+    OpInfo("argmin", argmin, _arg_samples, method=True, dtypes=ALL, grad=False, errors=_arg_errors),
+    OpInfo("var_mean", var_mean, _var_mean_samples, errors=_out_of_range()),
+    OpInfo("std_mean", std_mean, _var_mean_samples, errors=_out_of_range()),
+    OpInfo("median", median, _median_samples, method=True, dtypes=ALL, errors=_median_errors),
+    OpInfo("kthvalue", kthvalue, _kth_samples, method=True, dtypes=ALL, errors=_kth_errors),
+    OpInfo(
+        "mode",
+        mode,
+        _mode_samples,
+        method=True,
+        dtypes=ALL,
+        errors=_out_of_range(),
+        notes="Which index a tie of the mode's occurrences gives: the last one, as PyTorch on CPU.",
+    ),
+    OpInfo(
+        "count_nonzero",
+        count_nonzero,
+        _count_samples,
+        method=True,
+        dtypes=ALL,
+        grad=False,
+        errors=_out_of_range(),
+    ),
+    OpInfo("nansum", nansum, _nansum_samples, method=True, dtypes=ALL, errors=_out_of_range()),
+    OpInfo("nanmean", nanmean, _nanmean_samples, method=True, errors=_out_of_range()),
+    OpInfo("aminmax", aminmax, _aminmax_samples, method=True, dtypes=ALL, errors=_aminmax_errors),
+)
