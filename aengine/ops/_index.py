@@ -406,21 +406,21 @@ def narrow(
     if start < 0:
         start += size
     if start + length > size:
-        raise RuntimeError(
-            f"start ({start}) + length ({length}) exceeds dimension size ({size})."
-        )
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
     idx = (slice(None),) * d + (slice(start, start + length), Ellipsis)
     return _basic(x, idx, SliceBackward0)
 
 
-def _index_tensor(index: Any, x: Tensor, what: str) -> tuple[Tensor, Any]:
-    """``index`` as (Tensor, array) of an integer dtype, on ``x``'s device."""
+def _index_tensor(
+    index: Any, x: Tensor, what: str, exc: type[Exception] = RuntimeError
+) -> tuple[Tensor, Any]:
+    """``index`` as (Tensor, array) of an integer dtype, on ``x``'s device (else ``exc``)."""
     t = index if isinstance(index, Tensor) else Tensor._make(x._device.backend.asarray(index))
     if t._device is not x._device:
         same_device(x, t)
     a = t.data
     if a.dtype.kind not in "iu":
-        raise RuntimeError(f"{what}(): Expected dtype int64 for index, got {a.dtype}")
+        raise exc(f"{what}(): Expected dtype int64 for index, got {a.dtype}")
     return t, a
 
 
@@ -767,12 +767,8 @@ def _masked_fill_errors(m: Maker) -> Iterator[ErrorCase]:
 
 
 register(
-    OpInfo(
-        "select", select, _select_samples, method=True, dtypes=ALL, errors=_select_errors
-    ),
-    OpInfo(
-        "narrow", narrow, _narrow_samples, method=True, dtypes=ALL, errors=_narrow_errors
-    ),
+    OpInfo("select", select, _select_samples, method=True, dtypes=ALL, errors=_select_errors),
+    OpInfo("narrow", narrow, _narrow_samples, method=True, dtypes=ALL, errors=_narrow_errors),
     OpInfo(
         "index_select",
         index_select,
