@@ -130,8 +130,8 @@ def gen_methods() -> str:
         + HEADER
         + "\nfrom __future__ import annotations\n\n"
         + "from collections.abc import Callable, Sequence  # noqa: F401  (in some signatures)\n"
-        + "from typing import TYPE_CHECKING, Any  # noqa: F401\n\n"
-        + "if TYPE_CHECKING:\n    from ._tensor import Tensor  # noqa: F401\n\n"
+        + "from typing import TYPE_CHECKING, Any  # noqa: F401, RUF100\n\n"
+        + "if TYPE_CHECKING:\n    from ._tensor import Tensor  # noqa: F401, RUF100\n\n"
         + '__all__ = ["TableMethods"]\n\n\n'
         + "class TableMethods:\n"
         + '    """Declarations only (NOTE [The operator table])."""\n\n'

@@ -122,8 +122,8 @@ def _dims_error(x_shape: tuple[int, ...], i_shape: tuple[int, ...], d: int, s: A
 
 def _scatter_args(
     name: str, x: Tensor, dim: Any, index: Any, src: Tensor | None
-) -> tuple[int, Any, tuple[int, ...]]:
-    """Check a scatter's arguments; ``(dim, flat positions, the index's shape as >= 1-d)``."""
+) -> tuple[Any, tuple[int, ...]]:
+    """Check a scatter's arguments; ``(flat positions, the index's shape as >= 1-d)``."""
     if dim is None:
         raise TypeError(f"{name}() missing required argument 'dim'")
     if index is None:
@@ -157,7 +157,7 @@ def _scatter_args(
                 raise RuntimeError(f"{name}(): " + _dims_error(xs, ish, d, ss))
     _check_range(a, xs[d], d, name, exc=RuntimeError)
     xp = x._device.backend.xp
-    return d, _positions(xp, xs, d, a.reshape(ish)), ish
+    return _positions(xp, xs, d, a.reshape(ish)), ish
 
 
 def _src_values(src: Tensor, ish: tuple[int, ...]) -> Tensor:
@@ -176,17 +176,15 @@ def _constant(a: Any, like: Tensor) -> Tensor:
 # -- scatter / scatter_add -----------------------------------------------------------------------
 def _scatter_reduce_deprecated(x: Tensor, pos: Any, vals: Tensor, reduce: str) -> Tensor:
     """scatter's deprecated ``reduce=`` ("add", "multiply"): no derivative, as PyTorch."""
-    xp = x._device.backend.xp
-    out = xp.array(x.data, order="C", copy=True)
-    flat = out.reshape(-1)
-    if reduce == "add":
-        xp.add.at(flat, pos.reshape(-1), xp.reshape(vals.data, (-1,)))
-    elif reduce == "multiply":
-        xp.multiply.at(flat, pos.reshape(-1), xp.reshape(vals.data, (-1,)))
-    else:
+    if reduce not in ("add", "multiply"):
         raise RuntimeError(
             f"scatter(): reduce argument must be either add or multiply, got {reduce!r}"
         )
+    plain_x, plain_v = _constant(x.data, x), _constant(vals.data, x)
+    if reduce == "add":
+        out = put_flat(plain_x, pos, plain_v, True).data
+    else:  # (grouped rows rather than multiply.at, which CuPy lacks)
+        out = _rows(plain_x, pos, plain_v, "prod", True).data
     msg = "derivative for aten::scatter.reduce is not implemented; use scatter_reduce"
     return record(NotImplementedBackward, out, x._device, (x, vals), attrs=(RuntimeError, msg))
 
@@ -231,7 +229,7 @@ def scatter(
         raise TypeError("scatter(): pass either 'src' or 'value', not both")
     if value is not None and not isinstance(value, _NUMBERS):
         raise TypeError(f"scatter(): argument 'value' must be a number, not {type(value).__name__}")
-    d, pos, ish = _scatter_args("scatter", x, dim, index, src)
+    pos, ish = _scatter_args("scatter", x, dim, index, src)
     vals: Any = value if src is None else _src_values(src, ish)
     if reduce is not None:
         if not isinstance(vals, Tensor):
@@ -256,7 +254,7 @@ def scatter_add(
     """
     x = _tensor_arg(input, "scatter_add")
     s = _tensor_arg(src, "scatter_add", "src")
-    _, pos, ish = _scatter_args("scatter_add", x, dim, index, s)
+    pos, ish = _scatter_args("scatter_add", x, dim, index, s)
     return put_flat(x, pos, _src_values(s, ish), True)
 
 
@@ -354,7 +352,7 @@ def scatter_reduce(
             f"scatter_reduce(): reduce argument must be one of {', '.join(_REDUCES)}, "
             f"got {reduce!r}"
         )
-    _, pos, ish = _scatter_args("scatter_reduce", x, dim, index, s)
+    pos, ish = _scatter_args("scatter_reduce", x, dim, index, s)
     vals = _src_values(s, ish)
     if reduce == "mean":
         return _mean(x, pos, vals, include_self)
@@ -1274,7 +1272,6 @@ def _bucketize_errors(m: Maker) -> Iterator[ErrorCase]:
     yield ErrorCase((m.arr(2), _sorted_seq(m, 2, 3)), match="must be 1 dimension")
 
 
-_NO_GRAD = {"grad": False, "grad2": False}
 register(
     OpInfo(
         "scatter",
@@ -1351,10 +1348,10 @@ register(
         errors=_masked_scatter_errors,
     ),
     OpInfo("take", take, _take_samples, method=True, dtypes=ALL, errors=_take_errors),
-    OpInfo("nonzero", nonzero, _nonzero_samples, method=True, dtypes=ALL, **_NO_GRAD),
+    OpInfo("nonzero", nonzero, _nonzero_samples, method=True, dtypes=ALL, grad=False),
     OpInfo("sort", sort, _sort_samples, method=True, dtypes=ALL, errors=_sort_errors),
     OpInfo(
-        "argsort", argsort, _sort_samples, method=True, dtypes=ALL, errors=_sort_errors, **_NO_GRAD
+        "argsort", argsort, _sort_samples, method=True, dtypes=ALL, errors=_sort_errors, grad=False
     ),
     OpInfo("topk", topk, _topk_samples, method=True, dtypes=ALL, errors=_topk_errors),
     OpInfo(
@@ -1365,7 +1362,7 @@ register(
         dtypes=ALL,
         notes="Not differentiable, as in PyTorch (its backward raises NotImplementedError); "
         "always sorted.",
-        **_NO_GRAD,
+        grad=False,
     ),
     OpInfo(
         "searchsorted",
@@ -1373,7 +1370,7 @@ register(
         _searchsorted_samples,
         dtypes=ALL,
         errors=_searchsorted_errors,
-        **_NO_GRAD,
+        grad=False,
     ),
     OpInfo(
         "bucketize",
@@ -1381,6 +1378,6 @@ register(
         _bucketize_samples,
         dtypes=ALL,
         errors=_bucketize_errors,
-        **_NO_GRAD,
+        grad=False,
     ),
 )

@@ -9,10 +9,10 @@ at run time the methods are the table's functions (``bind_methods``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence  # noqa: F401  (in some signatures)
-from typing import TYPE_CHECKING, Any  # noqa: F401
+from typing import TYPE_CHECKING, Any  # noqa: F401, RUF100
 
 if TYPE_CHECKING:
-    from ._tensor import Tensor  # noqa: F401
+    from ._tensor import Tensor  # noqa: F401, RUF100
 
 __all__ = ["TableMethods"]
 
