@@ -16,7 +16,9 @@
 # when ``include_self``, padded with the reduction's identity, and reduce the
 # rows with prod / amax / amin: their rules give PyTorch's gradients (the
 # product of the others, exact with zeros; ties of an extreme share the
-# gradient evenly, the input's value among them).  "sum" and "mean" are
+# gradient evenly, the input's value among them; without ``include_self``
+# an input equal to the result still counts among the ties, as in PyTorch,
+# though its share goes nowhere).  "sum" and "mean" are
 # ``put_flat`` with accumulation ("mean" then divides by the count).
 #
 # sort, argsort and topk find the permutation on the backend (a stable sort;
@@ -41,7 +43,7 @@ from ._core import GradOps, node_class, record, same_device, wrap
 from ._index import _check_range, _index_tensor, gather, getitem
 from ._inplace_ops import put_flat, take_flat
 from ._reduce import amax, amin, prod
-from ._shape import _norm_dim, broadcast_to, clone, reshape
+from ._shape import _norm_dim, broadcast_to, clone, dim_or_axis, reshape
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = [
@@ -197,6 +199,7 @@ def scatter(
     *,
     value: Any = None,
     reduce: str | None = None,
+    axis: int | None = None,
 ) -> Tensor:
     """A copy of ``input`` with ``src`` (a tensor, or the number ``value``) written at ``index`` along ``dim``.
 
@@ -209,6 +212,8 @@ def scatter(
     zero where it was overwritten, ``src`` the gradient gathered at ``index``
     (zero outside the index's block, where PyTorch's backward fails).
 
+    ``axis`` is an alias of ``dim``.
+
     Example::
 
         >>> import aengine as ae
@@ -216,6 +221,7 @@ def scatter(
         [[0.0, 0.0, 1.0], [2.0, 0.0, 0.0]]
     """
     x = _tensor_arg(input, "scatter")
+    dim = dim_or_axis(dim, axis, "scatter", required=True)
     if src is not None and not isinstance(src, Tensor):
         if value is not None or not isinstance(src, _NUMBERS):
             raise TypeError(
@@ -239,12 +245,19 @@ def scatter(
 
 
 def scatter_add(
-    input: Tensor, dim: int | None = None, index: Tensor | None = None, src: Tensor | None = None
+    input: Tensor,
+    dim: int | None = None,
+    index: Tensor | None = None,
+    src: Tensor | None = None,
+    *,
+    axis: int | None = None,
 ) -> Tensor:
     """A copy of ``input`` with ``src`` added at ``index`` along ``dim``; repeated indices add up.
 
     ``out[index[i][j]][j] += src[i][j]`` for dim 0 (and so on), with the
     shapes of :func:`scatter`.  The gradient of :func:`gather`.
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -253,6 +266,7 @@ def scatter_add(
         [4.0, 0.0, 2.0]
     """
     x = _tensor_arg(input, "scatter_add")
+    dim = dim_or_axis(dim, axis, "scatter_add", required=True)
     s = _tensor_arg(src, "scatter_add", "src")
     pos, ish = _scatter_args("scatter_add", x, dim, index, s)
     return put_flat(x, pos, _src_values(s, ish), True)
@@ -291,16 +305,33 @@ def _rows(x: Tensor, pos: Any, vals: Tensor, reduce: str, include_self: bool) ->
     rank = xp.arange(m, dtype=_INT64) - starts[gid]
     uniq = ts[starts]
     u = int(uniq.size)
-    off = 1 if include_self else 0
+    extreme = reduce != "prod"
+    off = 1 if include_self or extreme else 0
     k = int(rank.max()) + 1 + off
     slots = xp.empty(m, dtype=_INT64)
     slots[order] = gid * k + rank + off
     pad = xp.full((u, k), _pad_value(x.data.dtype, reduce), dtype=x.data.dtype)
+    if extreme and not include_self:
+        _tie_with_self(xp, pad, slots, vals.data, x.data.reshape(-1)[uniq], reduce)
     mat = put_flat(_constant(pad, x), slots, reshape(vals, (m,)))
     if include_self:
         mat = put_flat(mat, xp.arange(u, dtype=_INT64) * k, take_flat(x, uniq))
     fn = prod if reduce == "prod" else amax if reduce == "amax" else amin
     return put_flat(x, uniq, fn(mat, 1))
+
+
+def _tie_with_self(xp: Any, pad: Any, slots: Any, vals: Any, xu: Any, reduce: str) -> None:
+    """Column 0 of ``pad``: the input's value where it ties with the result, as a constant.
+
+    PyTorch's amax / amin backward with ``include_self=False`` shares the
+    gradient among the ties counting the input's own value (whose share is
+    then dropped); a constant copy of that value in the row does the same
+    without changing the row's extreme.
+    """
+    tmp = pad.copy()
+    tmp.reshape(-1)[slots] = vals.reshape(-1)
+    res = tmp.max(axis=1) if reduce == "amax" else tmp.min(axis=1)
+    pad[:, 0] = xp.where(xu == res, xu, pad[:, 0])
 
 
 def _mean(x: Tensor, pos: Any, vals: Tensor, include_self: bool) -> Tensor:
@@ -325,6 +356,7 @@ def scatter_reduce(
     reduce: str | None = None,
     *,
     include_self: bool = True,
+    axis: int | None = None,
 ) -> Tensor:
     """``input`` with the values of ``src`` reduced into it at ``index`` along ``dim``.
 
@@ -336,6 +368,8 @@ def scatter_reduce(
     evenly among ties for "amax" / "amin"; "mean" of integers rounds down.
     See NOTE [Scatters as flat writes].
 
+    ``axis`` is an alias of ``dim``.
+
     Example::
 
         >>> import aengine as ae
@@ -344,6 +378,7 @@ def scatter_reduce(
         [3.0, 5.0]
     """
     x = _tensor_arg(input, "scatter_reduce")
+    dim = dim_or_axis(dim, axis, "scatter_reduce", required=True)
     s = _tensor_arg(src, "scatter_reduce", "src")
     if reduce is None:
         raise TypeError("scatter_reduce() missing required argument 'reduce'")
@@ -433,11 +468,14 @@ def index_add(
     source: Tensor | None = None,
     *,
     alpha: Any = 1,
+    axis: int | None = None,
 ) -> Tensor:
     """A copy of ``input`` with ``alpha * source`` added to the slices ``index`` along ``dim``.
 
     ``index`` is a 1-d int64 tensor, ``source`` has ``input``'s shape with
     ``len(index)`` at ``dim``; repeated indices add up.
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -446,8 +484,7 @@ def index_add(
         [3.0, 0.0, 3.0]
     """
     x = _tensor_arg(input, "index_add")
-    if dim is None:
-        raise TypeError("index_add() missing required argument 'dim'")
+    dim = dim_or_axis(dim, axis, "index_add", required=True)
     d = _norm_dim(dim, x.data.ndim)
     a = _index_vector("index_add", x, index, d)
     s = _index_source("index_add", x, d, a, source, "source", RuntimeError)
@@ -458,12 +495,19 @@ def index_add(
 
 
 def index_copy(
-    input: Tensor, dim: int | None = None, index: Tensor | None = None, source: Tensor | None = None
+    input: Tensor,
+    dim: int | None = None,
+    index: Tensor | None = None,
+    source: Tensor | None = None,
+    *,
+    axis: int | None = None,
 ) -> Tensor:
     """A copy of ``input`` whose slices ``index`` along ``dim`` are those of ``source``.
 
     Shapes as in :func:`index_add`; with a repeated index which slice lands
     there is unspecified (PyTorch's too).
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -472,8 +516,7 @@ def index_copy(
         [2.0, 0.0, 1.0]
     """
     x = _tensor_arg(input, "index_copy")
-    if dim is None:
-        raise TypeError("index_copy() missing required argument 'dim'")
+    dim = dim_or_axis(dim, axis, "index_copy", required=True)
     d = _norm_dim(dim, x.data.ndim)
     a = _index_vector("index_copy", x, index, d)
     s = _index_source("index_copy", x, d, a, source, "source", IndexError)
@@ -482,12 +525,19 @@ def index_copy(
 
 
 def index_fill(
-    input: Tensor, dim: int | None = None, index: Tensor | None = None, value: Any = None
+    input: Tensor,
+    dim: int | None = None,
+    index: Tensor | None = None,
+    value: Any = None,
+    *,
+    axis: int | None = None,
 ) -> Tensor:
     """A copy of ``input`` whose slices ``index`` along ``dim`` are filled with ``value``.
 
     ``index`` is a 1-d (or 0-d) int64 tensor, negative indices count from the
     end; ``value`` a number or a 0-d tensor (which then gets a gradient).
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -496,8 +546,7 @@ def index_fill(
         [[5.0, 0.0, 5.0], [5.0, 0.0, 5.0]]
     """
     x = _tensor_arg(input, "index_fill")
-    if dim is None:
-        raise TypeError("index_fill() missing required argument 'dim'")
+    dim = dim_or_axis(dim, axis, "index_fill", required=True)
     d = _norm_dim(dim, x.data.ndim)
     if index is None:
         raise TypeError("index_fill() missing required argument 'index'")
@@ -739,18 +788,30 @@ def _argsort(xp: Any, a: Any, d: int, descending: bool) -> Any:
     return (a.shape[d] - 1 - xp.flip(rev, axis=d)).astype(_INT64, copy=False)
 
 
-def _sort_dim(x: Tensor, dim: Any, name: str) -> int:
+def _sort_dim(x: Tensor, dim: Any, axis: Any, name: str) -> int:
+    """``dim`` (default -1) or its alias ``axis``, wrapped into [0, ndim)."""
+    if axis is not None:
+        if dim != -1:
+            raise TypeError(f"{name}(): got both 'dim' and its alias 'axis'; pass only one")
+        dim = axis
     return _norm_dim(dim, x.data.ndim)
 
 
 def sort(
-    input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False
+    input: Tensor,
+    dim: int = -1,
+    descending: bool = False,
+    *,
+    stable: bool = False,
+    axis: int | None = None,
 ) -> SortResult:
     """``(values, indices)``: ``input`` sorted along ``dim`` and the positions they came from.
 
     The sort is stable whatever ``stable`` says (PyTorch's order of equal
     elements is unspecified without it); NaN sorts as the largest value.
     The gradient of ``values`` goes back to the positions at ``indices``.
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -760,16 +821,23 @@ def sort(
         ([1.0, 2.0, 3.0], [1, 2, 0])
     """
     x = _tensor_arg(input, "sort")
-    d = _sort_dim(x, dim, "sort")
+    d = _sort_dim(x, dim, axis, "sort")
     idx = _argsort(x._device.backend.xp, x.data, d, bool(descending))
     it = wrap(idx, x._device)
     return SortResult(gather(x, d, it), it)
 
 
 def argsort(
-    input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False
+    input: Tensor,
+    dim: int = -1,
+    descending: bool = False,
+    *,
+    stable: bool = False,
+    axis: int | None = None,
 ) -> Tensor:
     """The indices that sort ``input`` along ``dim`` (int64; a stable sort, as :func:`sort`).
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -778,17 +846,25 @@ def argsort(
         [0, 2, 1]
     """
     x = _tensor_arg(input, "argsort")
-    d = _sort_dim(x, dim, "argsort")
+    d = _sort_dim(x, dim, axis, "argsort")
     return wrap(_argsort(x._device.backend.xp, x.data, d, bool(descending)), x._device)
 
 
 def topk(
-    input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
+    input: Tensor,
+    k: int,
+    dim: int = -1,
+    largest: bool = True,
+    sorted: bool = True,
+    *,
+    axis: int | None = None,
 ) -> TopKResult:
     """``(values, indices)`` of the ``k`` largest (or smallest) elements along ``dim``.
 
     They come sorted (also with ``sorted=False``, whose order PyTorch leaves
     unspecified); of equal elements the first ones are taken.
+
+    ``axis`` is an alias of ``dim``.
 
     Example::
 
@@ -801,7 +877,7 @@ def topk(
     if isinstance(k, bool) or not hasattr(k, "__index__"):
         raise TypeError(f"topk(): argument 'k' must be an int, not {type(k).__name__}")
     k = int(k)
-    d = _sort_dim(x, dim, "topk")
+    d = _sort_dim(x, dim, axis, "topk")
     size = x.data.shape[d] if x.data.ndim else 1
     if not 0 <= k <= size:
         raise RuntimeError(f"topk(): selected index k out of range (k={k}, size {size})")
@@ -1018,6 +1094,7 @@ def _scatter_add_samples(m: Maker) -> Iterator[Sample]:
         note="src larger than index",
     )
     yield Sample((m.arr(), 0, np.array(0, dtype=np.int64), m.arr()), note="0-d")
+    yield Sample((m.arr(2, 3),), {"axis": 1, "index": m.idx(2, 4, high=3), "src": m.arr(2, 4)})
 
 
 def _scatter_add_errors(m: Maker) -> Iterator[ErrorCase]:
@@ -1065,6 +1142,7 @@ def _index_add_samples(m: Maker) -> Iterator[Sample]:
     yield Sample((m.arr(3, 4), -1, m.idx(3, high=4), m.arr(3, 3)), {"alpha": 2}, note="alpha")
     yield Sample((m.arr(3, 4), 0, np.array(1, dtype=np.int64), m.arr(1, 4)), note="0-d index")
     yield Sample((m.arr(), 0, np.array([0]), m.arr()), note="0-d input")
+    yield Sample((m.arr(2, 3),), {"axis": 1, "index": np.array([2, 2]), "source": m.arr(2, 2)})
 
 
 def _index_source_errors(m: Maker, exc: type[Exception]) -> Iterator[ErrorCase]:
@@ -1195,6 +1273,7 @@ def _sort_samples(m: Maker) -> Iterator[Sample]:
     yield Sample((ties,), {"stable": True, "descending": True, "dim": -1}, note="ties, descending")
     yield Sample((m.arr(),), note="0-d")
     yield Sample((m.arr(0, 3),), note="empty")
+    yield Sample((_distinct(m, 3, 4),), {"axis": 0}, note="axis")
 
 
 def _sort_errors(m: Maker) -> Iterator[ErrorCase]:

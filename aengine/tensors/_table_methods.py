@@ -23,7 +23,12 @@ class TableMethods:
     if TYPE_CHECKING:
 
         def argsort(
-            self, dim: int = ..., descending: bool = ..., *, stable: bool = ...
+            self,
+            dim: int = ...,
+            descending: bool = ...,
+            *,
+            stable: bool = ...,
+            axis: int | None = ...,
         ) -> Tensor: ...
         def index_add(
             self,
@@ -32,12 +37,23 @@ class TableMethods:
             source: Tensor | None = ...,
             *,
             alpha: Any = ...,
+            axis: int | None = ...,
         ) -> Tensor: ...
         def index_copy(
-            self, dim: int | None = ..., index: Tensor | None = ..., source: Tensor | None = ...
+            self,
+            dim: int | None = ...,
+            index: Tensor | None = ...,
+            source: Tensor | None = ...,
+            *,
+            axis: int | None = ...,
         ) -> Tensor: ...
         def index_fill(
-            self, dim: int | None = ..., index: Tensor | None = ..., value: Any = ...
+            self,
+            dim: int | None = ...,
+            index: Tensor | None = ...,
+            value: Any = ...,
+            *,
+            axis: int | None = ...,
         ) -> Tensor: ...
         def index_put(
             self,
@@ -56,9 +72,15 @@ class TableMethods:
             *,
             value: Any = ...,
             reduce: str | None = ...,
+            axis: int | None = ...,
         ) -> Tensor: ...
         def scatter_add(
-            self, dim: int | None = ..., index: Tensor | None = ..., src: Tensor | None = ...
+            self,
+            dim: int | None = ...,
+            index: Tensor | None = ...,
+            src: Tensor | None = ...,
+            *,
+            axis: int | None = ...,
         ) -> Tensor: ...
         def scatter_reduce(
             self,
@@ -68,10 +90,26 @@ class TableMethods:
             reduce: str | None = ...,
             *,
             include_self: bool = ...,
+            axis: int | None = ...,
         ) -> Tensor: ...
-        def sort(self, dim: int = ..., descending: bool = ..., *, stable: bool = ...) -> Any: ...
+        def sort(
+            self,
+            dim: int = ...,
+            descending: bool = ...,
+            *,
+            stable: bool = ...,
+            axis: int | None = ...,
+        ) -> Any: ...
         def take(self, index: Tensor) -> Tensor: ...
-        def topk(self, k: int, dim: int = ..., largest: bool = ..., sorted: bool = ...) -> Any: ...
+        def topk(
+            self,
+            k: int,
+            dim: int = ...,
+            largest: bool = ...,
+            sorted: bool = ...,
+            *,
+            axis: int | None = ...,
+        ) -> Any: ...
         def unique(
             self,
             sorted: bool = ...,
