@@ -100,16 +100,18 @@ def test_scatter_src_larger_than_index_gets_zeros_outside_the_block() -> None:
     assert gs.tolist() == [[0.0, 1.0, 0.0, 0.0], [5.0, 3.0, 0.0, 0.0], [0.0] * 4]
 
 
+@pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
-def test_scatter_reduce_extremes_share_ties_as_torch(reduce: str) -> None:
+def test_scatter_reduce_extremes_share_ties_as_torch(reduce: str, include_self: bool) -> None:
+    # without include_self torch still counts an input equal to the result among the ties
     torch = torch_or_skip()
     x = np.array([1.0, 3.0, 0.0, 2.0])
     src = np.array([3.0, 1.0, 3.0, 0.0, 2.0, 2.0])
     idx = np.array([1, 0, 1, 2, 3, 3])
     a, s = ae.tensor(x, requires_grad=True), ae.tensor(src, requires_grad=True)
-    out = ae.scatter_reduce(a, 0, ae.tensor(idx), s, reduce)
+    out = ae.scatter_reduce(a, 0, ae.tensor(idx), s, reduce, include_self=include_self)
     ta, ts = torch.tensor(x, requires_grad=True), torch.tensor(src, requires_grad=True)
-    tout = torch.scatter_reduce(ta, 0, torch.from_numpy(idx), ts, reduce)
+    tout = torch.scatter_reduce(ta, 0, torch.from_numpy(idx), ts, reduce, include_self=include_self)
     np.testing.assert_array_equal(out.detach().numpy(), tout.detach().numpy())
     g = np.array([1.0, 2.0, 3.0, 4.0])
     ga = ae.sync.grad([out], [a, s], grad_outputs=[ae.tensor(g)])
