@@ -20,12 +20,16 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import _NUMBERS, Tensor
 from ._core import GradOps, as_view, node_class, record, record_one, same_device
 from ._shape import _norm_dim, dim_or_axis
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = [
     "getitem",
@@ -394,7 +398,7 @@ def narrow(
     size = x.data.shape[d]
     start, length = _as_int(start), operator.index(length)
     if length < 0:
-        raise ValueError(f"narrow(): length must be non-negative, got {length}")
+        raise RuntimeError(f"narrow(): length must be non-negative, got {length}")
     if not -size <= start <= size:
         raise IndexError(
             f"start out of range (expected to be in range of [{-size}, {size}], but got {start})"
@@ -402,31 +406,39 @@ def narrow(
     if start < 0:
         start += size
     if start + length > size:
-        raise ValueError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
     idx = (slice(None),) * d + (slice(start, start + length), Ellipsis)
     return _basic(x, idx, SliceBackward0)
 
 
-def _index_tensor(index: Any, x: Tensor, what: str) -> tuple[Tensor, Any]:
-    """``index`` as (Tensor, array) of an integer dtype, on ``x``'s device."""
+def _index_tensor(
+    index: Any, x: Tensor, what: str, exc: type[Exception] = RuntimeError
+) -> tuple[Tensor, Any]:
+    """``index`` as (Tensor, array) of an integer dtype, on ``x``'s device (else ``exc``)."""
     t = index if isinstance(index, Tensor) else Tensor._make(x._device.backend.asarray(index))
     if t._device is not x._device:
         same_device(x, t)
     a = t.data
     if a.dtype.kind not in "iu":
-        raise TypeError(f"{what}(): Expected dtype int64 for index, got {a.dtype}")
+        raise exc(f"{what}(): Expected dtype int64 for index, got {a.dtype}")
     return t, a
 
 
-def _check_range(a: Any, size: int, dim: int, what: str, negative: bool = False) -> None:
+def _check_range(
+    a: Any,
+    size: int,
+    dim: int,
+    what: str,
+    negative: bool = False,
+    exc: type[Exception] = IndexError,
+) -> None:
+    """Every index of ``a`` in [0, size) (or [-size, size) when ``negative``), else ``exc``."""
     if a.size == 0:
         return
     lo, hi = int(a.min()), int(a.max())
     bad = hi if hi >= size else lo if lo < (-size if negative else 0) else None
     if bad is not None:
-        raise IndexError(
-            f"{what}(): index {bad} is out of bounds for dimension {dim} with size {size}"
-        )
+        raise exc(f"{what}(): index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
 def index_select(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor:
@@ -453,9 +465,13 @@ def index_select(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = N
         a = a.reshape(1)
         it = Tensor._make(a, False, x._device)
     d = _norm_dim(dim, x.data.ndim)
-    if x.data.ndim == 0:
+    if x.data.ndim == 0:  # as PyTorch: one index, a 0-d result
+        if a.size != 1:
+            raise RuntimeError(
+                f"index_select(): Index to scalar can have only 1 value, got {a.size} value(s)"
+            )
         _check_range(a, 1, dim, "index_select")
-        return _advanced(x.reshape(1), (a,), IndexSelectBackward0).reshape(a.shape)
+        return _advanced(x.reshape(1), (a,), IndexSelectBackward0).reshape(())
     _check_range(a, x.data.shape[d], d, "index_select")
     idx = (slice(None),) * d + (a,)
     out = x.data[idx]
@@ -479,17 +495,17 @@ GatherBackward0 = node_class("GatherBackward0", _gather_rule)
 def _check_gather(x: Tensor, d: int, a: Any) -> None:
     xs, ish = x.data.shape, a.shape
     if len(ish) != len(xs):
-        raise ValueError(
+        raise RuntimeError(
             "Index tensor must have the same number of dimensions as input tensor "
             f"(index shape {list(ish)}, input shape {list(xs)})"
         )
     for i, (si, sx) in enumerate(zip(ish, xs)):
         if i != d and si > sx:
-            raise ValueError(
+            raise RuntimeError(
                 f"Size does not match at dimension {i} expected index {list(ish)} to be "
                 f"smaller than self {list(xs)} apart from dimension {d}"
             )
-    _check_range(a, xs[d], d, "gather")
+    _check_range(a, xs[d], d, "gather", exc=RuntimeError)
 
 
 def gather(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor:
@@ -538,7 +554,7 @@ def take_along_dim(
     if dim is None:
         return gather(x.reshape(-1), 0, it.reshape(-1))
     if a.ndim != x.data.ndim:
-        raise ValueError(
+        raise RuntimeError(
             "take_along_dim(): input and indices should have the same number of dimensions, "
             f"but got {x.data.ndim} dimensions for input, and {a.ndim} dimensions for indices"
         )
@@ -595,14 +611,14 @@ def masked_fill(x: Tensor, mask: Any, value: Any) -> Tensor:
         same_device(x, mt)
     m = mt.data
     if m.dtype.kind != "b":
-        raise TypeError(
+        raise RuntimeError(
             f"masked_fill_ only supports boolean masks, but got mask with dtype {m.dtype}"
         )
     xp = x._device.backend.xp
     dtype = x.data.dtype
     if isinstance(value, Tensor):
         if value.data.ndim != 0:
-            raise ValueError(
+            raise RuntimeError(
                 "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                 f"{value.data.ndim} dimension(s)."
             )
@@ -657,3 +673,125 @@ def scatter_add_grad(shape: tuple[int, ...], dim: int, idx: Any, g: Tensor) -> T
         idx = idx.data
     out = g._device.backend.raw.scatter_add(shape, dim, idx, g.data)
     return record(ScatterAddBackward0, out, g._device, (g,), attrs=(dim, idx))
+
+
+# -- the operator table (NOTE [The operator table]) --------------------------------------------
+def _select_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 4), 0, 1))
+    yield Sample((m.arr(3, 4), -1, -2), note="negative dim and index")
+    yield Sample((m.arr(2, 3, 4), 1, 0))
+    yield Sample((m.arr(3),), {"dim": 0, "index": 2}, note="1-d: a 0-d result")
+
+
+def _select_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 0, 5), exc=IndexError, match="out of range")
+    yield ErrorCase((m.arr(), 0, 0), exc=IndexError, match="0-dim")
+    yield ErrorCase((m.arr(3, 4), 2, 0), exc=IndexError, match="Dimension out of range")
+
+
+def _narrow_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(4, 3), 0, 1, 2))
+    yield Sample((m.arr(4, 3), -1, -3, 2), note="negative dim and start")
+    yield Sample((m.arr(4, 3), 1, 1, 0), note="empty")
+    yield Sample((m.arr(4, 3),), {"dim": 0, "start": 0, "length": 4})
+
+
+def _narrow_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 0, 2, 2), match="exceeds dimension size")
+    yield ErrorCase((m.arr(3, 4), 0, 4, 0), exc=IndexError, match="start out of range")
+    yield ErrorCase((m.arr(3, 4), 2, 0, 1), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(3, 4), 0, 0, -1), match="length must be non-negative")
+
+
+def _index_select_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 4), 0, m.idx(5, high=3)), note="repeated indices")
+    yield Sample((m.arr(3, 4), -1, m.idx(2, high=4)))
+    yield Sample((m.arr(3, 4), 1, np.array(2, dtype=np.int64)), note="0-d index")
+    yield Sample((m.arr(3, 4), 0, m.idx(0, high=3)), note="no index")
+    yield Sample((m.arr(), 0, np.zeros(1, dtype=np.int64)), note="0-d input")
+
+
+def _index_select_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(3, 4)
+    yield ErrorCase((x, 0, np.array([[1]])), exc=IndexError, match="supposed to be a vector")
+    yield ErrorCase((x, 0, np.array([3])), exc=IndexError, match="out of bounds")
+    yield ErrorCase((x, 0, np.array([-1])), exc=IndexError, match="out of bounds")
+    yield ErrorCase((x, 0, np.array([1.0])), match="Expected dtype int64 for index")
+    yield ErrorCase((x, 2, np.array([0])), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(), 0, np.array([0, 0])), match="Index to scalar can have only 1 value")
+
+
+def _gather_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 4), 1, m.idx(3, 5, high=4)), note="repeated indices")
+    yield Sample((m.arr(3, 4), 0, m.idx(2, 3, high=3)), note="index smaller than input")
+    yield Sample((m.arr(2, 3, 4), -2, m.idx(2, 2, 4, high=3)), note="negative dim")
+    yield Sample((m.arr(), 0, np.zeros((), dtype=np.int64)), note="0-d")
+    yield Sample((m.arr(3, 4), 1, m.idx(3, 0, high=4)), note="empty index")
+
+
+def _gather_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(3, 4)
+    yield ErrorCase((x, 1, np.array([[4]])), match="out of bounds")
+    yield ErrorCase((x, 1, np.array([[-1]])), match="out of bounds")
+    yield ErrorCase((x, 1, np.array([1])), match="same number of dimensions")
+    yield ErrorCase((x, 1, np.ones((4, 1), dtype=np.int64)), match="Size does not match")
+    yield ErrorCase((x, 1, np.array([[1.0]])), match="Expected dtype int64 for index")
+    yield ErrorCase((x, 2, np.array([[1]])), exc=IndexError, match="Dimension out of range")
+
+
+def _take_along_dim_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 4), m.idx(3, 2, high=4), 1))
+    yield Sample((m.arr(3, 4), m.idx(5, high=12)), note="dim=None: flattened")
+    yield Sample((m.arr(3, 4), m.idx(1, 2, high=4)), {"dim": -1}, note="broadcast indices")
+    yield Sample((m.arr(3, 1), m.idx(3, 5, high=1), 1), note="broadcast input")
+
+
+def _take_along_dim_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(3, 4)
+    yield ErrorCase((x, np.array([1]), 1), match="same number of dimensions")
+    yield ErrorCase((x, np.array([[1.0]]), 1), match="int64")
+
+
+def _masked_fill_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.arr(3, 4), m.mask(3, 4), 0.5))
+    yield Sample((m.arr(3, 4), m.mask(4), -1.0), note="broadcast mask")
+    yield Sample((m.arr(3, 4), m.mask(3, 1), m.arr()), note="0-d tensor value")
+    yield Sample((m.arr(), np.array(True), 2.0), note="0-d")
+    yield Sample((m.arr(4), m.mask(2, 4), 3.0), note="mask larger than input")
+
+
+def _masked_fill_errors(m: Maker) -> Iterator[ErrorCase]:
+    x = m.arr(3, 4)
+    yield ErrorCase((x, np.array([1, 0, 1, 0]), 0.0), match="only supports boolean masks")
+    yield ErrorCase((x, m.mask(3, 4), m.arr(2)), match="0-dimensional value tensor")
+
+
+register(
+    OpInfo("select", select, _select_samples, method=True, dtypes=ALL, errors=_select_errors),
+    OpInfo("narrow", narrow, _narrow_samples, method=True, dtypes=ALL, errors=_narrow_errors),
+    OpInfo(
+        "index_select",
+        index_select,
+        _index_select_samples,
+        method=True,
+        dtypes=ALL,
+        errors=_index_select_errors,
+    ),
+    OpInfo("gather", gather, _gather_samples, method=True, dtypes=ALL, errors=_gather_errors),
+    OpInfo(
+        "take_along_dim",
+        take_along_dim,
+        _take_along_dim_samples,
+        method=True,
+        dtypes=ALL,
+        errors=_take_along_dim_errors,
+    ),
+    OpInfo(
+        "masked_fill",
+        masked_fill,
+        _masked_fill_samples,
+        method=True,
+        dtypes=ALL,
+        errors=_masked_fill_errors,
+    ),
+)
