@@ -215,3 +215,6 @@ class RawOps:
         else:
             flat[pos] = v
         return out
+
+    def erf(self, x: Any) -> Any:
+        return self.backend.special.erf(x)

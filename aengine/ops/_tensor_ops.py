@@ -13,7 +13,7 @@ from typing import Any
 from ..tensors import _creation
 from ..tensors._device import Device
 from ..tensors._tensor import Tensor
-from . import _arith, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
+from . import _activation, _arith, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
 
 __all__ = ["TensorOps"]
 
@@ -136,3 +136,6 @@ class TensorOps:
 
     def cat(self, xs: list[Tensor], axis: int) -> Tensor:
         return _join.cat(xs, axis)
+
+    def erf(self, x: Tensor) -> Tensor:
+        return _activation.erf_(x)

@@ -109,6 +109,9 @@ class GradOps(Protocol):
 
     def cat(self, xs: list[Any], axis: int) -> Any: ...
 
+    def erf(self, x: Any, /) -> Any:
+        """The error function, elementwise (gelu's rule)."""
+
 
 #: ``view_fn(F, x)``: rebuild a view from its base's value ``x`` (array or Tensor)
 ViewFn: TypeAlias = Callable[[GradOps, Any], Any]
