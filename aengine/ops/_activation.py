@@ -69,7 +69,6 @@ __all__ = [
     "hardsigmoid",
     "hardswish",
     "logsigmoid",
-    "erf_",
 ]
 
 #: the function of an elementwise activation: ``fwd(xp, array, attrs) -> array``
@@ -164,14 +163,14 @@ ErfBackward0 = node_class(
 )
 
 
-def erf_(x: Tensor) -> Tensor:
+def _erf(x: Tensor) -> Tensor:
     """The error function, elementwise (the differentiable ``F.erf`` of rules).
 
     Example::
 
         >>> import aengine as ae
-        >>> from aengine.ops._activation import erf_
-        >>> round(erf_(ae.tensor([0.5])).item(), 4)
+        >>> from aengine.ops._activation import _erf
+        >>> round(_erf(ae.tensor([0.5])).item(), 4)
         0.5205
     """
     if x.__class__ is not Tensor:
@@ -789,7 +788,7 @@ register(
         relu,
         _samples(),
         dtypes=ALL,
-        notes="inplace=True modifies the input (as relu_).",
+        notes="inplace=True modifies the input.",
     ),
     OpInfo(
         _NF + "relu6",

@@ -138,4 +138,4 @@ class TensorOps:
         return _join.cat(xs, axis)
 
     def erf(self, x: Tensor) -> Tensor:
-        return _activation.erf_(x)
+        return _activation._erf(x)
