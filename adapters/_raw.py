@@ -237,3 +237,5 @@ def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]
     a = (1,) * (n - len(a)) + a
     b = (1,) * (n - len(b)) + b
     return tuple(y if x == 1 else x for x, y in zip(a, b))
+    def erf(self, x: Any) -> Any:
+        return self.backend.special.erf(x)

@@ -13,7 +13,7 @@ from typing import Any
 from ..tensors import _creation
 from ..tensors._device import Device
 from ..tensors._tensor import Tensor
-from . import _arith, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
+from . import _activation, _arith, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
 
 __all__ = ["TensorOps"]
 
@@ -145,3 +145,5 @@ class TensorOps:
 
     def einsum(self, equation: str, *operands: Any) -> Tensor:
         return _linalg.einsum(equation, *operands)
+    def erf(self, x: Tensor) -> Tensor:
+        return _activation._erf(x)
