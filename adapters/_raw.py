@@ -230,6 +230,9 @@ class RawOps:
         # optimize: contractions of two or more operands through BLAS (tensordot)
         return self.xp.einsum(equation, *operands, optimize=len(operands) > 1)
 
+    def erf(self, x: Any) -> Any:
+        return self.backend.special.erf(x)
+
 
 def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """The broadcast of two shapes (both valid: the forward checked them)."""
@@ -237,5 +240,3 @@ def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]
     a = (1,) * (n - len(a)) + a
     b = (1,) * (n - len(b)) + b
     return tuple(y if x == 1 else x for x, y in zip(a, b))
-    def erf(self, x: Any) -> Any:
-        return self.backend.special.erf(x)

@@ -64,7 +64,6 @@ from .ops._reduce import (
     mode,
     nanmean,
     nansum,
-    norm,
     prod,
     softmax,
     std,
@@ -105,6 +104,7 @@ from .ops._scan import (
     cumprod,
     cumsum,
     logcumsumexp,
+    norm,
 )
 from .ops._scatter import (
     argsort,

@@ -29,13 +29,13 @@ from ._reduce import (
     max,
     mean,
     min,
-    norm,
     prod,
     softmax,
     std,
     sum,
     var,
 )
+from ._scan import norm
 from ._shape import (
     astype,
     broadcast_to,

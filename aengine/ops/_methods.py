@@ -6,7 +6,7 @@ from typing import Any
 
 from ..tensors import _random
 from ..tensors._tensor import Tensor
-from . import _arith, _compare, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
+from . import _arith, _compare, _index, _inplace_ops, _join, _linalg, _reduce, _scan, _shape, _unary
 
 
 def _reflected(fn: Any, name: str) -> Any:
@@ -43,7 +43,7 @@ for _fn in (
     _unary.sin, _unary.cos, _unary.tanh, _unary.sigmoid, _unary.relu, _unary.square,
     _unary.log1p, _unary.expm1, _unary.abs, _unary.sign, _reduce.sum, _reduce.mean,
     _reduce.prod, _reduce.amax, _reduce.amin, _reduce.max, _reduce.min, _reduce.var,
-    _reduce.std, _reduce.logsumexp, _reduce.softmax, _reduce.log_softmax, _reduce.norm,
+    _reduce.std, _reduce.logsumexp, _reduce.softmax, _reduce.log_softmax, _scan.norm,
     _shape.reshape, _shape.view, _shape.flatten, _shape.permute, _shape.transpose,
     _shape.expand, _shape.squeeze, _shape.unsqueeze, _shape.clone, _shape.contiguous,
     _shape.to, _shape.broadcast_to, _compare.eq, _compare.ne, _compare.lt, _compare.le,

@@ -31,8 +31,9 @@ from ._arith import add, clamp, mul, sub, where
 from ._core import GradOps, node_class, record, record_one, same_device, wrap
 from ._inplace_ops import copy_, mul_
 from ._linalg import matmul
-from ._reduce import norm, softmax
+from ._reduce import softmax
 from ._reduce import sum as _sum
+from ._scan import norm
 from ._shape import broadcast_to, reshape, to, transpose, unsqueeze
 from ._table import ErrorCase, Maker, OpInfo, Sample, register
 from ._unary import abs as _abs

@@ -41,7 +41,6 @@ __all__ = [
     "logsumexp",
     "softmax",
     "log_softmax",
-    "norm",
     "vector_norm",
     "argmax",
     "argmin",
@@ -876,38 +875,6 @@ def vector_norm(
     return record(LinalgVectorNormBackward0, out, x._device, (x,), (x,), attrs, save_output=True)
 
 
-def norm(
-    x: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None
-) -> Tensor:
-    """The vector ``p``-norm over ``dim`` (all elements when None), or a matrix norm ('nuc').
-
-    As ``torch.norm``: a number ``p`` (2, 1, inf, -inf, 0 or any other) is
-    :func:`vector_norm`'s ``ord``; 'fro' is the 2-norm over at most two dims;
-    'nuc' is :func:`matrix_norm`'s.  The gradient is 0 at a zero vector (as
-    PyTorch), not NaN.  At the zero vector the second derivative of the
-    2-norm is 0 too, where PyTorch's gives NaN.
-
-    Example::
-
-        >>> import aengine as ae
-        >>> ae.tensor([3.0, 4.0]).norm().item()
-        5.0
-    """
-    if x.__class__ is not Tensor:
-        x = tensor_input(x, "norm")
-    _check_float(x, "norm")
-    if isinstance(p, str):
-        one = dim is None or isinstance(dim, int) or hasattr(dim, "__index__")
-        if p == "fro" and (one or len(dim) <= 2):
-            return vector_norm(x, 2, dim, keepdim, dtype=dtype)
-        # _scan imports this module (its matrix norms compose vector norms)
-        from ._scan import matrix_norm
-
-        dims: Any = tuple(range(x.data.ndim)) if dim is None else dim
-        return matrix_norm(x, p, dims, keepdim, dtype=dtype)
-    return vector_norm(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
-
-
 # -- argmax / argmin ----------------------------------------------------------------------------
 def _arg_extreme(x: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Tensor:
     name = "argmax" if is_max else "argmin"
@@ -1451,21 +1418,6 @@ def _logsumexp_samples(m: Maker) -> Iterator[Sample]:
 # torch's second derivative through sgn (the 1- and inf-norms) is a ZeroTensor,
 # which the table's harness cannot turn into numpy: those orders are checked in
 # tests/ops/test_reduce_table.py (tests.oracle.check_op) instead of here.
-def _norm_samples(m: Maker) -> Iterator[Sample]:
-    x = m.away(3, 4)
-    yield Sample((x,))
-    yield Sample((x, 3, 1, True))
-    yield Sample((x, 0.5, 0))
-    yield Sample((x, 0))
-    yield Sample((x, "fro", (0, 1)))
-    yield Sample((x, "nuc"), note="a matrix norm")
-
-
-def _norm_errors(m: Maker) -> Iterator[ErrorCase]:
-    yield ErrorCase((m.arr(3, 4), 2, 2), exc=IndexError, match="Dimension out of range")
-    yield ErrorCase((m.arr(3), "nuc"), exc=RuntimeError, match="at least 2 dimensions")
-
-
 def _vnorm_samples(m: Maker) -> Iterator[Sample]:
     x = m.away(3, 4)
     yield Sample((x,))
@@ -1628,15 +1580,6 @@ register(
     ),
     OpInfo("softmax", softmax, _softmax_samples, method=True, errors=_softmax_errors),
     OpInfo("log_softmax", log_softmax, _softmax_samples, method=True, errors=_softmax_errors),
-    OpInfo(
-        "norm",
-        norm,
-        _norm_samples,
-        method=True,
-        errors=_norm_errors,
-        notes="An integer input is a TypeError (torch: RuntimeError); at the zero vector the "
-        "2-norm's second derivative is 0 (torch: NaN).",
-    ),
     OpInfo(
         "linalg.vector_norm",
         vector_norm,

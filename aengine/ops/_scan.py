@@ -23,11 +23,12 @@ import numpy as np
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from ._core import GradOps, node_class, record, record_multi, record_one, wrap
-from ._reduce import _one_dim, amax, amin, norm_dims, sum, vector_norm
+from ._reduce import _check_float, _one_dim, amax, amin, norm_dims, sum, vector_norm
 from ._shape import permute, unsqueeze
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = [
+    "norm",
     "cumsum",
     "cumprod",
     "logcumsumexp",
@@ -437,6 +438,35 @@ def matrix_norm(
     return (amax if ord > 0 else amin)(sums, cols, keepdim)
 
 
+def norm(
+    x: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None
+) -> Tensor:
+    """The vector ``p``-norm over ``dim`` (all elements when None), or a matrix norm ('nuc').
+
+    As ``torch.norm``: a number ``p`` (2, 1, inf, -inf, 0 or any other) is
+    :func:`vector_norm`'s ``ord``; 'fro' is the 2-norm over at most two dims;
+    'nuc' is :func:`matrix_norm`'s.  The gradient is 0 at a zero vector (as
+    PyTorch), not NaN.  At the zero vector the second derivative of the
+    2-norm is 0 too, where PyTorch's gives NaN.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.tensor([3.0, 4.0]).norm().item()
+        5.0
+    """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "norm")
+    _check_float(x, "norm")
+    if isinstance(p, str):
+        one = dim is None or isinstance(dim, int) or hasattr(dim, "__index__")
+        if p == "fro" and (one or len(dim) <= 2):
+            return vector_norm(x, 2, dim, keepdim, dtype=dtype)
+        dims: Any = tuple(range(x.data.ndim)) if dim is None else dim
+        return matrix_norm(x, p, dims, keepdim, dtype=dtype)
+    return vector_norm(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
+
+
 # -- the operator table (NOTE [The operator table]) -----------------------------------------------
 def _scan_samples(m: Maker) -> Iterator[Sample]:
     yield Sample((m.arr(3, 4), 1))
@@ -514,6 +544,21 @@ def _mnorm_errors(m: Maker) -> Iterator[ErrorCase]:
     yield ErrorCase((m.arr(3, 4), 1, (0, 2)), exc=IndexError, match="Dimension out of range")
 
 
+def _norm_samples(m: Maker) -> Iterator[Sample]:
+    x = m.away(3, 4)
+    yield Sample((x,))
+    yield Sample((x, 3, 1, True))
+    yield Sample((x, 0.5, 0))
+    yield Sample((x, 0))
+    yield Sample((x, "fro", (0, 1)))
+    yield Sample((x, "nuc"), note="a matrix norm")
+
+
+def _norm_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(3, 4), 2, 2), exc=IndexError, match="Dimension out of range")
+    yield ErrorCase((m.arr(3), "nuc"), exc=RuntimeError, match="at least 2 dimensions")
+
+
 register(
     OpInfo("cumsum", cumsum, _scan_samples, method=True, dtypes=ALL, errors=_dim_errors),
     OpInfo("cumprod", cumprod, _cumprod_samples, method=True, dtypes=ALL, errors=_dim_errors),
@@ -527,5 +572,14 @@ register(
         errors=_mnorm_errors,
         tol={"float32": (1e-3, 1e-4)},
         notes="'nuc' and +-2 differentiate an SVD: exact where the singular values are distinct.",
+    ),
+    OpInfo(
+        "norm",
+        norm,
+        _norm_samples,
+        method=True,
+        errors=_norm_errors,
+        notes="An integer input is a TypeError (torch: RuntimeError); at the zero vector the "
+        "2-norm's second derivative is 0 (torch: NaN).",
     ),
 )

@@ -474,6 +474,8 @@ def cuda(x: Tensor, device: Any = None) -> Tensor:
         if not target.startswith("cuda"):
             raise ValueError(f"Invalid device, must be cuda device, got {target}")
     return to(x, target)
+
+
 # -- the operator table (NOTE [The operator table]) ------------------------------------------
 _NOTE_VALUE_ERROR = (
     "Bad shapes raise ValueError (torch: RuntimeError), as aengine's other shape checks."

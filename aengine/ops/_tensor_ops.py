@@ -145,5 +145,6 @@ class TensorOps:
 
     def einsum(self, equation: str, *operands: Any) -> Tensor:
         return _linalg.einsum(equation, *operands)
+
     def erf(self, x: Tensor) -> Tensor:
         return _activation._erf(x)

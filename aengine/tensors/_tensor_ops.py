@@ -115,6 +115,7 @@ class GradOps(Protocol):
 
     def einsum(self, equation: str, *operands: Any) -> Any:
         """torch's (numpy's) einsum of ``operands`` (no ``...``: letters only)."""
+
     def erf(self, x: Any, /) -> Any:
         """The error function, elementwise (gelu's rule)."""
 
