@@ -12,7 +12,7 @@ import numbers
 from typing import Any, cast
 
 from ..tensors._creation import tensor_input
-from ..tensors._dtype import get_default_dtype, result_dtype
+from ..tensors._dtype import get_default_dtype, promote_types, result_dtype
 from ..tensors._tensor import Tensor
 from ._compare import operand
 from ._core import (
@@ -506,21 +506,97 @@ def _clamp_bound(value: Any, name: str) -> None:
         )
 
 
+def _clamp_tensors_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
+    # PyTorch's clamp_backward_min_max: the input's gradient where min <= x <= max; a
+    # bound's where it binds (max wins where min > max, as the result is max there)
+    has_lo, has_hi = n.attrs
+    x = s[0]
+    lo = s[1] if has_lo else None
+    hi = s[-1] if has_hi else None
+    need = n.needs
+    gx = glo = ghi = None
+    if lo is not None and hi is not None:
+        if need[0]:
+            gx = F.where((x >= lo) & (x <= hi), g, 0.0)
+        if need[1]:
+            glo = F.where((x < lo) & (lo < hi), g, 0.0)
+        if need[2]:
+            ghi = F.where((x > hi) | (hi < lo), g, 0.0)
+    elif lo is not None:
+        gx = F.where(x >= lo, g, 0.0) if need[0] else None
+        glo = F.where(x < lo, g, 0.0) if need[1] else None
+    else:
+        gx = F.where(x <= hi, g, 0.0) if need[0] else None
+        ghi = F.where(x > hi, g, 0.0) if need[2] else None
+    return (gx, glo, ghi)
+
+
+ClampBackward0 = node_class("ClampBackward0", _clamp_tensors_rule)
+
+
+def _clamp_tensors(a: Tensor, lo: Any, hi: Any) -> Tensor:
+    """clamp with a tensor bound (numbers become constants): one node, as PyTorch's."""
+    bounds = [
+        None if v is None else v if isinstance(v, Tensor) else as_tensor_arg(v, a) for v in (lo, hi)
+    ]
+    tensors = [a] + [b for b in bounds if b is not None]
+    dev = a._device
+    rd: Any = None
+    for b in tensors[1:]:
+        same_device(a, b)
+        r = result_dtype(a, b)
+        rd = r if rd is None else promote_types(rd, r)
+    xp = dev.backend.xp
+    out = a.data
+    tlo, thi = bounds
+    if tlo is not None:
+        out = xp.maximum(out, tlo.data)
+    if thi is not None:
+        out = xp.minimum(out, thi.data)
+    if out.dtype != rd:
+        out = out.astype(rd)
+    elif out is a.data:
+        out = out.copy()
+    return record(
+        ClampBackward0,
+        out,
+        dev,
+        (a, tlo, thi),
+        tuple(tensors),
+        attrs=(tlo is not None, thi is not None),
+        bcast=True,
+    )
+
+
 def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    """Limit values to [min, max] (either may be None); gradient 1 inside, 0 outside."""
+    """Limit values to [min, max] (either may be None, a number or a tensor).
+
+    The gradient is 1 where min <= x <= max, else 0; tensor bounds get it where
+    they bind (as PyTorch's: ``max`` wins where ``min > max``).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.clamp(ae.tensor([-2.0, 0.5, 3.0]), min=-1.0, max=1.0).tolist()
+        [-1.0, 0.5, 1.0]
+    """
+    if a.__class__ is not Tensor:
+        a = tensor_input(a, "clamp")
     if min is None and max is None:
         raise ValueError("clamp needs at least one of min or max")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = a
-        if min is not None:
-            out = maximum(out, min)
-        if max is not None:
-            out = minimum(out, max)
-        return out
+        return _clamp_tensors(a, min, max)
     _clamp_bound(min, "min")
     _clamp_bound(max, "max")
     xp = a._device.backend.xp
-    out = xp.clip(a.data, min, max)
-    if out.dtype != a.data.dtype:
-        out = out.astype(a.data.dtype)
+    data = a.data
+    if data.dtype.kind in "biu":
+        # an integer tensor with a float bound gives the default float dtype (PyTorch)
+        for bound in (min, max):
+            if bound is not None and not isinstance(bound, numbers.Integral):
+                data = data.astype(get_default_dtype())
+                break
+    out = xp.clip(data, min, max)
+    if out.dtype != data.dtype:
+        out = out.astype(data.dtype)
     return record(ClampBackward1, out, a._device, (a,), (a,), attrs=(min, max))

@@ -13,7 +13,7 @@ from typing import Any
 from ..tensors import _creation
 from ..tensors._device import Device
 from ..tensors._tensor import Tensor
-from . import _arith, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
+from . import _arith, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _special, _unary
 
 __all__ = ["TensorOps"]
 
@@ -136,3 +136,18 @@ class TensorOps:
 
     def cat(self, xs: list[Tensor], axis: int) -> Tensor:
         return _join.cat(xs, axis)
+
+    def sinh(self, x: Tensor) -> Tensor:
+        return _special.sinh(x)
+
+    def cosh(self, x: Tensor) -> Tensor:
+        return _special.cosh(x)
+
+    def digamma(self, x: Tensor) -> Tensor:
+        return _special.digamma(x)
+
+    def polygamma(self, n: int, x: Tensor) -> Tensor:
+        return _special.polygamma(n, x)
+
+    def div_rounded(self, a: Any, b: Any, mode: str) -> Tensor:
+        return _arith.div(a, b, rounding_mode=mode)
