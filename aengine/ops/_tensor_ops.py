@@ -64,7 +64,8 @@ class TensorOps:
         return _arith.minimum(a, b)
 
     def where(self, cond: Any, a: Any, b: Any) -> Tensor:
-        return _arith.where(cond, a, b)
+        out: Tensor = _arith.where(cond, a, b)
+        return out
 
     def scale_(self, x: Tensor, c: float) -> Tensor:
         return x * c  # RawOps.scale_ works in place; a Tensor in a graph may not
