@@ -226,7 +226,8 @@ class RawOps:
         return self.backend.special.digamma(x)
 
     def polygamma(self, n: int, x: Any) -> Any:
-        out = self.backend.special.polygamma(n, x)
+        # n as an array: cupyx's polygamma broadcasts its arguments as arrays
+        out = self.backend.special.polygamma(self.xp.asarray(n), x)
         return out if out.dtype == x.dtype else out.astype(x.dtype)
 
     def div_rounded(self, a: Any, b: Any, mode: str) -> Any:

@@ -582,7 +582,17 @@ def _where_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 WhereBackward0 = node_class("WhereBackward0", _where_rule)
 
 
-def where(condition: Any, input: Any = None, other: Any = None) -> Any:
+class _Missing:
+    """The default of where's ``input`` and ``other``: not given (None is an operand error)."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_MISSING: Any = _Missing()
+
+
+def where(condition: Any, input: Any = _MISSING, other: Any = _MISSING) -> Any:
     """Pick ``input`` where ``condition`` holds, else ``other`` (broadcasting all three).
 
     With ``condition`` alone: the indices of its nonzero elements, a tuple of
@@ -599,12 +609,12 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:
         >>> [t.tolist() for t in ae.where(c)]
         [[0, 2]]
     """
-    if input is None and other is None:
-        return _nonzero_tuple(condition)
-    if input is None or other is None:
+    if input is _MISSING or other is _MISSING:
+        if input is _MISSING and other is _MISSING:
+            return _nonzero_tuple(condition)
         raise TypeError(
             "where() takes a condition alone, or a condition, an input and an other; "
-            f"'{'input' if input is None else 'other'}' is missing"
+            f"'{'input' if input is _MISSING else 'other'}' is missing"
         )
     a, b = input, other
     cond = condition.data if isinstance(condition, Tensor) else condition
