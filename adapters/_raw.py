@@ -233,6 +233,41 @@ class RawOps:
     def erf(self, x: Any) -> Any:
         return self.backend.special.erf(x)
 
+    def sinh(self, x: Any) -> Any:
+        return self.xp.sinh(x)
+
+    def cosh(self, x: Any) -> Any:
+        return self.xp.cosh(x)
+
+    def digamma(self, x: Any) -> Any:
+        return self.backend.special.digamma(x)
+
+    def polygamma(self, n: int, x: Any) -> Any:
+        # n as an array: cupyx's polygamma broadcasts its arguments as arrays
+        out = self.backend.special.polygamma(self.xp.asarray(n), x)
+        return out if out.dtype == x.dtype else out.astype(x.dtype)
+
+    def div_rounded(self, a: Any, b: Any, mode: str) -> Any:
+        """``a / b`` rounded toward zero ("trunc") or down ("floor"), as torch.div.
+
+        Floats: floor is numpy's floor_divide (the same fmod-based algorithm
+        as PyTorch's), trunc the truncated true quotient.  Integers: exact.
+        """
+        xp = self.xp
+        if mode == "floor":
+            return xp.floor_divide(a, b)
+        if _integral(a) and _integral(b):
+            q = xp.floor_divide(a, b)
+            # floor rounds a negative inexact quotient down: one more toward zero
+            return q + ((q < 0) & (q * b != a))
+        return xp.trunc(xp.true_divide(a, b))
+
+
+def _integral(x: Any) -> bool:
+    """Whether ``x`` (an array or a Python number) holds integers (or bools)."""
+    dtype = getattr(x, "dtype", None)
+    return dtype.kind in "biu" if dtype is not None else isinstance(x, int)
+
 
 def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """The broadcast of two shapes (both valid: the forward checked them)."""

@@ -219,16 +219,19 @@ def _formatted(rel: str, text: str) -> str:
     """``text`` as ``ruff format`` writes it (the lint checks the generated files too)."""
     if not rel.endswith(".py"):
         return text
-    ruff = Path(sys.executable).parent / "ruff"
-    r = subprocess.run(
-        [str(ruff), "format", "--stdin-filename", rel, "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=True,
-    )
-    return r.stdout
+    ruff = str(Path(sys.executable).parent / "ruff")
+    for args in (["check", "--fix", "--select", "I,RUF100", "--quiet"], ["format"]):
+        r = subprocess.run(
+            [ruff, *args, "--stdin-filename", rel, "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        if r.returncode not in (0, 1) or not r.stdout:
+            raise RuntimeError(f"ruff {args[0]} failed on {rel}: {r.stderr}")
+        text = r.stdout
+    return text
 
 
 def main(argv: list[str]) -> int:

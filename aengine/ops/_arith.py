@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+import numpy as np
+
 from ..tensors._creation import tensor_input
-from ..tensors._dtype import get_default_dtype, result_dtype
+from ..tensors._dtype import get_default_dtype, promote_types, result_dtype
 from ..tensors._tensor import Tensor
 from ._compare import operand
 from ._core import (
@@ -25,7 +28,10 @@ from ._core import (
     record_one,
     same_device,
     weigh,
+    wrap,
 )
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._unary import unary_samples
 
 __all__ = [
     "add",
@@ -93,15 +99,19 @@ SubScalarBackward = node_class("SubBackward0", lambda F, g, s, n: (g, None))
 RsubBackward1 = node_class("RsubBackward1", lambda F, g, s, n: (-g,))
 
 
-def add(a: Any, other: Any) -> Tensor:
-    """``a + other`` with broadcasting.
+def add(a: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``a + alpha * other`` with broadcasting.
 
     Example::
 
         >>> import aengine as ae
         >>> ae.add(ae.ones(2), 1.5).tolist()
         [2.5, 2.5]
+        >>> ae.add(ae.ones(2), ae.ones(2), alpha=2).tolist()
+        [3.0, 3.0]
     """
+    if alpha.__class__ is not int or alpha != 1:
+        return add(a, _scaled(other, alpha, "add"))
     if a.__class__ is not Tensor:
         a, other = other, a
         if a.__class__ is not Tensor:
@@ -120,8 +130,17 @@ def add(a: Any, other: Any) -> Tensor:
     return record_one(AddScalarBackward, out, a._device, a, 2, bcast=bcast)
 
 
-def sub(a: Any, other: Any) -> Tensor:
-    """``a - other`` with broadcasting."""
+def sub(a: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``a - alpha * other`` with broadcasting.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.sub(ae.ones(2), 0.5).tolist()
+        [0.5, 0.5]
+    """
+    if alpha.__class__ is not int or alpha != 1:
+        return sub(a, _scaled(other, alpha, "sub"))
     if a.__class__ is not Tensor:
         return rsub(other, a)
     if other.__class__ is Tensor:
@@ -136,6 +155,20 @@ def sub(a: Any, other: Any) -> Tensor:
         out = _fix_scalar_dtype(a, other, out)
         bcast = out.dtype != a.data.dtype
     return record_one(SubScalarBackward, out, a._device, a, 2, bcast=bcast)
+
+
+def _scaled(other: Any, alpha: Any, name: str) -> Any:
+    """``alpha * other`` for add's and sub's ``alpha`` (a number)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Number):
+        raise TypeError(f"{name}(): argument 'alpha' must be a number, not {type(alpha).__name__}")
+    if isinstance(other, Tensor):
+        if isinstance(alpha, float) and other.data.dtype.kind in "biu":
+            raise RuntimeError(
+                f"For integral input tensors, argument alpha must not be a floating point number "
+                f"({name}(..., alpha={alpha}))"
+            )
+        return mul(other, alpha)
+    return other * alpha
 
 
 def rsub(a: Tensor, other: Any) -> Tensor:
@@ -249,8 +282,23 @@ DivScalarBackward = node_class("DivBackward0", lambda F, g, s, n: (g / n.attrs, 
 RdivBackward1 = node_class("MulBackward0", _rdiv_rule)
 
 
-def div(a: Any, other: Any) -> Tensor:
-    """``a / other`` (true division) with broadcasting."""
+def div(a: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """``a / other`` with broadcasting: true division, or rounded as ``rounding_mode`` says.
+
+    ``rounding_mode``: None (true division: integers give the default float
+    dtype), "trunc" (toward zero) or "floor" (down; integers stay integers).
+    A rounded quotient's gradient is zero, as PyTorch's.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.div(ae.tensor([7.0, -7.0]), 2).tolist()
+        [3.5, -3.5]
+        >>> ae.div(ae.tensor([7, -7]), 2, rounding_mode="floor").tolist()
+        [3, -4]
+    """
+    if rounding_mode is not None:
+        return _div_rounded(a, other, rounding_mode)
     if a.__class__ is not Tensor:
         return rdiv(other, a)
     if other.__class__ is not Tensor:
@@ -285,6 +333,95 @@ def rdiv(a: Tensor, other: Any) -> Tensor:
     return record(
         RdivBackward1, out, a._device, (a,), (a,), attrs=other, bcast=out.dtype != a.data.dtype
     )
+
+
+# -- operands of the elementwise family's ops (rounded div, _binary.py) ----------------------
+def tensor_operands(name: str, args: tuple[Any, ...], names: tuple[str, ...]) -> list[Tensor]:
+    """The operands of an elementwise op as Tensors on one device.
+
+    A Python number becomes a constant 0-d tensor of the dtype it gives with
+    the first tensor operand (PyTorch's wrapped numbers: ``int_tensor * 2.5``
+    is float, ``float32_tensor * 2.5`` float32); an array-like a constant
+    tensor.  At least one operand must be a Tensor.
+    """
+    like = None
+    for x in args:
+        if isinstance(x, Tensor):
+            like = x
+            break
+    if like is None:
+        raise TypeError(
+            f"{name}(): argument '{names[0]}' must be a Tensor, not {type(args[0]).__name__}"
+        )
+    out: list[Tensor] = []
+    for x, arg in zip(args, names):
+        if isinstance(x, Tensor):
+            if x._device is not like._device:
+                same_device(like, x)
+            out.append(x)
+            continue
+        v = operand(x, like, name, arg)  # a number, or an array (TypeError otherwise)
+        if isinstance(v, (bool, int, float)):
+            out.append(_tensor_of(like, v, result_dtype(like, v)))
+        else:
+            out.append(_tensor_of(like, v, None))
+    return out
+
+
+def _tensor_of(like: Tensor, value: Any, dtype: Any) -> Tensor:
+    backend = like._device.backend
+    return Tensor._make(backend.asarray(value, dtype=dtype), False, like._device)
+
+
+def promoted(ts: list[Tensor]) -> Any:
+    """The result dtype of an elementwise op of ``ts`` (PyTorch's promotion, pairwise)."""
+    if len(ts) == 1:
+        return ts[0].data.dtype
+    rd = result_dtype(ts[0], ts[1])
+    for t in ts[2:]:
+        rd = promote_types(rd, result_dtype(ts[0], t))
+    return rd
+
+
+def broadcast_error(name: str, ts: list[Tensor]) -> RuntimeError:
+    """PyTorch's error for operands whose shapes do not broadcast."""
+    shapes = ", ".join(str(tuple(t.shape)) for t in ts)
+    return RuntimeError(
+        f"{name}(): the shapes of the operands, {shapes}, do not broadcast "
+        "(each dimension must match or be 1); reshape or unsqueeze one of them"
+    )
+
+
+def check_int_divisor(name: str, rd: Any, b: Tensor) -> None:
+    """Integer division by zero raises, as PyTorch's (numpy would give 0 and a warning)."""
+    if rd.kind in "biu" and bool((b.data == 0).any()):
+        raise RuntimeError(f"ZeroDivisionError: {name}(): integer division by zero")
+
+
+def _div_rounded_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
+    need = n.needs
+    return tuple(F.zeros_like(g) if k else None for k in need)
+
+
+DivBackward2 = node_class("DivBackward2", _div_rounded_rule)
+
+
+def _div_rounded(a: Any, other: Any, mode: Any) -> Tensor:
+    if mode != "trunc" and mode != "floor":
+        raise RuntimeError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {mode!r}"
+        )
+    ts = tensor_operands("div", (a, other), ("input", "other"))
+    x, y = ts
+    rd = promoted(ts)
+    check_int_divisor("div", rd, y)
+    xd = x.data if x.data.dtype == rd else x.data.astype(rd)
+    yd = y.data if y.data.dtype == rd else y.data.astype(rd)
+    try:
+        out = x._device.backend.raw.div_rounded(xd, yd, mode)
+    except ValueError:
+        raise broadcast_error("div", ts) from None
+    return record(DivBackward2, out, x._device, (x, y), bcast=True)
 
 
 # -- neg ---------------------------------------------------------------------------------
@@ -445,8 +582,41 @@ def _where_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 WhereBackward0 = node_class("WhereBackward0", _where_rule)
 
 
-def where(condition: Any, a: Any, b: Any) -> Tensor:
-    """Pick ``a`` where ``condition`` holds, else ``b`` (broadcasting all three)."""
+class _Missing:
+    """The default of where's ``input`` and ``other``: not given (None is an operand error)."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_MISSING: Any = _Missing()
+
+
+def where(condition: Any, input: Any = _MISSING, other: Any = _MISSING) -> Any:
+    """Pick ``input`` where ``condition`` holds, else ``other`` (broadcasting all three).
+
+    With ``condition`` alone: the indices of its nonzero elements, a tuple of
+    one int64 tensor per dimension (as ``torch.nonzero(as_tuple=True)``).
+    The gradient of ``input`` is ``g`` where the condition holds, of
+    ``other`` where it does not.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> c = ae.tensor([True, False, True])
+        >>> ae.where(c, ae.tensor([1.0, 2.0, 3.0]), 0.0).tolist()
+        [1.0, 0.0, 3.0]
+        >>> [t.tolist() for t in ae.where(c)]
+        [[0, 2]]
+    """
+    if input is _MISSING or other is _MISSING:
+        if input is _MISSING and other is _MISSING:
+            return _nonzero_tuple(condition)
+        raise TypeError(
+            "where() takes a condition alone, or a condition, an input and an other; "
+            f"'{'input' if input is _MISSING else 'other'}' is missing"
+        )
+    a, b = input, other
     cond = condition.data if isinstance(condition, Tensor) else condition
     like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
     if like is None:
@@ -480,6 +650,20 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     return record(WhereBackward0, out, like._device, inputs, attrs=cond, bcast=True)
 
 
+def _nonzero_tuple(condition: Any) -> tuple[Tensor, ...]:
+    """``where(condition)``: the indices of the nonzero elements, one tensor per dimension."""
+    c = (
+        condition
+        if condition.__class__ is Tensor
+        else tensor_input(condition, "where", "condition")
+    )
+    xp = c._device.backend.xp
+    data = c.data
+    if data.ndim == 0:
+        data = data.reshape(1)
+    return tuple(wrap(i.astype(xp.int64, copy=False), c._device) for i in xp.nonzero(data))
+
+
 def _clamp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (a,) = s
     lo, hi = n.attrs
@@ -506,21 +690,311 @@ def _clamp_bound(value: Any, name: str) -> None:
         )
 
 
+def _clamp_tensors_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
+    # PyTorch's clamp_backward_min_max: the input's gradient where min <= x <= max; a
+    # bound's where it binds (max wins where min > max, as the result is max there)
+    has_lo, has_hi = n.attrs
+    x = s[0]
+    lo = s[1] if has_lo else None
+    hi = s[-1] if has_hi else None
+    need = n.needs
+    gx = glo = ghi = None
+    if lo is not None and hi is not None:
+        if need[0]:
+            gx = F.where((x >= lo) & (x <= hi), g, 0.0)
+        if need[1]:
+            glo = F.where((x < lo) & (lo < hi), g, 0.0)
+        if need[2]:
+            ghi = F.where((x > hi) | (hi < lo), g, 0.0)
+    elif lo is not None:
+        gx = F.where(x >= lo, g, 0.0) if need[0] else None
+        glo = F.where(x < lo, g, 0.0) if need[1] else None
+    else:
+        gx = F.where(x <= hi, g, 0.0) if need[0] else None
+        ghi = F.where(x > hi, g, 0.0) if need[2] else None
+    return (gx, glo, ghi)
+
+
+ClampBackward0 = node_class("ClampBackward0", _clamp_tensors_rule)
+
+
+def _clamp_tensors(a: Tensor, lo: Any, hi: Any) -> Tensor:
+    """clamp with a tensor bound (numbers become constants): one node, as PyTorch's."""
+    bounds = [
+        None if v is None else v if isinstance(v, Tensor) else as_tensor_arg(v, a) for v in (lo, hi)
+    ]
+    tensors = [a] + [b for b in bounds if b is not None]
+    dev = a._device
+    rd: Any = None
+    for b in tensors[1:]:
+        same_device(a, b)
+        r = result_dtype(a, b)
+        rd = r if rd is None else promote_types(rd, r)
+    xp = dev.backend.xp
+    out = a.data
+    tlo, thi = bounds
+    if tlo is not None:
+        out = xp.maximum(out, tlo.data)
+    if thi is not None:
+        out = xp.minimum(out, thi.data)
+    if out.dtype != rd:
+        out = out.astype(rd)
+    elif out is a.data:
+        out = out.copy()
+    return record(
+        ClampBackward0,
+        out,
+        dev,
+        (a, tlo, thi),
+        tuple(tensors),
+        attrs=(tlo is not None, thi is not None),
+        bcast=True,
+    )
+
+
 def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    """Limit values to [min, max] (either may be None); gradient 1 inside, 0 outside."""
+    """Limit values to [min, max] (either may be None, a number or a tensor).
+
+    The gradient is 1 where min <= x <= max, else 0; tensor bounds get it where
+    they bind (as PyTorch's: ``max`` wins where ``min > max``).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.clamp(ae.tensor([-2.0, 0.5, 3.0]), min=-1.0, max=1.0).tolist()
+        [-1.0, 0.5, 1.0]
+    """
+    if a.__class__ is not Tensor:
+        a = tensor_input(a, "clamp")
     if min is None and max is None:
         raise ValueError("clamp needs at least one of min or max")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = a
-        if min is not None:
-            out = maximum(out, min)
-        if max is not None:
-            out = minimum(out, max)
-        return out
+        return _clamp_tensors(a, min, max)
     _clamp_bound(min, "min")
     _clamp_bound(max, "max")
     xp = a._device.backend.xp
-    out = xp.clip(a.data, min, max)
-    if out.dtype != a.data.dtype:
-        out = out.astype(a.data.dtype)
+    data = a.data
+    if data.dtype.kind in "biu":
+        # an integer tensor with a float bound gives the default float dtype (PyTorch)
+        for bound in (min, max):
+            if bound is not None and not isinstance(bound, numbers.Integral):
+                data = data.astype(get_default_dtype())
+                break
+    out = xp.clip(data, min, max)
+    if out.dtype != data.dtype:
+        out = out.astype(data.dtype)
     return record(ClampBackward1, out, a._device, (a,), (a,), attrs=(min, max))
+
+
+# -- the table's entries (NOTE [The operator table]) --------------------------------------------
+def nonzero_arr(m: Maker, *shape: int) -> Any:
+    """A divisor: floats at least 0.2 from 0, integers in {-3..-1, 1..3}."""
+    if m.floating:
+        return m.away(*shape, low=-2.0, high=2.0, gap=0.3)
+    mag = m.rng.integers(1, 4, size=shape)
+    sign = np.where(m.rng.integers(0, 2, size=shape) == 0, -1, 1)
+    return np.asarray(mag * sign).astype(m.dtype)
+
+
+def binary_samples(
+    make_a: Callable[..., Any] | None = None,
+    make_b: Callable[..., Any] | None = None,
+    number: float | None = 0.75,
+    number_first: bool = False,
+    int_number: int = 2,
+) -> Callable[[Maker], Iterator[Sample]]:
+    """Samples of a binary elementwise op: same shapes, broadcasting, 0-d, empty, numbers.
+
+    ``make_a(m, *shape)``, ``make_b``: the operands' arrays (default ``m.arr``);
+    ``number``: the Python number given as ``other`` (floats; ``int_number`` in
+    the integer samples; None: no such sample); ``number_first``: also as
+    ``input``.
+    """
+
+    def samples(m: Maker) -> Iterator[Sample]:
+        ma = make_a or Maker.arr
+        mb = make_b or Maker.arr
+        yield Sample((ma(m, 3, 4), mb(m, 3, 4)))
+        yield Sample((ma(m, 3, 4), mb(m, 4)), note="broadcast")
+        yield Sample((ma(m, 3, 1), mb(m, 1, 4)), note="broadcast both")
+        yield Sample((ma(m), mb(m, 2, 3)), note="0-d and 2-d")
+        yield Sample((ma(m, 0, 3), mb(m, 3)), note="empty")
+        num = number if m.floating else int_number
+        if number is not None:
+            yield Sample((ma(m, 2, 3), num), note="tensor and number")
+            if number_first:
+                yield Sample((num, mb(m, 2, 3)), note="number and tensor")
+
+    return samples
+
+
+def broadcast_errors(name: str) -> Callable[[Maker], Iterator[ErrorCase]]:
+    """Bad calls of a binary op: shapes that do not broadcast, a str operand."""
+
+    def errors(m: Maker) -> Iterator[ErrorCase]:
+        yield ErrorCase(
+            (m.arr(2, 3), m.arr(4)),
+            exc=RuntimeError if name not in _VALUE_ERROR_OPS else ValueError,
+            match="broadcast",
+            torch_same=name not in _VALUE_ERROR_OPS,
+            note="aengine raises ValueError (numpy's) here; torch RuntimeError"
+            if name in _VALUE_ERROR_OPS
+            else "",
+        )
+        yield ErrorCase((m.arr(2, 3), "a"), exc=TypeError, match="str 'a'")
+
+    return errors
+
+
+#: the existing ops whose shape errors are numpy's ValueError (their hot paths stay as they are)
+_VALUE_ERROR_OPS = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "where"}
+
+
+def _pow_samples(m: Maker) -> Iterator[Sample]:
+    if m.floating:
+        yield Sample((m.pos(3, 4), m.arr(3, 4)), note="tensor exponent")
+        yield Sample((m.pos(3, 4), m.arr(4)), note="tensor exponent, broadcast")
+        yield Sample((m.pos(3, 4), 3), note="integer exponent")
+        yield Sample((m.arr(3, 4), 2), note="square")
+        yield Sample((m.pos(3, 4), -1.5), note="negative exponent")
+        yield Sample((m.pos(3, 4), 0.5), note="fractional exponent")
+        yield Sample((1.7, m.arr(3, 4)), note="number base")
+        yield Sample((m.pos(), m.arr(2, 3)), note="0-d base")
+    else:
+        yield Sample((m.arr(3, 4, low=0, high=4), m.arr(3, 4, low=0, high=3)))
+        yield Sample((m.arr(3, 4, low=-3, high=4), 3), note="integer exponent")
+        yield Sample((m.arr(3, 4, low=0, high=4), 0.5), note="float exponent: floats")
+
+
+def _minmax_samples(m: Maker) -> Iterator[Sample]:
+    yield from binary_samples(number=None)(m)
+    if m.floating:
+        a = m.arr(6)
+        b = m.arr(6)
+        b[:2] = a[:2]
+        yield Sample((a, b), note="ties share the gradient")
+
+
+def _where_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.mask(3, 4), m.arr(3, 4), m.arr(3, 4)))
+    yield Sample((m.mask(3, 1), m.arr(4), m.arr(3, 4)), note="broadcast")
+    yield Sample((m.mask(3, 4), m.arr(3, 4), 0.5 if m.floating else 2), note="number other")
+    yield Sample((m.mask(3, 4), -1.5 if m.floating else -1, m.arr(3, 4)), note="number input")
+    yield Sample((m.mask(3, 4),), note="condition alone: indices")
+    yield Sample((m.arr(2, 3, low=0, high=2).astype(np.int64),), note="integers alone: nonzero")
+
+
+def _where_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase(
+        (m.arr(3), m.arr(3), m.arr(3)),
+        exc=TypeError,
+        match="boolean",
+        torch_same=False,
+        note="torch raises RuntimeError for a condition that is not bool",
+    )
+    yield ErrorCase((m.mask(3), m.arr(3)), exc=TypeError, match="other")
+
+
+def _clamp_samples(m: Maker) -> Iterator[Sample]:
+    x = m.arr(3, 4)
+    if not m.floating:
+        yield Sample((x, -1, 1))
+        yield Sample((x,), {"min": 0.5}, note="a float bound of an int tensor: floats")
+        yield Sample((x, m.arr(4), m.arr(3, 1, low=1, high=3)), note="tensor bounds")
+        return
+    yield Sample((x, -0.5, 0.5))
+    yield Sample((x,), {"min": -0.3}, note="min only")
+    yield Sample((x,), {"max": 0.3}, note="max only")
+    lo = m.arr(4, low=-1.5, high=-0.2)
+    hi = m.arr(3, 1, low=0.2, high=1.5)
+    yield Sample((x, lo, hi), note="tensor bounds, broadcast")
+    yield Sample((x,), {"min": m.arr(4)}, note="tensor min only (not differentiable here)")
+    yield Sample((x, m.arr(3, 4), m.arr(3, 4)), note="tensor bounds, some min > max")
+    yield Sample((x, lo, None), note="tensor min, None max")
+    yield Sample((x, None, hi), note="None min, tensor max")
+    yield Sample((m.arr(), -0.5, 0.5), note="0-d")
+
+
+def _clamp_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase(
+        (m.arr(3),),
+        exc=ValueError,
+        match="at least one of min or max",
+        torch_same=False,
+        note="torch raises RuntimeError",
+    )
+    yield ErrorCase((m.arr(3), "a"), exc=TypeError, match="min")
+
+
+def _div_samples(m: Maker) -> Iterator[Sample]:
+    yield from binary_samples(make_b=nonzero_arr, number=-1.25, number_first=True)(m)
+    for mode in ("trunc", "floor"):
+        yield Sample((m.arr(3, 4, low=-5, high=5), nonzero_arr(m, 4)), {"rounding_mode": mode})
+        yield Sample((m.arr(3, 4, low=-5, high=5), -2), {"rounding_mode": mode}, note="number")
+    yield Sample((m.arr(3, 4), nonzero_arr(m, 3, 4)), {"rounding_mode": None}, note="None: true")
+
+
+def _div_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield from broadcast_errors("div")(m)
+    yield ErrorCase((m.arr(3), m.arr(3)), {"rounding_mode": "round"}, match="rounding_mode")
+
+
+def _add_samples(m: Maker) -> Iterator[Sample]:
+    yield from binary_samples(number_first=True)(m)
+    yield Sample((m.arr(3, 4), m.arr(4)), {"alpha": 2}, note="alpha")
+    if m.floating:
+        yield Sample((m.arr(3, 4), m.arr(3, 4)), {"alpha": -0.5}, note="float alpha")
+
+
+def _add_errors(name: str) -> Callable[[Maker], Iterator[ErrorCase]]:
+    def errors(m: Maker) -> Iterator[ErrorCase]:
+        yield from broadcast_errors(name)(m)
+        yield ErrorCase((m.arr(3), m.arr(3)), {"alpha": "x"}, exc=TypeError, match="alpha")
+
+    return errors
+
+
+_TIES = "Ties share the gradient equally, as torch's."
+
+register(
+    OpInfo("add", add, _add_samples, method=True, dtypes=ALL, errors=_add_errors("add")),
+    OpInfo("sub", sub, _add_samples, method=True, dtypes=ALL, errors=_add_errors("sub")),
+    OpInfo(
+        "mul",
+        mul,
+        binary_samples(number_first=True),
+        method=True,
+        dtypes=ALL,
+        errors=broadcast_errors("mul"),
+    ),
+    OpInfo("div", div, _div_samples, method=True, dtypes=ALL, errors=_div_errors),
+    OpInfo("pow", pow, _pow_samples, method=True, dtypes=ALL, errors=broadcast_errors("pow")),
+    OpInfo("neg", neg, unary_samples, method=True, dtypes=ALL),
+    OpInfo(
+        "maximum",
+        maximum,
+        _minmax_samples,
+        method=True,
+        dtypes=ALL,
+        errors=broadcast_errors("maximum"),
+        notes=_TIES,
+    ),
+    OpInfo(
+        "minimum",
+        minimum,
+        _minmax_samples,
+        method=True,
+        dtypes=ALL,
+        errors=broadcast_errors("minimum"),
+        notes=_TIES,
+    ),
+    OpInfo(
+        "where",
+        where,
+        _where_samples,
+        dtypes=ALL,
+        errors=_where_errors,
+        notes="No Tensor method from the table (torch's x.where(condition, y) puts x first).",
+    ),
+    OpInfo("clamp", clamp, _clamp_samples, method=True, dtypes=ALL, errors=_clamp_errors),
+)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import NUMERIC_KINDS, Tensor, _what
 from ._core import wrap
 from ._shape import _norm_dim
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = [
     "eq",
@@ -93,6 +95,25 @@ ge, _ge = _cmp("ge", lambda a, b: a >= b)
 logical_and, _and = _cmp("logical_and", lambda a, b: (a != 0) & (b != 0))
 logical_or, _or = _cmp("logical_or", lambda a, b: (a != 0) | (b != 0))
 
+_WHAT = {
+    "eq": ("input == other", "[True, False]"),
+    "ne": ("input != other", "[False, True]"),
+    "lt": ("input < other", "[False, False]"),
+    "le": ("input <= other", "[True, False]"),
+    "gt": ("input > other", "[False, True]"),
+    "ge": ("input >= other", "[True, True]"),
+    "logical_and": ("both are nonzero", "[True, False]"),
+    "logical_or": ("either is nonzero", "[True, True]"),
+}
+for _fn in (eq, ne, lt, le, gt, ge, logical_and, logical_or):
+    _what_, _result = _WHAT[_fn.__name__]
+    _fn.__doc__ = (
+        f"True where {_what_}, elementwise with broadcasting (a bool tensor, no gradient).\n\n"
+        "    Example::\n\n        >>> import aengine as ae\n"
+        f"        >>> ae.{_fn.__name__}(ae.tensor([1.0, 2.0]), ae.tensor([1.0, 0.0])).tolist()\n"
+        f"        {_result}\n    "
+    )
+
 #: the Python operators of Tensor (attached in _methods.py)
 OPERATORS = {
     "__eq__": _eq,
@@ -107,7 +128,14 @@ OPERATORS = {
 
 
 def logical_not(a: Tensor) -> Tensor:
-    """Elementwise logical not: a bool tensor."""
+    """True where an element is zero (logical not): a bool tensor without gradient.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.logical_not(ae.tensor([0.0, 2.0])).tolist()
+        [True, False]
+    """
     if a.__class__ is not Tensor:
         a = tensor_input(a, "logical_not")
     return wrap(a._device.backend.xp.logical_not(a.data), a._device)
@@ -146,6 +174,8 @@ def any(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
         >>> (x > 0).any().item(), (x > 0).any(dim=1).tolist()
         (True, [True, False])
     """
+    if a.__class__ is not Tensor:
+        a = tensor_input(a, "any")
     return _any_all(a, dim, keepdim, "any")
 
 
@@ -159,4 +189,53 @@ def all(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
         >>> (x > 0).all().item(), (x > 0).all(dim=1).tolist()
         (False, [True, False])
     """
+    if a.__class__ is not Tensor:
+        a = tensor_input(a, "all")
     return _any_all(a, dim, keepdim, "all")
+
+
+# -- the table's entries (NOTE [The operator table]) --------------------------------------------
+def _compare_samples(m: Maker) -> Iterator[Sample]:
+    a = m.arr(3, 4)
+    b = m.arr(3, 4)
+    b[0] = a[0]  # some equal elements
+    yield Sample((a, b))
+    yield Sample((a, m.arr(4)), note="broadcast")
+    yield Sample((a, a[1, 2].item()), note="tensor and number")
+    yield Sample((m.arr(), m.arr(2)), note="0-d")
+    yield Sample((m.arr(0, 2), m.arr(2)), note="empty")
+
+
+def _compare_errors(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase((m.arr(2, 3), "a"), exc=TypeError, match="must be a Tensor or a number")
+
+
+def _logical_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.mask(3, 4), m.mask(3, 4)), note="bools")
+    yield Sample((m.arr(3, 4, low=-1, high=2), m.arr(4, low=-1, high=2)), note="nonzero is true")
+    yield Sample((m.mask(3, 1), m.mask(1, 4)), note="broadcast")
+
+
+def _logical_not_samples(m: Maker) -> Iterator[Sample]:
+    yield Sample((m.mask(3, 4),))
+    yield Sample((m.arr(3, 4, low=-1, high=2),), note="nonzero is true")
+    yield Sample((m.mask(),), note="0-d")
+
+
+register(
+    *(
+        OpInfo(
+            fn.__name__,
+            fn,
+            _compare_samples,
+            method=True,
+            dtypes=ALL,
+            grad=False,
+            errors=_compare_errors,
+        )
+        for fn in (eq, ne, lt, le, gt, ge)
+    ),
+    OpInfo("logical_and", logical_and, _logical_samples, method=True, dtypes=ALL, grad=False),
+    OpInfo("logical_or", logical_or, _logical_samples, method=True, dtypes=ALL, grad=False),
+    OpInfo("logical_not", logical_not, _logical_not_samples, method=True, dtypes=ALL, grad=False),
+)

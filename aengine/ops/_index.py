@@ -352,6 +352,8 @@ def select(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -
         >>> ae.arange(6.0).reshape(2, 3).select(1, -1).tolist()
         [2.0, 5.0]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "select")
     dim = dim_or_axis(dim, axis, "select", required=True)
     _required(index, "select", "index")
     shape = x.data.shape
@@ -389,6 +391,8 @@ def narrow(
         >>> ae.arange(5.0).narrow(0, 1, 3).tolist()
         [1.0, 2.0, 3.0]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "narrow")
     dim = dim_or_axis(dim, axis, "narrow", required=True)
     _required(start, "narrow", "start")
     _required(length, "narrow", "length")
@@ -522,6 +526,8 @@ def gather(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -
         >>> x.gather(1, ae.tensor([[0, 0], [1, 0]])).tolist()
         [[1.0, 1.0], [4.0, 3.0]]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "gather")
     dim = dim_or_axis(dim, axis, "gather", required=True)
     _required(index, "gather", "index")
     it, a = _index_tensor(index, x, "gather")
@@ -548,6 +554,8 @@ def take_along_dim(
         >>> x.take_along_dim(ae.tensor([[1]]), 1).tolist()
         [[30.0]]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "take_along_dim")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "take_along_dim")
     it, a = _index_tensor(indices, x, "take_along_dim")

@@ -311,6 +311,8 @@ def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
         >>> [p.shape for p in ae.zeros(5, 2).split([1, 4])]
         [(1, 2), (4, 2)]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "split")
     d = _dim_of(x, dim, "split")
     size = x.data.shape[d]
     if isinstance(split_size_or_sections, (list, tuple)):
@@ -349,6 +351,8 @@ def chunk(x: Tensor, chunks: int, dim: Any = None, *, axis: Any = None) -> tuple
         >>> [p.shape for p in ae.zeros(5).chunk(3)]
         [(2,), (2,), (1,)]
     """
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "chunk")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "chunk")
     if dim is None:

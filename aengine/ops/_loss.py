@@ -513,7 +513,8 @@ def _piecewise(d: Tensor, cut: float, quad: float, lin: float) -> Tensor:
     """``quad * d**2`` where ``|d| < cut``, else ``lin * (|d| - cut / 2)``."""
     ad = _unary.abs(d)
     inside = ad.data < cut
-    return where(inside, d * d * quad, (ad - 0.5 * cut) * lin)
+    out: Tensor = where(inside, d * d * quad, (ad - 0.5 * cut) * lin)
+    return out
 
 
 def smooth_l1_loss(

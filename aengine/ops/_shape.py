@@ -177,6 +177,8 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 def squeeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     """Remove dimensions of size 1 (all of them, or those in ``dim``; ``axis`` is an alias)."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "squeeze")
     if axis is not None:
         dim = dim_or_axis(dim, axis, "squeeze")
     shp = x.data.shape
@@ -192,6 +194,8 @@ def squeeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
 
 def unsqueeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     """Insert a dimension of size 1 at ``dim`` (``axis`` is an alias)."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "unsqueeze")
     dim = dim_or_axis(dim, axis, "unsqueeze", required=True)
     if dim.__class__ is not int:
         dim = _index_arg(dim, "dim")
@@ -239,6 +243,8 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dimensions (a view)."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "transpose")
     nd = x.data.ndim
     if nd == 0:
         return _view_reshape(x, ())
@@ -268,6 +274,8 @@ def expand(x: Tensor, *sizes: Any) -> Tensor:
 
 def broadcast_to(x: Tensor, shape: Any) -> Tensor:
     """Broadcast ``x`` to ``shape`` (a read-only view); as ``expand``, -1 keeps a size."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "broadcast_to")
     try:
         sizes = tuple(shape)
     except TypeError:
@@ -346,6 +354,8 @@ def clone(x: Tensor) -> Tensor:
 
 def contiguous(x: Tensor) -> Tensor:
     """``x`` itself if its data is C-contiguous, else a contiguous copy."""
+    if x.__class__ is not Tensor:
+        x = tensor_input(x, "contiguous")
     if x.data.flags.c_contiguous:
         return x
     return clone(x)

@@ -13,7 +13,17 @@ from typing import Any
 from ..tensors import _creation
 from ..tensors._device import Device
 from ..tensors._tensor import Tensor
-from . import _activation, _arith, _index, _inplace_ops, _join, _linalg, _reduce, _shape, _unary
+from . import (
+    _arith,
+    _index,
+    _inplace_ops,
+    _join,
+    _linalg,
+    _reduce,
+    _shape,
+    _special,
+    _unary,
+)
 
 __all__ = ["TensorOps"]
 
@@ -64,7 +74,8 @@ class TensorOps:
         return _arith.minimum(a, b)
 
     def where(self, cond: Any, a: Any, b: Any) -> Tensor:
-        return _arith.where(cond, a, b)
+        out: Tensor = _arith.where(cond, a, b)
+        return out
 
     def scale_(self, x: Tensor, c: float) -> Tensor:
         return x * c  # RawOps.scale_ works in place; a Tensor in a graph may not
@@ -147,4 +158,19 @@ class TensorOps:
         return _linalg.einsum(equation, *operands)
 
     def erf(self, x: Tensor) -> Tensor:
-        return _activation._erf(x)
+        return _special.erf(x)
+
+    def sinh(self, x: Tensor) -> Tensor:
+        return _special.sinh(x)
+
+    def cosh(self, x: Tensor) -> Tensor:
+        return _special.cosh(x)
+
+    def digamma(self, x: Tensor) -> Tensor:
+        return _special.digamma(x)
+
+    def polygamma(self, n: int, x: Tensor) -> Tensor:
+        return _special.polygamma(n, x)
+
+    def div_rounded(self, a: Any, b: Any, mode: str) -> Tensor:
+        return _arith.div(a, b, rounding_mode=mode)

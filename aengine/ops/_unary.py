@@ -8,8 +8,8 @@ from typing import Any
 from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
-from ._core import TRANSCENDENTAL, Rule, as_tensor_arg, node_class, record_one
-from ._table import Maker, OpInfo, Sample, register
+from ._core import TRANSCENDENTAL, Rule, as_tensor_arg, node_class, record_one, wrap
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = [
     "exp",
@@ -36,37 +36,56 @@ def _unary(
     node: str | None = None,
     floating: bool = True,
     cost: int = 1,
+    special: bool = False,
+    ints: str | None = None,
+    doc: str | None = None,
 ) -> Callable[[Tensor], Tensor]:
     """Define an elementwise op: ``fwd(xp, array)`` and its node rule.
 
     ``rule(F, g, (v,), node)`` returns ``(grad,)`` where ``v`` is the one
-    saved value: the input or the output, as ``save`` says.  The node is
-    named ``node``, by default as PyTorch names most: ``ExpBackward0``.
-    A ``floating`` function of an integer or bool tensor gives the default
-    dtype, as PyTorch's (numpy would give float64; such tensors never
-    require grad, so nothing is recorded for them).  ``cost``: the weight
-    of one element of the rule's kernel (``weigh``), where it evaluates a
-    transcendental function.
+    saved value: the input or the output, as ``save`` says ("none": nothing
+    is saved).  The node is named ``node``, by default as PyTorch names
+    most: ``ExpBackward0``.  A ``floating`` function of an integer or bool
+    tensor gives the default dtype, as PyTorch's (numpy would give float64;
+    such tensors never require grad, so nothing is recorded for them).
+    ``ints`` says otherwise what an integer or bool tensor gives: "same" (a
+    copy of it: floor, trunc of integers), "error" (NotImplementedError, as
+    PyTorch's kernels that have no integer version).  ``special``: ``fwd``
+    gets the backend's special functions (scipy.special's names) instead of
+    ``xp``.  ``cost``: the weight of one element of the rule's kernel
+    (``weigh``), where it evaluates a transcendental function.  ``doc``: the
+    op's docstring.
     """
     cls = node_class(node or f"{name.capitalize()}Backward0", rule)
     save_input = save == "input"
+    save_output = save == "output"
+    int_mode = ints or ("float" if floating else None)
 
     def op(x: Tensor) -> Tensor:
         if x.__class__ is not Tensor:
             x = as_tensor_arg(x)
         dev = x._device
         data = x.data
-        if floating and data.dtype.kind in "biu":
-            data = data.astype(get_default_dtype())
-        out = fwd((dev._backend or dev.backend).xp, data)
-        t = record_one(cls, out, dev, x, 1, None, save_input, not save_input)
+        if int_mode is not None and data.dtype.kind in "biu":
+            if int_mode == "float":
+                data = data.astype(get_default_dtype())
+            elif int_mode == "same":
+                return wrap(data.copy(), dev)
+            else:
+                raise NotImplementedError(
+                    f"{name}() is not implemented for {data.dtype} tensors (as in PyTorch); "
+                    "convert first: x.to(ae.float32)"
+                )
+        backend = dev._backend or dev.backend
+        out = fwd(backend.special if special else backend.xp, data)
+        t = record_one(cls, out, dev, x, 1, None, save_input, save_output)
         if weight and t._fn is not None:  # ``weigh`` inlined (a cheap kernel: one test)
             t._fn.numel *= weight
         return t
 
     weight = cost if cost != 1 else 0
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"Elementwise ``{name}``, differentiable to any order."
+    op.__doc__ = doc or f"Elementwise ``{name}``, differentiable to any order."
     return op
 
 
@@ -142,12 +161,129 @@ def sign(x: Tensor) -> Tensor:
     return record_one(SignBackward0, out, x._device, x)
 
 
-def _unary_samples(m: Maker) -> Iterator[Sample]:
+def set_doc(fn: Any, line: str, call: str, result: str) -> None:
+    """Give an op made by a factory its docstring: what it does and a runnable example."""
+    fn.__doc__ = (
+        f"{line}\n\n    Example::\n\n        >>> import aengine as ae\n"
+        f"        >>> {call}\n        {result}\n    "
+    )
+
+
+for _fn, _line, _call, _result in (
+    (exp, "The exponential of each element, e ** x.", "ae.exp(ae.tensor([0.0])).tolist()", "[1.0]"),
+    (log, "The natural logarithm of each element.", "ae.log(ae.tensor([1.0])).tolist()", "[0.0]"),
+    (sqrt, "The square root of each element.", "ae.sqrt(ae.tensor([4.0])).tolist()", "[2.0]"),
+    (sin, "The sine of each element (radians).", "ae.sin(ae.tensor([0.0])).tolist()", "[0.0]"),
+    (cos, "The cosine of each element (radians).", "ae.cos(ae.tensor([0.0])).tolist()", "[1.0]"),
+    (
+        tanh,
+        "The hyperbolic tangent of each element.",
+        "ae.tanh(ae.tensor([0.0])).tolist()",
+        "[0.0]",
+    ),
+    (
+        sigmoid,
+        "The logistic sigmoid 1 / (1 + exp(-x)) of each element.",
+        "ae.sigmoid(ae.tensor([0.0])).tolist()",
+        "[0.5]",
+    ),
+    (
+        relu,
+        "max(x, 0) of each element; gradient 1 where x > 0, else 0.",
+        "ae.relu(ae.tensor([-1.0, 2.0])).tolist()",
+        "[0.0, 2.0]",
+    ),
+    (square, "x * x of each element.", "ae.square(ae.tensor([3.0])).tolist()", "[9.0]"),
+    (
+        log1p,
+        "log(1 + x) of each element, exact for small x.",
+        "ae.log1p(ae.tensor([0.0])).tolist()",
+        "[0.0]",
+    ),
+    (
+        expm1,
+        "exp(x) - 1 of each element, exact for small x.",
+        "ae.expm1(ae.tensor([0.0])).tolist()",
+        "[0.0]",
+    ),
+    (
+        abs,
+        "The absolute value of each element; gradient sign(x) (0 at 0).",
+        "ae.abs(ae.tensor([-1.5])).tolist()",
+        "[1.5]",
+    ),
+    (
+        sign,
+        "The sign of each element (-1, 0 or 1); its gradient is zero.",
+        "ae.sign(ae.tensor([-2.0, 0.0, 3.0])).tolist()",
+        "[-1.0, 0.0, 1.0]",
+    ),
+):
+    set_doc(_fn, _line, _call, _result)
+
+
+def unary_samples(m: Maker) -> Iterator[Sample]:
+    """Samples of an elementwise function defined everywhere: a matrix, 0-d, empty."""
     yield Sample((m.arr(3, 4),))
     yield Sample((m.arr(),), note="0-d")
     yield Sample((m.arr(0, 3),), note="empty")
 
 
+def positive_samples(m: Maker) -> Iterator[Sample]:
+    """Samples of a function defined for positive numbers (log, sqrt)."""
+    low = 0.5 if m.floating else 1
+    yield Sample((m.pos(3, 4, low=low, high=3.0),))
+    yield Sample((m.pos(low=low, high=3.0),), note="0-d")
+    yield Sample((m.pos(0, 3, low=low),), note="empty")
+
+
+def away_samples(m: Maker) -> Iterator[Sample]:
+    """Samples of a function with a kink at 0 (abs, relu): away from it."""
+    yield Sample((m.away(3, 4),))
+    yield Sample((m.away(),), note="0-d")
+    yield Sample((m.away(0, 3),), note="empty")
+
+
+def _not_a_tensor(m: Maker) -> Iterator[ErrorCase]:
+    yield ErrorCase(("abc",), exc=TypeError, match="not str")
+
+
+#: tolerances of ops that compute integer inputs in float32 (the int64 samples)
+INT_TOL = {"int64": (1e-6, 1e-6)}
+_ZERO2 = "Its second derivative is zero (not compared: torch's first derivative is a ZeroTensor)."
+
+
 register(
-    OpInfo("exp", exp, _unary_samples, method=True),
+    OpInfo("exp", exp, unary_samples, method=True, dtypes=ALL, tol=INT_TOL, errors=_not_a_tensor),
+    OpInfo(
+        "log", log, positive_samples, method=True, dtypes=ALL, tol=INT_TOL, errors=_not_a_tensor
+    ),
+    OpInfo("sqrt", sqrt, positive_samples, method=True, dtypes=ALL, tol=INT_TOL),
+    OpInfo("sin", sin, unary_samples, method=True, dtypes=ALL, tol=INT_TOL),
+    OpInfo("cos", cos, unary_samples, method=True, dtypes=ALL, tol=INT_TOL),
+    OpInfo("tanh", tanh, unary_samples, method=True, dtypes=ALL, tol=INT_TOL),
+    OpInfo("sigmoid", sigmoid, unary_samples, method=True, dtypes=ALL, tol=INT_TOL),
+    OpInfo(
+        "relu",
+        relu,
+        away_samples,
+        method=True,
+        dtypes=ALL,
+        grad2=False,
+        notes="Its second derivative is zero (torch's first derivative is constant).",
+    ),
+    OpInfo("square", square, unary_samples, method=True, dtypes=ALL),
+    OpInfo("log1p", log1p, positive_samples, method=True, dtypes=ALL, tol=INT_TOL),
+    OpInfo("expm1", expm1, unary_samples, method=True, dtypes=ALL, tol=INT_TOL),
+    OpInfo(
+        "abs",
+        abs,
+        away_samples,
+        method=True,
+        dtypes=ALL,
+        errors=_not_a_tensor,
+        grad2=False,
+        notes=_ZERO2,
+    ),
+    OpInfo("sign", sign, away_samples, method=True, dtypes=ALL, errors=_not_a_tensor),
 )

@@ -119,6 +119,16 @@ class GradOps(Protocol):
     def erf(self, x: Any, /) -> Any:
         """The error function, elementwise (gelu's rule)."""
 
+    # elementwise functions of the elementwise family's rules (ops/_special.py, _binary.py)
+    def sinh(self, x: Any, /) -> Any: ...
+    def cosh(self, x: Any, /) -> Any: ...
+    def digamma(self, x: Any, /) -> Any: ...
+    def polygamma(self, n: int, x: Any, /) -> Any:
+        """The ``n``-th derivative of digamma (``n`` a non-negative int)."""
+
+    def div_rounded(self, a: Any, b: Any, mode: str) -> Any:
+        """``a / b`` rounded as ``mode`` says ("trunc" or "floor"), as torch.div's rounding_mode."""
+
 
 #: ``view_fn(F, x)``: rebuild a view from its base's value ``x`` (array or Tensor)
 ViewFn: TypeAlias = Callable[[GradOps, Any], Any]

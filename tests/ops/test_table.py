@@ -338,3 +338,17 @@ def test_every_entry_is_in_its_namespace(name: str) -> None:
     for part in info.namespace.split(".") if info.namespace else ():
         ns = getattr(ns, part)
     assert getattr(ns, info.short, None) is info.fn, f"ae.{name} is not the table's function"
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_op_rejects_a_string_for_its_tensor(name: str) -> None:
+    """A str where the first tensor goes: TypeError (torch's type), never a crash deep inside."""
+    info = TABLE[name]
+    sample = _samples(info, info.dtypes[0])[0]
+    args, kwargs, _ = _build(sample, _ae_maker("cpu"))
+    first = args[0]
+    if isinstance(first, str):
+        pytest.skip(f"{name}'s first argument is a string (an equation)")
+    bad = "oops" if not isinstance(first, list) else ["oops", "oops"]
+    with pytest.raises(TypeError):
+        info.fn(bad, *args[1:], **kwargs)
