@@ -11,8 +11,42 @@ models as torch's do::
 """
 
 from . import functional, init, utils
+from ._activations import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmin,
+    Softplus,
+    Softsign,
+    Tanh,
+)
 from ._containers import ModuleDict, ModuleList, Sequential
 from ._layers import Bilinear, Dropout, Embedding, Flatten, Identity, Linear, Unflatten
+from ._losses import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from ._module import Buffer, IncompatibleKeys, Module, Parameter
 from ._norms import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 
@@ -21,4 +55,9 @@ __all__ = [
     "Sequential", "ModuleList", "ModuleDict", "Identity", "Flatten", "Unflatten",
     "Linear", "Bilinear", "Embedding", "Dropout",
     "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "RMSNorm",
+    "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Softplus",
+    "Softsign", "Hardtanh", "Hardsigmoid", "Hardswish", "LogSigmoid", "Sigmoid", "Tanh",
+    "Softmax", "LogSoftmax", "Softmin", "GLU",
+    "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
+    "BCEWithLogitsLoss", "KLDivLoss",
 ]  # fmt: skip

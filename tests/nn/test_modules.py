@@ -236,3 +236,66 @@ def test_clip_grad_and_vector_utils_equal_torch() -> None:
     with pytest.raises(RuntimeError, match="non-finite"):
         ap[0].grad = ae.full((3, 4), float("inf"), dtype=ae.float64)
         ae.nn.utils.clip_grad_norm_(ap, 1.0, error_if_nonfinite=True)
+
+
+ACTIVATIONS = [
+    "ReLU()", "ReLU(inplace=True)", "ReLU6()", "LeakyReLU(0.2)", "ELU(alpha=0.5)", "SELU()",
+    "CELU(2.0)", "GELU()", "GELU(approximate='tanh')", "SiLU()", "Mish()", "Softplus(beta=2.0)",
+    "Softsign()", "Hardtanh(-2.0, 2.0)", "Hardsigmoid()", "Hardswish()", "LogSigmoid()",
+    "Sigmoid()", "Tanh()", "Softmax(dim=1)", "LogSoftmax(dim=1)", "Softmin(dim=1)", "GLU()",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("spec", ACTIVATIONS)
+def test_activation_module_equals_torch(spec: str) -> None:
+    def make(nn: Any) -> Any:
+        layer = eval(f"nn.{spec}")
+        # in place on a leaf is refused (as torch): act on a non-leaf
+        return nn.Sequential(nn.Identity(), layer) if "inplace" not in spec else layer
+
+    if "inplace" in spec:
+        torch = torch_or_skip()
+        a = eval(f"ae.nn.{spec}")
+        assert repr(a) == repr(eval(f"torch.nn.{spec}"))
+        x = ae.tensor([-1.0, 2.0], requires_grad=True)
+        y = a(x * 1)
+        assert y.tolist() == [0.0, 2.0]
+        return
+    _check_pair(make, [(3, 4)])
+
+
+LOSSES: list[tuple[str, str, list[tuple[int, ...]], dict[int, int]]] = [
+    ("CrossEntropyLoss", "CrossEntropyLoss(label_smoothing=0.1)", [(5, 4), (5,)], {1: 4}),
+    ("NLLLoss", "NLLLoss(reduction='sum')", [(5, 4), (5,)], {1: 4}),
+    ("MSELoss", "MSELoss()", [(5, 4), (5, 4)], {}),
+    ("L1Loss", "L1Loss(reduction='none')", [(5, 4), (5, 4)], {}),
+    ("SmoothL1Loss", "SmoothL1Loss(beta=0.5)", [(5, 4), (5, 4)], {}),
+    ("HuberLoss", "HuberLoss(delta=0.5)", [(5, 4), (5, 4)], {}),
+    ("BCEWithLogitsLoss", "BCEWithLogitsLoss()", [(5, 4), (5, 4)], {1: 2}),
+    ("KLDivLoss", "KLDivLoss(reduction='batchmean')", [(5, 4), (5, 4)], {}),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "shapes", "ints"), LOSSES, ids=[x[0] for x in LOSSES])
+def test_loss_module_equals_torch(
+    name: str, spec: str, shapes: list[tuple[int, ...]], ints: dict[int, int]
+) -> None:
+    torch = torch_or_skip()
+    rng = np.random.default_rng(0)
+    arrays = [
+        rng.integers(0, ints[i], size=s) if i in ints else rng.standard_normal(s)
+        for i, s in enumerate(shapes)
+    ]
+    if name == "BCEWithLogitsLoss":
+        arrays[1] = arrays[1].astype(np.float64)
+    if name == "KLDivLoss":  # a distribution as the target
+        arrays[1] = np.abs(arrays[1]) / np.abs(arrays[1]).sum(1, keepdims=True)
+    am, tm = eval(f"ae.nn.{spec}"), eval(f"torch.nn.{spec}")
+    assert repr(am) == repr(tm)
+    xa = ae.tensor(arrays[0], requires_grad=True)
+    xt = torch.from_numpy(arrays[0].copy()).requires_grad_(True)
+    ya, yt = am(xa, ae.tensor(arrays[1])), tm(xt, torch.from_numpy(arrays[1]))
+    _same(ya, yt, rtol=1e-10)
+    ya.sum().backward()
+    yt.sum().backward()
+    _same(xa.grad, xt.grad, rtol=1e-10)
