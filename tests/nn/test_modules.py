@@ -256,7 +256,7 @@ def test_activation_module_equals_torch(spec: str) -> None:
     if "inplace" in spec:
         torch = torch_or_skip()
         a = eval(f"ae.nn.{spec}")
-        assert repr(a) == repr(eval(f"torch.nn.{spec}"))
+        assert repr(a) == repr(eval(f"torch.nn.{spec}", {"torch": torch}))
         x = ae.tensor([-1.0, 2.0], requires_grad=True)
         y = a(x * 1)
         assert y.tolist() == [0.0, 2.0]
