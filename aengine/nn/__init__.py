@@ -49,6 +49,12 @@ from ._losses import (
 )
 from ._module import Buffer, IncompatibleKeys, Module, Parameter
 from ._norms import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
+from ._transformer import (
+    MultiheadAttention,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "functional", "init", "utils", "Module", "Parameter", "Buffer", "IncompatibleKeys",
@@ -59,5 +65,6 @@ __all__ = [
     "Softsign", "Hardtanh", "Hardsigmoid", "Hardswish", "LogSigmoid", "Sigmoid", "Tanh",
     "Softmax", "LogSoftmax", "Softmin", "GLU",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
-    "BCEWithLogitsLoss", "KLDivLoss",
+    "BCEWithLogitsLoss", "KLDivLoss", "MultiheadAttention", "TransformerEncoderLayer",
+    "TransformerEncoder", "TransformerDecoderLayer",
 ]  # fmt: skip
