@@ -10,12 +10,34 @@ from ..ops._conv import (
     fold,
     unfold,
 )
+from ..ops._pool import (
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    interpolate,
+    max_pool1d,
+    max_pool2d,
+    pad,
+)
 
 __all__ = [
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "avg_pool1d",
+    "avg_pool2d",
     "conv1d",
     "conv2d",
     "conv_transpose1d",
     "conv_transpose2d",
     "fold",
+    "interpolate",
+    "max_pool1d",
+    "max_pool2d",
+    "pad",
     "unfold",
 ]

@@ -131,9 +131,9 @@ def col2im(xp: Any, cols: Any, geom: _Geom) -> Any:
     """``(N, C * prod(kernel), prod(out)) -> (N, C, *in)``: columns added back at their windows."""
     n = cols.shape[0]
     c = cols.shape[1] // math.prod(geom.kernel)
-    cv = cols.reshape((n, c) + geom.kernel + geom.out_size)
+    cv = cols.reshape((n, c, *geom.kernel, *geom.out_size))
     ext = tuple(max(sp, lo + i) for sp, lo, i in zip(geom.span, geom.pad_lo, geom.in_size))
-    buf = xp.zeros((n, c) + ext, dtype=cols.dtype)
+    buf = xp.zeros((n, c, *ext), dtype=cols.dtype)
     for pos in itertools.product(*(range(k) for k in geom.kernel)):
         sl = tuple(
             slice(p * d, p * d + (o - 1) * s + 1, s)
@@ -159,7 +159,7 @@ def _forward_cols(xp: Any, cols: Any, w: Any, geom: _Geom) -> Any:
         y = xp.matmul(w.reshape(o, -1), cols)
     else:
         y = xp.matmul(w.reshape(g, o // g, -1), cols.reshape(n, g, -1, npos))
-    return y.reshape((n, o) + geom.out_size)
+    return y.reshape((n, o, *geom.out_size))
 
 
 def _flipped(w: Any, groups: int) -> Any:
@@ -167,9 +167,9 @@ def _flipped(w: Any, groups: int) -> Any:
     o, cg = w.shape[0], w.shape[1]
     k = w.shape[2:]
     wt = (
-        w.reshape((groups, o // groups, cg) + k)
+        w.reshape((groups, o // groups, cg, *k))
         .swapaxes(1, 2)
-        .reshape((groups * cg, o // groups) + k)
+        .reshape((groups * cg, o // groups, *k))
     )
     return wt[(Ellipsis, *(slice(None, None, -1) for _ in k))]
 
@@ -219,7 +219,7 @@ def _weight_cols(xp: Any, cols: Any, y: Any, geom: _Geom) -> Any:
         gw = xp.matmul(
             yy.reshape(n, g, o // g, npos), cols.reshape(n, g, -1, npos).swapaxes(2, 3)
         ).sum(axis=0)
-    return gw.reshape((o, c // g) + geom.kernel)
+    return gw.reshape((o, c // g, *geom.kernel))
 
 
 FORWARD, INPUT, WEIGHT = "forward", "input", "weight"
