@@ -118,7 +118,7 @@ def windows(xp: Any, x: Any, geom: _Geom) -> Any:
         + tuple(a * d for a, d in zip(sp, geom.dilation))
         + tuple(a * s for a, s in zip(sp, geom.stride))
     )
-    return xp.lib.stride_tricks.as_strided(xpad, shape, strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(xpad, shape, strides)  # (CuPy: no writeable=)
 
 
 def im2col(xp: Any, x: Any, geom: _Geom) -> Any:
@@ -157,12 +157,13 @@ class _Workspace:
         return xp.empty(shape, dtype=dtype)
 
     def give(self, buf: Any) -> None:
+        if buf.nbytes > self.limit:
+            return
         with self.lock:
             kept = sum(b.nbytes for b in self.free)
             while self.free and kept + buf.nbytes > self.limit:  # the oldest go first
                 kept -= self.free.pop(0).nbytes
-            if buf.nbytes <= self.limit:
-                self.free.append(buf)
+            self.free.append(buf)
 
 
 #: the column buffers of the convolution kernels
