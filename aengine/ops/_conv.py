@@ -17,7 +17,9 @@
 # one primitive op (``_conv_prim``) whose rule calls the other two (through
 # ``_conv_any``, which records a node when given Tensors, under
 # create_graph, and runs the kernel on raw arrays otherwise), so that
-# derivatives of every order are convolutions again.  The geometry of the
+# derivatives of every order are convolutions again (a type test rather than
+# helpers on ``F``: the kernels stay beside their ops, and the backends'
+# ``RawOps`` may import nothing of aengine).  The geometry of the
 # form (``_Geom``: sizes of ``z`` and ``y``, kernel, stride, dilation, the
 # padding before ``z``, groups) is the same for all three.  unfold (im2col)
 # and fold (col2im) are one pair of the same kind: each is the other's
@@ -442,7 +444,6 @@ def _check_conv_args(
     name: str, x: Tensor, w: Tensor, bias: Tensor | None, groups: Any, transposed: bool
 ) -> int:
     """Check ranks, channels, groups, dtypes and the bias; return ``groups`` as an int."""
-    nd = w.data.ndim - 2
     if w.data.ndim != x.data.ndim:
         raise RuntimeError(
             f"{name}: expected weight to be {x.data.ndim}-D (out_channels, in_channels / groups, "
@@ -467,7 +468,8 @@ def _check_conv_args(
         kind = "transposed=1, " if transposed else ""
         raise RuntimeError(
             f"Given {kind}groups={g}, weight of size {wshape}, expected input"
-            f"{list(x.data.shape)} to have {want} channels, but got {cin} channels instead"
+            f"{list(x.data.shape)} to have {want} channels, but got {cin} channels instead; "
+            "give an input and a weight (and groups) that match"
         )
     if any(k <= 0 for k in wshape[2:]):
         raise RuntimeError(f"{name}: the weight's kernel sizes must be positive, got {wshape}")
@@ -488,7 +490,6 @@ def _check_conv_args(
                 f"{name}: expected input and bias to have the same dtype, but got input "
                 f"{x.data.dtype} and bias {bias.data.dtype}; convert one with .to(dtype)"
             )
-    del nd
     return g
 
 

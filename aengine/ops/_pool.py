@@ -26,7 +26,6 @@ import itertools
 import math
 import operator
 from collections.abc import Iterator, Sequence
-from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -86,11 +85,24 @@ def _grid(xp: Any, vecs: list[Any]) -> list[Any]:
 
 
 # -- max pooling ---------------------------------------------------------------------------------
+def _scatter_rows(xp: Any, pos: Any, g: Any, m: int, pin: int) -> Any:
+    """Zeros (m, pin) with each row of ``g`` added at that row's flat positions ``pos``.
+
+    One ``bincount`` over global positions (a plain backward's scatter:
+    much faster than ``add.at``); it sums in float64.
+    """
+    glob = pos + (xp.arange(m, dtype=xp.int64) * pin).reshape(-1, 1)
+    out = xp.bincount(glob.reshape(-1), weights=g.reshape(-1), minlength=m * pin)
+    return out.astype(g.dtype, copy=False).reshape(m, pin)
+
+
 def _max_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (x,) = s
     pos, shape = n.attrs  # pos: (M, P_out) flat positions; shape: the input's
     m, pout = pos.shape
     pin = math.prod(shape) // m if m else 0
+    if g.__class__ is not Tensor:
+        return (_scatter_rows(n.dev.backend.xp, pos, g, m, pin).reshape(shape),)
     gx = F.scatter_add((m, pin), 1, pos, F.reshape(g, (m, pout)))
     return (_link(F, F.reshape(gx, shape), x),)
 
@@ -560,23 +572,41 @@ def _adaptive_max(name: str, nd: int, input: Any, output_size: Any, return_indic
     xp = x._device.backend.xp
     xd = x.data
     size = tuple(xd.shape[xd.ndim - nd :])
-    lead = xd.shape[: xd.ndim - nd]
-    bounds = [_bounds(n, o) for n, o in zip(size, outs)]
-    kmax = [int((e - s).max()) if o else 0 for (s, e), o in zip(bounds, outs)]
-    starts = [xp.asarray(s, dtype=xp.int64) for s, _ in bounds]
-    ends = [xp.asarray(e, dtype=xp.int64) for _, e in bounds]
-    first = _flat_positions(xp, _grid(xp, starts), size)
+    # one dimension at a time, the last first: the maximum of each window is the
+    # maximum over its rows of the maxima along the rows, and the scan order (the
+    # last NaN, else the first maximum, of the window in row-major order) holds
+    vals, arg = xd, None
+    stride = 1
+    for i in reversed(range(nd)):
+        axis = xd.ndim - nd + i
+        start, end = _bounds(size[i], outs[i])
+        kmax = int((end - start).max()) if outs[i] else 0
+        shape = (*vals.shape[:axis], outs[i], *vals.shape[axis + 1 :])
+        tail = (1,) * (nd - 1 - i)
 
-    def picks() -> Iterator[tuple[Any, Any, Any]]:
-        for pos in itertools.product(*(range(k) for k in kmax)):
-            coords = [xp.minimum(s + q, e - 1) for s, e, q in zip(starts, ends, pos)]
-            valid = [s + q < e for s, e, q in zip(starts, ends, pos)]
-            grids = _grid(xp, coords)
-            v = xd[(Ellipsis, *grids)]
-            ok = reduce(operator.and_, _grid(xp, valid))
-            yield v, _flat_positions(xp, grids, size), ok
+        def picks(
+            vals: Any = vals,
+            arg: Any = arg,
+            axis: int = axis,
+            stride: int = stride,
+            start: Any = start,
+            end: Any = end,
+            kmax: int = kmax,
+            tail: tuple[int, ...] = tail,
+        ) -> Iterator[tuple[Any, Any, Any]]:
+            for q in range(kmax):
+                rows = xp.asarray(np.minimum(start + q, end - 1))
+                pos = rows.reshape((-1, *tail)) * stride
+                if arg is not None:
+                    pos = pos + xp.take(arg, rows, axis=axis)
+                valid = xp.asarray((start + q < end).reshape((-1, *tail)))
+                yield xp.take(vals, rows, axis=axis), pos, valid
 
-    vals, arg = _running_max(xp, lead + outs, xd.dtype, first, picks())
+        first = xp.asarray(start).reshape((-1, *tail)) * stride
+        if arg is not None:
+            first = first + xp.take(arg, xp.asarray(start), axis=axis)
+        vals, arg = _running_max(xp, shape, xd.dtype, first, picks())
+        stride *= size[i]
     cls = AdaptiveMaxPool1DBackward0 if nd == 1 else AdaptiveMaxPool2DBackward0
     return _max_record(cls, x, vals, arg, nd, return_indices)
 
@@ -633,8 +663,33 @@ def _const_pad(x: Tensor, lo: tuple[int, ...], hi: tuple[int, ...], value: Any) 
     return record(ConstantPadNdBackward0, out, x._device, (x,), attrs=(lo, hi))
 
 
+def _fold_axis(xp: Any, g: Any, v: Any, n: int, axis: int) -> Any:
+    """The transpose of ``take(x, v, axis)``: ``out[i] = sum of g[j] where v[j] == i``.
+
+    The longest run of consecutive sources is one slab copy; the other
+    positions (the padding: a few) are added one by one.
+    """
+    steps = np.flatnonzero(np.diff(v) != 1)  # the ends of the runs of consecutive sources
+    bounds = np.concatenate(([0], steps + 1, [len(v)]))
+    k = int(np.argmax(np.diff(bounds)))
+    j0, j1 = int(bounds[k]), int(bounds[k + 1])
+    shape = (*g.shape[:axis], n, *g.shape[axis + 1 :])
+    out = xp.zeros(shape, dtype=g.dtype)
+    lead = (slice(None),) * axis
+    out[(*lead, slice(int(v[j0]), int(v[j0]) + j1 - j0))] = g[(*lead, slice(j0, j1))]
+    for j in (*range(j0), *range(j1, len(v))):
+        out[(*lead, int(v[j]))] += g[(*lead, j)]
+    return out
+
+
 def _index_pad_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
-    idx, shape, link = n.attrs
+    idx, vecs, shape, link = n.attrs
+    if g.__class__ is not Tensor:  # a plain backward: one fold per padded dimension
+        xp = n.dev.backend.xp
+        r, nd = len(shape), len(vecs)
+        for i in reversed(range(nd)):
+            g = _fold_axis(xp, g, vecs[i], shape[r - nd + i], r - nd + i)
+        return (g,)
     gx = F.index_add(shape, idx, g, False)
     return (_link(F, gx, s[0]) if link else gx,)
 
@@ -728,15 +783,18 @@ def pad(
         if n + a + b < 0 or (mode == "circular" and n - max(-a, 0) - max(-b, 0) <= 0 < n + a + b):
             raise RuntimeError(f"pad: the padding {list(amounts)} crops the whole input")
     xp = x._device.backend.xp
-    vecs = [xp.asarray(_pad_index(mode, n, a, b)) for n, a, b in zip(size, lo, hi)]
-    idx = (slice(None),) * (r - npairs) + tuple(_grid(xp, vecs))
-    out = x.data[idx]
+    vecs = [_pad_index(mode, n, a, b) for n, a, b in zip(size, lo, hi)]
+    out = x.data
+    for i, v in enumerate(vecs):  # one take per dimension: slabs, not a gather per element
+        out = xp.take(out, xp.asarray(v), axis=r - npairs + i)
+    idx = (slice(None),) * (r - npairs) + tuple(_grid(xp, [xp.asarray(v) for v in vecs]))
     cls = {
         "reflect": ReflectionPadBackward0,
         "replicate": ReplicationPadBackward0,
         "circular": CircularPadBackward0,
     }[mode]
-    return record(cls, out, x._device, (x,), (x,), attrs=(idx, x.data.shape, mode != "circular"))
+    attrs = (idx, vecs, x.data.shape, mode != "circular")
+    return record(cls, out, x._device, (x,), (x,), attrs=attrs)
 
 
 # -- interpolation ------------------------------------------------------------------------------
