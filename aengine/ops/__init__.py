@@ -85,6 +85,7 @@ from . import (  # noqa: E402,F401
     _loss,
     _methods,
     _norm,
+    _pool,
     _reshape,
     _scan,
     _scatter,
