@@ -35,6 +35,19 @@ from ._activations import (
     Tanh,
 )
 from ._containers import ModuleDict, ModuleList, Sequential
+from ._conv import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    Conv1d,
+    Conv2d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    MaxPool1d,
+    MaxPool2d,
+)
 from ._layers import Bilinear, Dropout, Embedding, Flatten, Identity, Linear, Unflatten
 from ._losses import (
     BCELoss,
@@ -66,5 +79,7 @@ __all__ = [
     "Softmax", "LogSoftmax", "Softmin", "GLU",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
     "BCEWithLogitsLoss", "KLDivLoss", "MultiheadAttention", "TransformerEncoderLayer",
-    "TransformerEncoder", "TransformerDecoderLayer",
+    "TransformerEncoder", "TransformerDecoderLayer", "Conv1d", "Conv2d", "ConvTranspose1d",
+    "ConvTranspose2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
 ]  # fmt: skip

@@ -80,11 +80,83 @@ LAYERS: list[tuple[str, Callable[[Any], Any], list[tuple[int, ...]], dict[str, A
     ("RMSNorm", lambda nn: nn.RMSNorm(4, eps=1e-6), [(3, 4)], {}),
     (
         "Sequential",
-        lambda nn: nn.Sequential(nn.Linear(4, 8), nn.Identity(), nn.Flatten(0), nn.Unflatten(0, (5, 8))),
+        lambda nn: nn.Sequential(
+            nn.Linear(4, 8), nn.Identity(), nn.Flatten(0), nn.Unflatten(0, (5, 8))
+        ),
         [(5, 4)],
         {},
     ),
     ("Dropout eval", lambda nn: nn.Dropout(0.3), [(4, 3)], {"train": False}),
+    ("Conv1d", lambda nn: nn.Conv1d(3, 4, 3, stride=2, padding=1), [(2, 3, 9)], {}),
+    ("Conv2d", lambda nn: nn.Conv2d(2, 4, 3, padding=1, bias=False), [(2, 2, 6, 5)], {}),
+    (
+        "Conv2d same reflect groups",
+        lambda nn: nn.Conv2d(4, 6, (3, 2), padding="same", padding_mode="reflect", groups=2),
+        [(2, 4, 6, 5)],
+        {},
+    ),
+    (
+        "Conv2d circular",
+        lambda nn: nn.Conv2d(2, 3, 3, padding=2, padding_mode="circular"),
+        [(1, 2, 5, 5)],
+        {},
+    ),  # fmt: skip
+    ("ConvTranspose1d", lambda nn: nn.ConvTranspose1d(3, 2, 3, stride=2), [(2, 3, 4)], {}),
+    (
+        "ConvTranspose2d",
+        lambda nn: nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1, output_padding=1, groups=2),
+        [(2, 4, 3, 3)],
+        {},
+    ),
+    ("MaxPool1d", lambda nn: nn.MaxPool1d(2), [(2, 3, 8)], {}),
+    ("MaxPool2d", lambda nn: nn.MaxPool2d(3, stride=2, padding=1), [(2, 3, 7, 7)], {}),
+    ("AvgPool1d", lambda nn: nn.AvgPool1d(3, stride=2), [(2, 3, 8)], {}),
+    ("AvgPool2d", lambda nn: nn.AvgPool2d(2, ceil_mode=True), [(2, 3, 5, 5)], {}),
+    ("AdaptiveAvgPool1d", lambda nn: nn.AdaptiveAvgPool1d(3), [(2, 3, 8)], {}),
+    ("AdaptiveAvgPool2d", lambda nn: nn.AdaptiveAvgPool2d((1, 1)), [(2, 3, 5, 5)], {}),
+    ("AdaptiveMaxPool2d", lambda nn: nn.AdaptiveMaxPool2d(2), [(2, 3, 5, 5)], {}),
+    (
+        "MultiheadAttention",
+        lambda nn: nn.MultiheadAttention(8, 2, batch_first=True),
+        [(3, 5, 8), (3, 4, 8), (3, 4, 8)],
+        {},
+    ),
+    (
+        "TransformerEncoderLayer",
+        lambda nn: nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0),
+        [(5, 3, 8)],
+        {},
+    ),
+    (
+        "TransformerEncoderLayer norm_first gelu",
+        lambda nn: nn.TransformerEncoderLayer(
+            8,
+            2,
+            dim_feedforward=16,
+            dropout=0.0,
+            activation="gelu",
+            norm_first=True,
+            batch_first=True,
+        ),
+        [(3, 5, 8)],
+        {},
+    ),
+    (
+        "TransformerEncoder",
+        lambda nn: nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0),
+            2,
+            enable_nested_tensor=False,
+        ),
+        [(5, 3, 8)],
+        {},
+    ),
+    (
+        "TransformerDecoderLayer",
+        lambda nn: nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0),
+        [(4, 3, 8), (6, 3, 8)],
+        {},
+    ),
 ]
 
 
@@ -299,3 +371,35 @@ def test_loss_module_equals_torch(
     ya.sum().backward()
     yt.sum().backward()
     _same(xa.grad, xt.grad, rtol=1e-10)
+
+
+def test_attention_masks_equal_torch() -> None:
+    """Causal bool masks, float masks and key padding, with and without the weights."""
+    torch = torch_or_skip()
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(8, 2, batch_first=True).double()
+    am = ae.nn.MultiheadAttention(8, 2, batch_first=True).double()
+    am.load_state_dict(tm.state_dict())
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 8))
+    causal = np.triu(np.ones((5, 5), dtype=bool), 1)
+    pad = np.zeros((2, 5), dtype=bool)
+    pad[1, 3:] = True
+    for need in (True, False):
+        for mask, kpm in ((causal, pad), (np.where(causal, -1e9, 0.0), np.where(pad, -1e9, 0.0))):
+            xa = ae.tensor(x, requires_grad=True)
+            xt = torch.from_numpy(x.copy()).requires_grad_(True)
+            ya, wa = am(xa, xa, xa, key_padding_mask=ae.tensor(kpm), attn_mask=ae.tensor(mask),
+                        need_weights=need)  # fmt: skip
+            yt, wt = tm(xt, xt, xt, key_padding_mask=torch.from_numpy(kpm),
+                        attn_mask=torch.from_numpy(mask), need_weights=need)  # fmt: skip
+            _same(ya, yt, rtol=1e-9, atol=1e-12)
+            if need:
+                _same(wa, wt, rtol=1e-9, atol=1e-12)
+            ya.sum().backward()
+            yt.sum().backward()
+            _same(xa.grad, xt.grad, rtol=1e-9, atol=1e-12)
+    with pytest.raises(AssertionError, match="divisible by num_heads"):
+        ae.nn.MultiheadAttention(8, 3)
+    with pytest.raises(RuntimeError, match="Need attn_mask"):
+        am(ae.tensor(x), ae.tensor(x), ae.tensor(x), is_causal=True)

@@ -31,7 +31,10 @@ OPTIMIZERS: list[tuple[str, dict[str, Any]]] = [
     ("RMSprop", {"lr": 0.01}),
     ("RMSprop", {"lr": 0.01, "momentum": 0.9, "centered": True, "weight_decay": 0.1}),
     ("Adagrad", {"lr": 0.1}),
-    ("Adagrad", {"lr": 0.1, "lr_decay": 0.01, "weight_decay": 0.1, "initial_accumulator_value": 0.5}),
+    (
+        "Adagrad",
+        {"lr": 0.1, "lr_decay": 0.01, "weight_decay": 0.1, "initial_accumulator_value": 0.5},
+    ),
     ("NAdam", {"lr": 0.01}),
     ("NAdam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True}),
     ("RAdam", {"lr": 0.01}),
@@ -165,7 +168,10 @@ SCHEDULERS: list[tuple[str, dict[str, Any]]] = [
     ("LinearLR", {"start_factor": 0.25, "total_iters": 4}),
     ("LambdaLR", {"lr_lambda": lambda e: 1.0 / (1 + e)}),
     ("OneCycleLR", {"max_lr": 0.5, "total_steps": 12}),
-    ("OneCycleLR", {"max_lr": 0.5, "total_steps": 12, "three_phase": True, "anneal_strategy": "linear"}),
+    (
+        "OneCycleLR",
+        {"max_lr": 0.5, "total_steps": 12, "three_phase": True, "anneal_strategy": "linear"},
+    ),
 ]
 
 
