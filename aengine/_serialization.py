@@ -26,13 +26,18 @@ __all__ = ["save", "load"]
 _STRUCTURE = "aengine.structure"
 
 
+def _c_order(a: np.ndarray) -> np.ndarray:
+    """``a`` in C order, 0-d arrays kept 0-d (numpy's ascontiguousarray makes them 1-d)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
+
+
 def _flatten(obj: Any, prefix: str, tensors: dict[str, np.ndarray]) -> Any:
     """``obj`` with every tensor replaced by ``{"@t": key}`` (its key in ``tensors``)."""
     if isinstance(obj, Tensor):
-        tensors[prefix] = np.ascontiguousarray(obj.detach().cpu().numpy())
+        tensors[prefix] = _c_order(obj.detach().cpu().numpy())
         return {"@t": prefix}
     if isinstance(obj, np.ndarray):
-        tensors[prefix] = np.ascontiguousarray(obj)
+        tensors[prefix] = _c_order(obj)
         return {"@t": prefix, "@np": True}
     if isinstance(obj, dict):
         return {
@@ -98,7 +103,7 @@ def save(
     meta = dict(metadata or {})
     if flat:
         for k, v in obj.items():
-            tensors[k] = np.ascontiguousarray(v.detach().cpu().numpy())
+            tensors[k] = _c_order(v.detach().cpu().numpy())
     else:
         meta[_STRUCTURE] = json.dumps(_flatten(obj, "", tensors))
     data = st_save(tensors, metadata=meta or None)
