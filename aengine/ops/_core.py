@@ -50,6 +50,7 @@ from ..tensors._tensor_ops import GradOps, ViewFn
 from ..tensors._views import stale_view_requires_grad as _stale_view_rg
 
 __all__ = [
+    "ShapeError",
     "OpNode",
     "node_class",
     "wrap",
@@ -67,6 +68,15 @@ __all__ = [
 
 #: ``rule(F, g, saved, node) -> grads`` (NOTE [Operator rules])
 Rule: TypeAlias = Callable[[GradOps, Any, Any, "OpNode"], Any]
+
+
+class ShapeError(ValueError, RuntimeError):
+    """Shapes (or sizes, dims) of an op's operands that do not fit.
+
+    A RuntimeError, as torch raises, and a ValueError, as aengine's shape
+    checks raised before the operator table: ``except`` clauses of either
+    kind catch it.
+    """
 
 
 class OpNode(Node):

@@ -23,7 +23,17 @@ from ..core._modes import _grad_enabled
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from ..tensors._tensor_ops import ViewFn
-from ._core import GradOps, OpNode, Rule, as_view, node_class, record, record_multi, same_device
+from ._core import (
+    GradOps,
+    OpNode,
+    Rule,
+    ShapeError,
+    as_view,
+    node_class,
+    record,
+    record_multi,
+    same_device,
+)
 from ._index import SliceBackward0, _basic
 from ._reshape import atleast_1d, atleast_2d, atleast_3d
 from ._shape import _norm_dim, dim_or_axis
@@ -53,7 +63,7 @@ def _tensor_list(tensors: Any, what: str) -> list[Tensor]:
         )
     ts = list(tensors)
     if not ts:
-        raise ValueError(f"{what}(): expected a non-empty list of Tensors")
+        raise ShapeError(f"{what}(): expected a non-empty list of Tensors")
     for i, t in enumerate(ts):
         if not isinstance(t, Tensor):
             raise TypeError(
@@ -127,7 +137,7 @@ def cat(tensors: Any, dim: Any = None, *, axis: Any = None) -> Tensor:
     rshape = ref.data.shape
     nd = len(rshape)
     if nd == 0:
-        raise ValueError(
+        raise ShapeError(
             f"zero-dimensional tensor (at position {ts.index(ref)}) cannot be concatenated; "
             "use ae.stack, or reshape it to 1-D first"
         )
@@ -146,16 +156,16 @@ def cat(tensors: Any, dim: Any = None, *, axis: Any = None) -> Tensor:
             continue
         if len(shp) != nd:
             if not shp:
-                raise ValueError(
+                raise ShapeError(
                     f"zero-dimensional tensor (at position {i}) cannot be concatenated"
                 )
-            raise ValueError(
+            raise ShapeError(
                 f"Tensors must have same number of dimensions: got {nd} and {len(shp)} "
                 f"(shapes {list(rshape)} and {list(shp)})"
             )
         for k in range(nd):
             if k != d and shp[k] != rshape[k]:
-                raise ValueError(
+                raise ShapeError(
                     f"Sizes of tensors must match except in dimension {d}. Expected size "
                     f"{rshape[k]} but got size {shp[k]} for tensor number {i} in the list "
                     f"(shapes {list(rshape)} and {list(shp)}); cat does not broadcast"
@@ -196,7 +206,7 @@ def stack(tensors: Any, dim: Any = None, *, axis: Any = None) -> Tensor:
     dev = ts[0]._device
     for i, t in enumerate(ts):
         if t.data.shape != shape:
-            raise ValueError(
+            raise ShapeError(
                 f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
                 f"and {list(t.data.shape)} at entry {i}"
             )
@@ -282,7 +292,7 @@ def _split_sizes(x: Tensor, d: int, sizes: list[int], name: str) -> tuple[Tensor
 
 def _dim_of(x: Tensor, dim: int, what: str) -> int:
     if x.data.ndim == 0:
-        raise ValueError(f"{what} expects at least a 1-dimensional tensor")
+        raise ShapeError(f"{what} expects at least a 1-dimensional tensor")
     return _norm_dim(dim, x.data.ndim)
 
 
@@ -318,18 +328,18 @@ def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
     if isinstance(split_size_or_sections, (list, tuple)):
         sizes = [_int(s, "split", "split_size_or_sections", _SIZES) for s in split_size_or_sections]
         if any(s < 0 for s in sizes) or sum(sizes) != size:
-            raise ValueError(
+            raise ShapeError(
                 f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
                 f"size at dimension {d}), but got split_sizes={sizes}"
             )
         if not sizes:
-            raise ValueError("split_with_sizes expects at least one split size")
+            raise ShapeError("split_with_sizes expects at least one split size")
         return _split_sizes(x, d, sizes, "SplitWithSizesBackward0")
     s = _int(split_size_or_sections, "split", "split_size_or_sections", _SIZES)
     if s < 0:
-        raise ValueError(f"split expects split_size be non-negative, but got split_size={s}")
+        raise ShapeError(f"split expects split_size be non-negative, but got split_size={s}")
     if s == 0 and size != 0:
-        raise ValueError(
+        raise ShapeError(
             f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}"
         )
     k = max(-(-size // s), 1) if s else 1
@@ -359,7 +369,7 @@ def chunk(x: Tensor, chunks: int, dim: Any = None, *, axis: Any = None) -> tuple
         dim = 0
     chunks = _int(chunks, "chunk", "chunks")
     if chunks <= 0:
-        raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+        raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = _dim_of(x, dim, "chunk")
     size = x.data.shape[d]
     if size == 0:
@@ -525,9 +535,6 @@ def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple
 
 
 # -- the operator table (NOTE [The operator table]) ------------------------------------------
-_NOTE_VALUE_ERROR = (
-    "Bad shapes raise ValueError (torch: RuntimeError), as aengine's other shape checks."
-)
 
 
 def _cat_samples(m: Maker) -> Iterator[Sample]:
@@ -539,11 +546,11 @@ def _cat_samples(m: Maker) -> Iterator[Sample]:
 
 
 def _cat_errors(m: Maker) -> Iterator[ErrorCase]:
-    yield ErrorCase(([m.arr(2, 3), m.arr(2, 4)],), exc=ValueError,
-                    match="Sizes of tensors must match", torch_same=False,
+    yield ErrorCase(([m.arr(2, 3), m.arr(2, 4)],), exc=RuntimeError,
+                    match="Sizes of tensors must match",
                     note="torch: RuntimeError")  # fmt: skip
-    yield ErrorCase(([m.arr(2, 3), m.arr(3)],), exc=ValueError,
-                    match="same number of dimensions", torch_same=False,
+    yield ErrorCase(([m.arr(2, 3), m.arr(3)],), exc=RuntimeError,
+                    match="same number of dimensions",
                     note="torch: RuntimeError")  # fmt: skip
     yield ErrorCase(([m.arr(2)], 1), exc=IndexError, match="Dimension out of range")
     yield ErrorCase((m.arr(2),), exc=TypeError, match="list or tuple of Tensors")
@@ -557,8 +564,8 @@ def _stack_samples(m: Maker) -> Iterator[Sample]:
 
 
 def _stack_errors(m: Maker) -> Iterator[ErrorCase]:
-    yield ErrorCase(([m.arr(2, 3), m.arr(3, 2)],), exc=ValueError,
-                    match="expects each tensor to be equal size", torch_same=False,
+    yield ErrorCase(([m.arr(2, 3), m.arr(3, 2)],), exc=RuntimeError,
+                    match="expects each tensor to be equal size",
                     note="torch: RuntimeError")  # fmt: skip
     yield ErrorCase(([m.arr(2)], 2), exc=IndexError, match="Dimension out of range")
 
@@ -572,7 +579,7 @@ def _split_samples(m: Maker) -> Iterator[Sample]:
 
 def _split_errors(m: Maker) -> Iterator[ErrorCase]:
     x = m.arr(5, 3)
-    yield ErrorCase((x, [1, 2]), exc=ValueError, match="sum exactly to 5", torch_same=False,
+    yield ErrorCase((x, [1, 2]), exc=RuntimeError, match="sum exactly to 5",
                     note="torch: RuntimeError")  # fmt: skip
     yield ErrorCase((x, 2, 2), exc=IndexError, match="Dimension out of range")
 
@@ -585,7 +592,7 @@ def _chunk_samples(m: Maker) -> Iterator[Sample]:
 
 
 def _chunk_errors(m: Maker) -> Iterator[ErrorCase]:
-    yield ErrorCase((m.arr(5), 0), exc=ValueError, match="greater than 0", torch_same=False,
+    yield ErrorCase((m.arr(5), 0), exc=RuntimeError, match="greater than 0",
                     note="torch: RuntimeError")  # fmt: skip
     yield ErrorCase((m.arr(5), 2, 1), exc=IndexError, match="Dimension out of range")
 
@@ -623,8 +630,8 @@ def _stack_list_errors(name: str) -> Any:
     def errors(m: Maker) -> Iterator[ErrorCase]:
         yield ErrorCase(([],), match="expects a non-empty TensorList")
         other = m.arr(2, 4) if name == "vstack" else m.arr(3, 3)
-        yield ErrorCase(([m.arr(2, 3), other],), exc=ValueError,
-                        match="Sizes of tensors must match", torch_same=False,
+        yield ErrorCase(([m.arr(2, 3), other],), exc=RuntimeError,
+                        match="Sizes of tensors must match",
                         note="torch: RuntimeError (from cat)")  # fmt: skip
 
     return errors
@@ -663,24 +670,16 @@ def _tensor_split_errors(m: Maker) -> Iterator[ErrorCase]:
 
 
 register(
-    OpInfo("cat", cat, _cat_samples, dtypes=ALL, errors=_cat_errors, notes=_NOTE_VALUE_ERROR),
-    OpInfo("stack", stack, _stack_samples, dtypes=ALL, errors=_stack_errors,
-           notes=_NOTE_VALUE_ERROR),
-    OpInfo("split", split, _split_samples, method=True, dtypes=ALL, errors=_split_errors,
-           notes=_NOTE_VALUE_ERROR),
-    OpInfo("chunk", chunk, _chunk_samples, method=True, dtypes=ALL, errors=_chunk_errors,
-           notes=_NOTE_VALUE_ERROR),
+    OpInfo("cat", cat, _cat_samples, dtypes=ALL, errors=_cat_errors),
+    OpInfo("stack", stack, _stack_samples, dtypes=ALL, errors=_stack_errors),
+    OpInfo("split", split, _split_samples, method=True, dtypes=ALL, errors=_split_errors),
+    OpInfo("chunk", chunk, _chunk_samples, method=True, dtypes=ALL, errors=_chunk_errors),
     OpInfo("unbind", unbind, _unbind_samples, method=True, dtypes=ALL, errors=_unbind_errors),
-    OpInfo("hstack", hstack, _hstack_samples, dtypes=ALL, errors=_stack_list_errors("hstack"),
-           notes=_NOTE_VALUE_ERROR),
-    OpInfo("vstack", vstack, _vstack_samples, dtypes=ALL, errors=_stack_list_errors("vstack"),
-           notes=_NOTE_VALUE_ERROR),
-    OpInfo("dstack", dstack, _dstack_samples, dtypes=ALL, errors=_stack_list_errors("dstack"),
-           notes=_NOTE_VALUE_ERROR),
-    OpInfo("concat", concat, _concat_samples, dtypes=ALL, errors=_cat_errors,
-           notes=_NOTE_VALUE_ERROR),
-    OpInfo("concatenate", concatenate, _concatenate_samples, dtypes=ALL, errors=_cat_errors,
-           notes=_NOTE_VALUE_ERROR),
+    OpInfo("hstack", hstack, _hstack_samples, dtypes=ALL, errors=_stack_list_errors("hstack")),
+    OpInfo("vstack", vstack, _vstack_samples, dtypes=ALL, errors=_stack_list_errors("vstack")),
+    OpInfo("dstack", dstack, _dstack_samples, dtypes=ALL, errors=_stack_list_errors("dstack")),
+    OpInfo("concat", concat, _concat_samples, dtypes=ALL, errors=_cat_errors),
+    OpInfo("concatenate", concatenate, _concatenate_samples, dtypes=ALL, errors=_cat_errors),
     OpInfo("tensor_split", tensor_split, _tensor_split_samples, method=True, dtypes=ALL,
            errors=_tensor_split_errors),
 )  # fmt: skip

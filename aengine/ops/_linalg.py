@@ -18,7 +18,7 @@ import numpy as np
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from . import _arith, _index, _reduce, _shape
-from ._core import GradOps, as_tensor_arg, node_class, record, same_device
+from ._core import GradOps, ShapeError, as_tensor_arg, node_class, record, same_device
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-class MatrixShapeError(ValueError, RuntimeError):
+class MatrixShapeError(ShapeError):
     """Operands of a matrix product whose shapes (or dtypes) do not fit.
 
     A RuntimeError as PyTorch raises, and a ValueError as aengine's matrix

@@ -16,7 +16,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._device import Device
 from ..tensors._dtype import as_dtype
 from ..tensors._tensor import Tensor
-from ._core import GradOps, OpNode, as_view, node_class, record_one, wrap
+from ._core import GradOps, OpNode, ShapeError, as_view, node_class, record_one, wrap
 from ._raw import sum_to_axes
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
@@ -103,19 +103,19 @@ SqueezeBackward2 = node_class("SqueezeBackward2", _reshape_rule)
 
 def _resolve_shape(shape: tuple[int, ...], numel: int, old: tuple[int, ...]) -> tuple[int, ...]:
     if shape.count(-1) > 1:
-        raise ValueError("only one dimension can be inferred (-1)")
+        raise ShapeError("only one dimension can be inferred (-1)")
     known = 1
     for s in shape:
         if s != -1:
             if s < 0:
-                raise ValueError(f"invalid shape dimension {s}")
+                raise ShapeError(f"invalid shape dimension {s}")
             known *= s
     if -1 in shape:
         if known == 0 or numel % known:
-            raise ValueError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+            raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
         shape = tuple(numel // known if s == -1 else s for s in shape)
     elif known != numel:
-        raise ValueError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
     return shape
 
 
@@ -148,7 +148,7 @@ def view(x: Tensor, *shape: Any) -> Tensor:
     try:
         out.shape = shp
     except AttributeError as exc:
-        raise ValueError(
+        raise ShapeError(
             "view size is not compatible with input tensor's size and stride (at least one "
             "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
         ) from exc
@@ -167,7 +167,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return reshape(x, 1)
     s, e = _norm_dim(start_dim, nd), _norm_dim(end_dim, nd)
     if s > e:
-        raise ValueError("flatten() has invalid args: start_dim cannot come after end_dim")
+        raise ShapeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shp = x.data.shape
     mid = 1
     for d in shp[s : e + 1]:
@@ -231,10 +231,10 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
     axes = _shape_arg(dims, "dims")
     nd = x.data.ndim
     if len(axes) != nd:
-        raise ValueError(f"permute: number of dims ({len(axes)}) does not match ndim ({nd})")
+        raise ShapeError(f"permute: number of dims ({len(axes)}) does not match ndim ({nd})")
     axes = tuple(_norm_dim(a, nd) for a in axes)
     if sorted(axes) != list(range(nd)):
-        raise ValueError(f"permute: dims {axes} are not a permutation of {tuple(range(nd))}")
+        raise ShapeError(f"permute: dims {axes} are not a permutation of {tuple(range(nd))}")
     inv = tuple(sorted(range(nd), key=axes.__getitem__))
     out = x.data.transpose(axes)
     t = record_one(PermuteBackward0, out, x._device, x, 1, inv)
@@ -289,7 +289,7 @@ def _expand(x: Tensor, sizes: tuple[int, ...]) -> Tensor:
     """``x`` broadcast to ``sizes`` (-1 keeps a size), with PyTorch's errors."""
     old = x.data.shape
     if len(sizes) < len(old):
-        raise ValueError(
+        raise ShapeError(
             f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to "
             f"the number of dimensions in the tensor ({len(old)})"
         )
@@ -300,7 +300,7 @@ def _expand(x: Tensor, sizes: tuple[int, ...]) -> Tensor:
     try:
         out = x._device.backend.xp.broadcast_to(x.data, shp)
     except ValueError:  # numpy's "operands could not be broadcast": say which size, as PyTorch
-        raise ValueError(_expand_error(old, sizes)) from None
+        raise ShapeError(_expand_error(old, sizes)) from None
     t = record_one(ExpandBackward0, out, x._device, x, 1, old)
     return as_view(t, x, lambda F, v: F.broadcast_to(v, shp))
 
@@ -487,9 +487,6 @@ def cuda(x: Tensor, device: Any = None) -> Tensor:
 
 
 # -- the operator table (NOTE [The operator table]) ------------------------------------------
-_NOTE_VALUE_ERROR = (
-    "Bad shapes raise ValueError (torch: RuntimeError), as aengine's other shape checks."
-)
 
 
 def _reshape_samples(m: Maker) -> Iterator[Sample]:
@@ -502,10 +499,8 @@ def _reshape_samples(m: Maker) -> Iterator[Sample]:
 
 def _reshape_errors(m: Maker) -> Iterator[ErrorCase]:
     x = m.arr(2, 3)
-    yield ErrorCase((x, (4, 2)), exc=ValueError, match="invalid for input of size 6",
-                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
-    yield ErrorCase((x, (-1, -1)), exc=ValueError, match="only one dimension can be inferred",
-                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (4, 2)), exc=RuntimeError, match="invalid for input of size 6", note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (-1, -1)), exc=RuntimeError, match="only one dimension can be inferred", note="torch: RuntimeError")  # fmt: skip
     yield ErrorCase((x, (2.0, 3)), exc=TypeError, match="must be a tuple of ints")
 
 
@@ -519,8 +514,7 @@ def _flatten_samples(m: Maker) -> Iterator[Sample]:
 
 def _flatten_errors(m: Maker) -> Iterator[ErrorCase]:
     x = m.arr(2, 3, 4)
-    yield ErrorCase((x, 2, 1), exc=ValueError, match="start_dim cannot come after end_dim",
-                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, 2, 1), exc=RuntimeError, match="start_dim cannot come after end_dim", note="torch: RuntimeError")  # fmt: skip
     yield ErrorCase((x, 3), exc=IndexError, match="Dimension out of range")
 
 
@@ -533,10 +527,8 @@ def _permute_samples(m: Maker) -> Iterator[Sample]:
 
 def _permute_errors(m: Maker) -> Iterator[ErrorCase]:
     x = m.arr(2, 3, 4)
-    yield ErrorCase((x, (0, 1)), exc=ValueError, match="does not match ndim",
-                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
-    yield ErrorCase((x, (0, 1, 1)), exc=ValueError, match="not a permutation",
-                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (0, 1)), exc=RuntimeError, match="does not match ndim", note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (0, 1, 1)), exc=RuntimeError, match="not a permutation", note="torch: RuntimeError")  # fmt: skip
     yield ErrorCase((x, (0, 1, 3)), exc=IndexError, match="Dimension out of range")
 
 
@@ -560,10 +552,8 @@ def _expand_samples(m: Maker) -> Iterator[Sample]:
 
 def _expand_errors(m: Maker) -> Iterator[ErrorCase]:
     x = m.arr(3, 1)
-    yield ErrorCase((x, (4, 4)), exc=ValueError, match="must match the existing size",
-                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
-    yield ErrorCase((x, (4,)), exc=ValueError, match="number of sizes provided",
-                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (4, 4)), exc=RuntimeError, match="must match the existing size", note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((x, (4,)), exc=RuntimeError, match="number of sizes provided", note="torch: RuntimeError")  # fmt: skip
 
 
 def _broadcast_to_samples(m: Maker) -> Iterator[Sample]:
@@ -573,8 +563,7 @@ def _broadcast_to_samples(m: Maker) -> Iterator[Sample]:
 
 
 def _broadcast_to_errors(m: Maker) -> Iterator[ErrorCase]:
-    yield ErrorCase((m.arr(3, 2), (3, 3)), exc=ValueError, match="must match the existing size",
-                    torch_same=False, note="torch: RuntimeError")  # fmt: skip
+    yield ErrorCase((m.arr(3, 2), (3, 3)), exc=RuntimeError, match="must match the existing size", note="torch: RuntimeError")  # fmt: skip
     yield ErrorCase((m.arr(3), 3), exc=TypeError, match="must be a tuple of ints")
 
 
@@ -619,23 +608,21 @@ register(
     OpInfo("reshape", reshape, _reshape_samples, method=True, torch=lambda t: t.Tensor.reshape,
            dtypes=ALL,
            errors=_reshape_errors,
-           notes="ae.reshape also takes the sizes as separate arguments (as the method). "
-           + _NOTE_VALUE_ERROR),
+           notes="ae.reshape also takes the sizes as separate arguments (as the method)."),
     OpInfo("view", view, _reshape_samples, method=True, torch=lambda t: t.Tensor.view,
-           dtypes=ALL, errors=_reshape_errors, notes=_NOTE_VALUE_ERROR),
+           dtypes=ALL, errors=_reshape_errors),
     OpInfo("flatten", flatten, _flatten_samples, method=True, dtypes=ALL,
-           errors=_flatten_errors, notes=_NOTE_VALUE_ERROR),
+           errors=_flatten_errors),
     OpInfo("permute", permute, _permute_samples, method=True, torch=lambda t: t.Tensor.permute,
            dtypes=ALL,
            errors=_permute_errors,
-           notes="ae.permute also takes the dims as separate arguments (as the method). "
-           + _NOTE_VALUE_ERROR),
+           notes="ae.permute also takes the dims as separate arguments (as the method)."),
     OpInfo("transpose", transpose, _transpose_samples, method=True, dtypes=ALL,
            errors=_transpose_errors),
     OpInfo("expand", expand, _expand_samples, method=True, torch=lambda t: t.Tensor.expand,
-           dtypes=ALL, errors=_expand_errors, notes=_NOTE_VALUE_ERROR),
+           dtypes=ALL, errors=_expand_errors),
     OpInfo("broadcast_to", broadcast_to, _broadcast_to_samples, method=True, dtypes=ALL,
-           errors=_broadcast_to_errors, notes=_NOTE_VALUE_ERROR),
+           errors=_broadcast_to_errors),
     OpInfo("squeeze", squeeze, _squeeze_samples, method=True, dtypes=ALL,
            errors=_squeeze_errors),
     OpInfo("unsqueeze", unsqueeze, _unsqueeze_samples, method=True, dtypes=ALL,
