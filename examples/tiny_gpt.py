@@ -242,7 +242,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--steps", type=int, default=2000, help="at most this many steps")
+    p.add_argument("--steps", type=int, default=1000, help="at most this many steps")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--eval", type=int, default=500, help="held-out prompts")
