@@ -16,8 +16,8 @@
 The model is a small CNN for scikit-learn's 8x8 digit images (pixels 0 to
 16, divided by 16 before the first layer).  Its weights come from a
 safetensors checkpoint (ae.load); if the file does not exist the app trains
-the model on ``sklearn.datasets.load_digits`` first (5 epochs of Adam, about
-a second on one core; about 97% right on held-out digits) and saves it
+the model on ``sklearn.datasets.load_digits`` first (5 epochs of Adam, one or
+two seconds on one core; about 97% right on held-out digits) and saves it
 there (ae.save).  EXPLAIN_DTYPE=float64 runs the model in float64.
 
 Both methods explain the logit of the target class (the predicted class
