@@ -8,14 +8,16 @@ The data are ``sklearn.datasets.load_digits()`` (1797 images of 8x8 pixels,
 bundled with scikit-learn: nothing is downloaded), pixels scaled to [0, 1],
 split once into 1437 training and 360 test images (stratified, seed 0).
 The model is ``DigitsCNN`` below: two 3x3 convolutions with ReLU and 2x2
-max pooling, then two linear layers (dropout between them), 13,834
+max pooling, then two linear layers (dropout between them), 13,706
 parameters in float32.  It trains with ``ae.optim.AdamW`` under a one-cycle
 learning-rate schedule, on mini-batches in a fixed order
 (``ae.manual_seed(--seed)`` seeds the initial weights, the shuffling and
-the dropout),
-inside an async main run by ``anyio.run``: each step awaits
-``loss.backward()``, so the event loop stays free between the engine's
-steps (a server could run the same loop next to its requests).
+the dropout: a run prints the same figures under asyncio and trio).
+Training runs in an async main started by ``anyio.run``, and each step
+awaits ``loss.backward()``: the backward yields to the event loop as it runs,
+so other tasks of the loop (a server's requests) go on while the model
+trains.  The forward and the optimizer's step run inline (a service would
+run its forward with ``await engine.run(...)``: docs/services.md).
 
 ``--save PATH`` writes the trained weights with ``ae.save(model.state_dict(),
 PATH)``, a plain safetensors file with torch's key names: ``ae.load`` reads it
@@ -40,9 +42,8 @@ import numpy as np
 
 import aengine as ae
 
-#: the classes (the digits 0..9) and the images' side in pixels
+#: the classes: the digits 0..9
 N_CLASSES = 10
-SIDE = 8
 
 
 class DigitsCNN(ae.nn.Module):
@@ -79,7 +80,8 @@ class DigitsCNN(ae.nn.Module):
         x = self.pool(ae.relu(self.conv1(x)))
         x = self.pool(ae.relu(self.conv2(x)))
         x = self.drop(ae.relu(self.fc1(x.flatten(1))))
-        return self.fc2(x)
+        logits: ae.Tensor = self.fc2(x)
+        return logits
 
 
 def build_model(seed: int | None = None, dropout: float = 0.2) -> DigitsCNN:
@@ -156,7 +158,7 @@ async def train_step(
     opt.step()
     if schedule is not None:
         schedule.step()
-    return loss.item()
+    return float(loss.item())
 
 
 async def train_epoch(
@@ -211,7 +213,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     acc = accuracy(model, x_test, y_test)
     print(
         f"test accuracy {acc:.2%} ({round(acc * len(y_test))}/{len(y_test)}) "
-        f"after {args.epochs} epochs on {len(x_train)} images in {seconds:.1f} s"
+        f"after {args.epochs} epoch{'s' * (args.epochs != 1)} on {len(x_train)} images "
+        f"in {seconds:.1f} s"
     )
     if args.save:
         ae.save(model.state_dict(), args.save)
