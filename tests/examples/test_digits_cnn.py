@@ -10,6 +10,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -127,9 +128,12 @@ async def test_the_first_training_steps_equal_torchs() -> None:
 def test_the_script_runs_and_saves_a_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "digits.safetensors"
     args = ["--epochs", "1", "--limit", "300", "--batch-size", "50", "--save", str(path)]
+    # the checkout's aengine, the one this test imports, first on the script's path
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *args],
         cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": pythonpath},
         capture_output=True,
         text=True,
         timeout=WAIT,
