@@ -71,11 +71,15 @@ if __name__ == "__main__":
     apply_thread_env(sys.argv[1:])
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import gc  # noqa: E402
 import itertools  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
 import tracemalloc  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -303,8 +307,14 @@ class Memory:
     objects: int | None = None
 
 
-def ae_memory(spec: ModelSpec, weights: dict[str, np.ndarray], arrays: Any, warm: int = 2) -> Memory:
-    """aengine's peak during one step (``tracemalloc``, counting from before the model)."""
+def ae_memory(
+    spec: ModelSpec, weights: dict[str, np.ndarray], arrays: Any, warm: int = 3
+) -> Memory:
+    """aengine's peak during one step (``tracemalloc``, counting from before the model).
+
+    Run it in a fresh process (``memory``): caches filled earlier (the
+    convolutions' column buffers, backward plans) would hide allocations.
+    """
     inputs = as_inputs("aengine", arrays)
     gc.collect()
     was = tracemalloc.is_tracing()
@@ -315,21 +325,18 @@ def ae_memory(spec: ModelSpec, weights: dict[str, np.ndarray], arrays: Any, warm
         tr = trainer("aengine", spec, weights, inputs)
         for _ in range(warm):
             tr.step()
-        # aengine's non-numpy memory when the forward returns: its graph's objects
+        gc.collect()
+        start, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        tr.step()
+        _, peak = tracemalloc.get_traced_memory()
+        # aengine's non-numpy memory when a forward returns: its graph's and modules' objects
         loss = spec.loss(_lib("aengine"), tr.model(inputs[0]), inputs[1])
         snap = tracemalloc.take_snapshot().filter_traces(
             [tracemalloc.DomainFilter(inclusive=False, domain=np.lib.tracemalloc_domain)]
         )
         objects = sum(s.size for s in snap.statistics("filename"))
         del loss, snap
-        tr.optimizer.zero_grad()
-        gc.collect()
-        tr.step()  # grads again, as at the start of any later step
-        gc.collect()
-        start, _ = tracemalloc.get_traced_memory()
-        tracemalloc.reset_peak()
-        tr.step()
-        _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
         if was:
@@ -338,7 +345,7 @@ def ae_memory(spec: ModelSpec, weights: dict[str, np.ndarray], arrays: Any, warm
 
 
 def torch_memory(
-    spec: ModelSpec, weights: dict[str, np.ndarray], arrays: Any, warm: int = 2
+    spec: ModelSpec, weights: dict[str, np.ndarray], arrays: Any, warm: int = 3
 ) -> Memory:
     """torch's peak during one step: the running sum of the profiler's memory events."""
     import logging
@@ -351,7 +358,7 @@ def torch_memory(
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         tr = trainer("torch", spec, weights, inputs)
-        for _ in range(warm + 1):
+        for _ in range(warm):
             tr.step()
         gc.collect()
         with record_function("bench.models:step"):
@@ -366,6 +373,31 @@ def torch_memory(
     peak = max([start, *inside])
     del torch
     return Memory(peak, peak - start)
+
+
+def memory(name: str, lib_name: str, batch: int) -> Memory:
+    """``lib_name``'s memory of one step of ``MODELS[name]``, measured in a fresh process."""
+    root = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-m", "bench.models", "--memory-child", f"{name}:{lib_name}:{batch}"]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1]
+    return Memory(**json.loads(line))
+
+
+def _memory_child(arg: str) -> None:
+    name, lib_name, batch = arg.split(":")
+    spec = MODELS[name]
+    arrays = spec.data(int(batch), np.random.default_rng(0))
+    weights = reference_weights(spec)
+    # imports and one-time set-up (scipy's erf loads on gelu's first call) are
+    # not a step's memory: a step at batch 2 first, outside the count (its
+    # buffers are of other sizes, so no cache hands them to the counted steps)
+    small = spec.data(2, np.random.default_rng(1))
+    trainer(lib_name, spec, weights, as_inputs(lib_name, small)).step()
+    measure = ae_memory if lib_name == "aengine" else torch_memory
+    print(json.dumps(dataclasses.asdict(measure(spec, weights, arrays))))
 
 
 # -- timing ---------------------------------------------------------------------------------
@@ -384,7 +416,7 @@ class Row:
     torch_mem: Memory | None
 
 
-def measure(spec: ModelSpec, batch: int, rounds: int, memory: bool) -> Row:
+def measure(spec: ModelSpec, batch: int, rounds: int, with_memory: bool) -> Row:
     """Time both libraries' steps (alternating, medians) and, if asked, their memory."""
     from .ops import timed_pair
 
@@ -397,9 +429,9 @@ def measure(spec: ModelSpec, batch: int, rounds: int, memory: bool) -> Row:
     ae_s, torch_s = timed_pair(ta.step, tt.step, rounds, budget=0.1)
     del ta, tt
     ae_mem = torch_mem = None
-    if memory:
-        ae_mem = ae_memory(spec, weights, arrays)
-        torch_mem = torch_memory(spec, weights, arrays)
+    if with_memory:
+        ae_mem = memory(spec.name, "aengine", batch)
+        torch_mem = memory(spec.name, "torch", batch)
     return Row(
         spec.name, spec.description, batch, ae_s, torch_s, ae_loss, torch_loss, ae_mem, torch_mem
     )
@@ -502,7 +534,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", metavar="MODEL", help="cProfile aengine's steps of MODEL instead")
     p.add_argument("--steps", type=int, default=50, help="steps profiled (--profile)")
     p.add_argument("--top", type=int, default=25, help="functions listed (--profile)")
+    p.add_argument("--memory-child", help=argparse.SUPPRESS)  # MODEL:LIB:BATCH, one process
     args = p.parse_args(argv)
+    if args.memory_child:
+        _memory_child(args.memory_child)
+        return 0
     names = args.only.split(",")
     for name in [*names, *([args.profile] if args.profile else [])]:
         if name not in MODELS:
