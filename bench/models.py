@@ -375,8 +375,14 @@ def torch_memory(
     return Memory(peak, peak - start)
 
 
-def memory(name: str, lib_name: str, batch: int) -> Memory:
-    """``lib_name``'s memory of one step of ``MODELS[name]``, measured in a fresh process."""
+def memory(name: str, lib_name: str, batch: int, fresh: bool = True) -> Memory:
+    """``lib_name``'s memory of one step of ``MODELS[name]``, measured in a fresh process.
+
+    ``fresh=False`` measures in this process (``--quick``: no process start,
+    but caches that earlier steps filled may hide some allocations).
+    """
+    if not fresh:
+        return _memory_here(name, lib_name, batch)
     root = Path(__file__).resolve().parent.parent
     cmd = [sys.executable, "-m", "bench.models", "--memory-child", f"{name}:{lib_name}:{batch}"]
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
@@ -386,8 +392,7 @@ def memory(name: str, lib_name: str, batch: int) -> Memory:
     return Memory(**json.loads(line))
 
 
-def _memory_child(arg: str) -> None:
-    name, lib_name, batch = arg.split(":")
+def _memory_here(name: str, lib_name: str, batch: int) -> Memory:
     spec = MODELS[name]
     arrays = spec.data(int(batch), np.random.default_rng(0))
     weights = reference_weights(spec)
@@ -397,7 +402,12 @@ def _memory_child(arg: str) -> None:
     small = spec.data(2, np.random.default_rng(1))
     trainer(lib_name, spec, weights, as_inputs(lib_name, small)).step()
     measure = ae_memory if lib_name == "aengine" else torch_memory
-    print(json.dumps(dataclasses.asdict(measure(spec, weights, arrays))))
+    return measure(spec, weights, arrays)
+
+
+def _memory_child(arg: str) -> None:
+    name, lib_name, batch = arg.split(":")
+    print(json.dumps(dataclasses.asdict(_memory_here(name, lib_name, int(batch)))))
 
 
 # -- timing ---------------------------------------------------------------------------------
@@ -416,7 +426,14 @@ class Row:
     torch_mem: Memory | None
 
 
-def measure(spec: ModelSpec, batch: int, rounds: int, with_memory: bool) -> Row:
+def measure(
+    spec: ModelSpec,
+    batch: int,
+    rounds: int,
+    with_memory: bool,
+    fresh: bool = True,
+    budget: float = 0.1,
+) -> Row:
     """Time both libraries' steps (alternating, medians) and, if asked, their memory."""
     from .ops import timed_pair
 
@@ -426,12 +443,12 @@ def measure(spec: ModelSpec, batch: int, rounds: int, with_memory: bool) -> Row:
     tt = trainer("torch", spec, weights, as_inputs("torch", arrays))
     ae_loss = float(ta.step().item())
     torch_loss = float(tt.step().item())
-    ae_s, torch_s = timed_pair(ta.step, tt.step, rounds, budget=0.1)
+    ae_s, torch_s = timed_pair(ta.step, tt.step, rounds, budget)
     del ta, tt
     ae_mem = torch_mem = None
     if with_memory:
-        ae_mem = memory(spec.name, "aengine", batch)
-        torch_mem = memory(spec.name, "torch", batch)
+        ae_mem = memory(spec.name, "aengine", batch, fresh)
+        torch_mem = memory(spec.name, "torch", batch, fresh)
     return Row(
         spec.name, spec.description, batch, ae_s, torch_s, ae_loss, torch_loss, ae_mem, torch_mem
     )
@@ -530,7 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--only", default=",".join(MODELS), help=", ".join(MODELS))
     p.add_argument("--no-memory", action="store_true", help="time only")
-    p.add_argument("--quick", action="store_true", help="small batches, one round")
+    p.add_argument(
+        "--quick", action="store_true", help="small batches, one round, memory in this process"
+    )
     p.add_argument("--profile", metavar="MODEL", help="cProfile aengine's steps of MODEL instead")
     p.add_argument("--steps", type=int, default=50, help="steps profiled (--profile)")
     p.add_argument("--top", type=int, default=25, help="functions listed (--profile)")
@@ -557,7 +576,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         spec = MODELS[name]
         batch = spec.quick_batch if args.quick else spec.batch
-        rows.append(measure(spec, batch, rounds, not args.no_memory))
+        rows.append(
+            measure(
+                spec, batch, rounds, not args.no_memory, not args.quick, 0.0 if args.quick else 0.1
+            )
+        )
     print(table(rows))
     print(targets(rows, args.threads))
     return 0
