@@ -363,7 +363,7 @@ def torch_memory(
         gc.collect()
         with record_function("bench.models:step"):
             tr.step()
-    events = list(prof.profiler.kineto_results.events())  # type: ignore[union-attr]
+    events = list(prof.profiler.kineto_results.events())
     window = next(e for e in events if e.name() == "bench.models:step")
     mem = sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_ns())
     held = list(itertools.accumulate(e.nbytes() for e in mem))
