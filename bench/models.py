@@ -56,6 +56,7 @@ most 1.5x torch's.
     python -m bench.models                    # the libraries' default thread pools
     python -m bench.models --only gpt --rounds 11
     python -m bench.models --profile gpt      # cProfile of aengine's steps: the top functions
+    python -m bench.models --threads 1 --phases  # forward, backward, optimizer step apart
     python -m bench.models --quick            # a smoke test: small batches, one round
 
 ``--threads N`` must act before numpy and torch load, so it is read first.
@@ -75,6 +76,7 @@ import dataclasses  # noqa: E402
 import gc  # noqa: E402
 import itertools  # noqa: E402
 import json  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tracemalloc  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -543,6 +545,35 @@ def profile_steps(spec: ModelSpec, batch: int, steps: int, top: int) -> str:
     return buf.getvalue()
 
 
+def phases(spec: ModelSpec, batch: int, steps: int) -> list[tuple[str, list[float]]]:
+    """Median seconds of the forward (with zero_grad and the loss), backward, optimizer step.
+
+    Both libraries alternate step by step; the first 5 steps of each are
+    left out.
+    """
+    import time
+
+    arrays = spec.data(batch, np.random.default_rng(0))
+    weights = reference_weights(spec)
+    libs = ("aengine", "torch")
+    trs = {n: (trainer(n, spec, weights, as_inputs(n, arrays)), as_inputs(n, arrays)) for n in libs}
+    times: dict[str, list[tuple[float, float, float]]] = {n: [] for n in libs}
+    for i in range(steps + 5):
+        for n in libs if i % 2 == 0 else libs[::-1]:
+            tr, (x, y) = trs[n]
+            t0 = time.perf_counter()
+            tr.optimizer.zero_grad()
+            loss = spec.loss(_lib(n), tr.model(x), y)
+            t1 = time.perf_counter()
+            loss.backward()
+            t2 = time.perf_counter()
+            tr.optimizer.step()
+            t3 = time.perf_counter()
+            if i >= 5:
+                times[n].append((t1 - t0, t2 - t1, t3 - t2))
+    return [(n, [statistics.median(c) for c in zip(*times[n])]) for n in libs]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.models", description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=int, default=None, help="BLAS/OpenMP threads (read first)")
@@ -553,7 +584,8 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="small batches, one round, memory in this process"
     )
     p.add_argument("--profile", metavar="MODEL", help="cProfile aengine's steps of MODEL instead")
-    p.add_argument("--steps", type=int, default=50, help="steps profiled (--profile)")
+    p.add_argument("--phases", action="store_true", help="forward, backward, optimizer apart")
+    p.add_argument("--steps", type=int, default=50, help="steps profiled (--profile, --phases)")
     p.add_argument("--top", type=int, default=25, help="functions listed (--profile)")
     p.add_argument("--memory-child", help=argparse.SUPPRESS)  # MODEL:LIB:BATCH, one process
     args = p.parse_args(argv)
@@ -571,6 +603,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         spec = MODELS[args.profile]
         print(profile_steps(spec, spec.batch, args.steps, args.top))
+        return 0
+    if args.phases:
+        print("| model | library | forward ms | backward ms | optimizer ms |")
+        print("|---|---|---:|---:|---:|")
+        for name in names:
+            for lib_name, med in phases(MODELS[name], MODELS[name].batch, args.steps):
+                cells = " | ".join(f"{t * 1e3:.3f}" for t in med)
+                print(f"| {name} | {lib_name} | {cells} |")
         return 0
     rounds = 1 if args.quick else args.rounds
     print(f"threads: {args.threads or 'default'}, rounds: {rounds}\n")
