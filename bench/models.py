@@ -25,8 +25,13 @@ Time: the median over ``--rounds`` rounds of the time per step; each round
 runs the same number of steps of each library, aengine first in even rounds
 and torch first in odd ones, so both see the same machine (as bench/ops.py).
 
-Memory: each library's own allocations, counted from before the model is
-built, over two warm-up steps and then one measured step:
+Memory: each library's own allocations, in a fresh process per library
+(caches filled by the timing, such as aengine's convolution column buffers,
+would hide allocations), counted from before the model is built, over three
+warm-up steps and then one measured step.  One step at batch 2 runs first,
+outside the count: imports and one-time set-up (scipy's erf loads on GELU's
+first call) are not a step's memory.  ``--quick`` measures in its own
+process instead.
 
 - aengine: ``tracemalloc``, which sees numpy's data buffers (numpy reports
   them to it) and every Python object (graph nodes, Tensor wrappers, the
@@ -37,7 +42,8 @@ built, over two warm-up steps and then one measured step:
   torch holds.  It does not see torch's C++ autograd nodes or its Python
   module objects, so aengine's figure counts a little more of its own
   bookkeeping than torch's does (the ``graph objects`` column says how
-  much: aengine's non-numpy memory when its forward returns).
+  much: aengine's non-numpy memory, modules included, when a forward
+  returns).
 
 ``peak`` is the most memory held at any moment of the measured step
 (parameters, gradients and optimizer state included: what training this
