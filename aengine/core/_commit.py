@@ -103,7 +103,11 @@ def _commit_leaf(t: TensorBase, arr: Any) -> None:
     dev = t._device
     old = t._grad
     if old is None:
-        t._grad = new_tensor(dev.backend.xp.array(arr, dtype=t.data.dtype, copy=True), dev)
+        # a copy (``arr`` may be shared with other buffers), in C order as torch gives .grad
+        # its parameter's layout: a transposed product's gradient (F order) would make
+        # every later update of the parameter walk memory across rows
+        xp = dev.backend.xp
+        t._grad = new_tensor(xp.array(arr, dtype=t.data.dtype, copy=True, order="C"), dev)
     elif getattr(old.data, "flags", None) is not None and not old.data.flags.writeable:
         # e.g. a broadcast view assigned by the user: cannot add in place
         t._grad = new_tensor(old.data + arr, dev)

@@ -365,3 +365,19 @@ def test_ops_tool_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "| exp |" in out and "median ratio over" in out
     # the small cases come from the operator table, one per entry torch has
     assert [c[0] for c in ops.small_cases(["exp", "sum"])] == ["exp", "sum"]
+    names = [c[0] for c in ops.small_cases(["exp", "sum"])]
+    assert names == ["exp"] or set(names) <= {"exp", "sum"}
+
+
+def test_models_tool_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench.models --quick``: a row per model (time, memory) and the target lines."""
+    pytest.importorskip("torch", reason="bench.models compares with torch (CPU), not installed")
+    from bench import models
+
+    assert models.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    for name in models.MODELS:
+        assert out.count(f"| {name} |") == 2, out  # the time row and the memory row
+        assert f"| {name} training step vs torch (one BLAS thread) |" in out, out
+        assert f"| {name} peak memory of a step vs torch |" in out, out
+        assert f"- {name}: aengine " in out, out
