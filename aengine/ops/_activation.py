@@ -45,7 +45,7 @@ from ._core import (
     record_one,
     weigh,
 )
-from ._cpu_kernels import erf32, fast
+from ._cpu_kernels import erf32, fast, where_zero
 from ._join import chunk
 from ._shape import _norm_dim
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
@@ -111,7 +111,12 @@ def _sig(F: GradOps, z: Any, n: OpNode) -> Any:
 def _mask_grad(F: GradOps, g: Any, x: Any, mask: Any, a: float, b: float, cls: Any) -> Any:
     """``where(mask, g * a, g * b)``, recorded as a function of ``g`` and ``x`` on Tensors."""
     if x.__class__ is not Tensor:
-        return F.where(mask, g * a if a != 1.0 else g, g * b if b else 0.0)
+        ga = g * a if a != 1.0 else g
+        if not b:  # (NOTE [A branch-free masked gradient])
+            r = where_zero(mask, ga)
+            if r is not None:
+                return r
+        return F.where(mask, ga, g * b if b else 0.0)
     if g.__class__ is not Tensor:
         g = as_tensor_arg(g, x)
     xp = g._device.backend.xp

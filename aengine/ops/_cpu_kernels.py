@@ -1,4 +1,4 @@
-"""A faster erf for large float32 numpy arrays (the kernel of erf and gelu).
+"""Faster numpy kernels: erf of large float32 arrays (erf, gelu), a branch-free masked gradient.
 
 # NOTE [A float32 erf for numpy]
 # scipy.special.erf evaluates the float64 Cephes erf element by element
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fast", "erf32"]
+__all__ = ["fast", "erf32", "where_zero"]
 
 #: arrays smaller than this keep scipy's erf (a chunk loop costs ~20 calls)
 _MIN_SIZE = 4096
@@ -84,3 +84,23 @@ def erf32(a: Any, out: Any = None) -> Any:
         p *= x
         np.divide(p, q, out=dst[i:j])  # (rounded once, to float32)
     return out
+
+
+def where_zero(mask: Any, g: Any) -> Any:
+    """``where(mask, g, 0)`` for a numpy float array ``g`` (None for other arrays).
+
+    # NOTE [A branch-free masked gradient]
+    # numpy's ``where`` branches on each element: on a random mask (relu's
+    # backward: half the inputs positive) mispredictions make it ~8 ms for 2M
+    # float32, against ~1 ms here: the mask as integers 0 / -1 (all bits set)
+    # ANDed with the bits of ``g``.  Exactly ``where``'s values (+0.0 where the
+    # mask is False), unlike ``g * mask``, which turns an inf or a nan of ``g``
+    # under a False into nan.
+    """
+    if g.__class__ is not np.ndarray or g.dtype.kind != "f":
+        return None
+    bits = np.dtype(f"i{g.dtype.itemsize}")
+    r = np.array(mask, dtype=bits)  # (an array also for a 0-d mask, a numpy bool)
+    np.negative(r, out=r)
+    np.bitwise_and(r, g.view(bits), out=r)
+    return r.view(g.dtype)

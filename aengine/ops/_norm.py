@@ -101,9 +101,11 @@ def _stats(F: GradOps, xv: Any, axes: tuple[int, ...], cnt: float, eps: float, r
 
 
 def _normalize_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
-    nshape, axes, eps, rms, pshape, xshape, wshape, bshape = n.attrs
+    nshape, axes, eps, rms, pshape, xshape, wshape, bshape, _ = n.attrs
     x = s[0]
     w = s[1] if len(s) > 1 else None
+    if x.__class__ is not Tensor:  # a plain backward: the forward's statistics, in place
+        return _normalize_grads(n.dev.backend.xp, g, x, w, n.attrs, n.needs)
     need = n.needs
     cnt = float(math.prod(nshape[a] for a in axes))
     y, rstd = _stats(F, F.reshape(x, nshape), axes, cnt, eps, rms)
@@ -120,6 +122,75 @@ def _normalize_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
         gw = F.reshape(F.sum_to(g * F.reshape(y, xshape), pshape), wshape)
     if need[2]:
         gb = F.reshape(F.sum_to(g, pshape), bshape)
+    return (gx, gw, gb)
+
+
+def _aligned(nshape: tuple[int, ...], axes: tuple[int, ...], p: tuple[int, ...], x: Any) -> bool:
+    """Whether the weight (in shape ``p``) is constant over the statistics' ``axes``.
+
+    batch_norm and instance_norm (per channel, statistics over other dims of
+    the input as it is, ``nshape == x``): the weight then multiplies small
+    arrays of statistics instead of the gradient.
+    """
+    return nshape == x and len(p) == len(x) and all(p[i] == 1 for i in axes)
+
+
+def _sum_to(t: Any, shape: tuple[int, ...]) -> Any:
+    """``t`` summed to ``shape`` (leading dims, and dims where ``shape`` has 1): a new array."""
+    lead = t.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and t.shape[lead + i] != 1
+    )
+    return t.sum(axis=dims).reshape(shape)  # (a copy even when dims is empty)
+
+
+def _normalize_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> Any:
+    """The rule on arrays, from the forward's mean and rstd (NOTE [Normalisation as one primitive]).
+
+    The rule's formulas in fewer passes: the temporaries (all owned here) are
+    updated in place, and where the weight is per channel (``_aligned``) it
+    scales the small arrays of sums, and the weight's and the bias's
+    gradients come from the sums the input's gradient needs anyway.
+    """
+    nshape, axes, _, rms, pshape, xshape, wshape, bshape, (mean, rstd) = attrs
+    cnt = float(math.prod(nshape[a] for a in axes))
+    gv = g.reshape(nshape)
+    if rms:
+        y = x.reshape(nshape) * rstd
+    else:
+        y = x.reshape(nshape) - mean
+        y *= rstd  # the normalised input
+    t = xp.multiply(gv, y)
+    aligned = _aligned(nshape, axes, pshape, xshape)
+    gx = gw = gb = sum_gy = sum_g = None
+    if aligned:
+        sum_gy = t.sum(axis=axes, keepdims=True)
+        sum_g = gv.sum(axis=axes, keepdims=True)
+        gw = _sum_to(sum_gy, pshape).reshape(wshape) if need[1] else None
+        gb = _sum_to(sum_g, pshape).reshape(bshape) if need[2] else None
+    else:
+        gw = _sum_to(t.reshape(xshape), pshape).reshape(wshape) if need[1] else None
+        gb = _sum_to(g, pshape).reshape(bshape) if need[2] else None
+    if need[0]:
+        # gx = rstd * (gy - mean(gy) - y * mean(gy * y)) over the axes (no mean(gy) for rms)
+        if w is None or aligned:  # gy = g * w: w (constant over the axes) joins rstd
+            gy = gv
+            scale = rstd if w is None else rstd * w.reshape(pshape)
+            if sum_gy is None:
+                sum_gy = t.sum(axis=axes, keepdims=True)
+                sum_g = None if rms else gv.sum(axis=axes, keepdims=True)
+        else:
+            gy = (g * w.reshape(pshape)).reshape(nshape)
+            scale = rstd
+            xp.multiply(gy, y, out=t)
+            sum_gy = t.sum(axis=axes, keepdims=True)
+            sum_g = None if rms else gy.sum(axis=axes, keepdims=True)
+        xp.multiply(y, sum_gy / cnt, out=t)
+        xp.subtract(gy, t, out=t)
+        if sum_g is not None:
+            t -= sum_g / cnt
+        t *= scale
+        gx = t.reshape(xshape)
     return (gx, gw, gb)
 
 
@@ -154,25 +225,33 @@ def _normalize(
                     f"expected the weight and bias to have the input's dtype {a.dtype}, got "
                     f"{t.data.dtype}; convert them with .to({a.dtype})"
                 )
+    # in place on the one result array (ours); rstd multiplies, as torch's kernels
     if rms:
         mean = None
-        var = (av * av).sum(axis=axes, keepdims=True) / cnt
-        y = av / xp.sqrt(var + eps)
+        y = av * av
+        var = y.sum(axis=axes, keepdims=True) / cnt
     else:
         mean = av.sum(axis=axes, keepdims=True) / cnt
-        xc = av - mean
-        var = (xc * xc).sum(axis=axes, keepdims=True) / cnt
-        y = xc / xp.sqrt(var + eps)
+        y = av - mean
+        var = (y * y).sum(axis=axes, keepdims=True) / cnt
+    rstd = 1.0 / xp.sqrt(var + eps)
+    w = weight.data.reshape(pshape) if weight is not None else None
+    if w is not None and _aligned(nshape, axes, pshape, a.shape):
+        y = xp.multiply(av, rstd * w, out=y) if rms else xp.multiply(y, rstd * w, out=y)
+        w = None  # (folded into the per-channel scale)
+    else:
+        y = xp.multiply(av, rstd, out=y) if rms else xp.multiply(y, rstd, out=y)
     out = y.reshape(a.shape)
-    if weight is not None:
-        out = out * weight.data.reshape(pshape)
+    if w is not None:
+        out *= w
     if bias is not None:
-        out = out + bias.data.reshape(pshape)
+        out += bias.data.reshape(pshape)
     out = out.astype(a.dtype, copy=False)
     saved = (x,) if weight is None else (x, weight)
     wshape = weight.data.shape if weight is not None else None
     bshape = bias.data.shape if bias is not None else None
-    attrs = (nshape, axes, float(eps), rms, pshape, a.shape, wshape, bshape)
+    stats = (mean, rstd)  # for a plain backward (_normalize_grads)
+    attrs = (nshape, axes, float(eps), rms, pshape, a.shape, wshape, bshape, stats)
     t = record(cls, out, dev, (x, weight, bias), saved, attrs)
     return t, mean, var
 

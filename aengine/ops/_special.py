@@ -19,8 +19,8 @@ from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
 from . import _arith
-from ._cpu_kernels import erf32, fast
 from ._core import TRANSCENDENTAL, GradOps, node_class, record_one, wrap
+from ._cpu_kernels import erf32, fast
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 from ._unary import INT_TOL, _unary, set_doc, unary_samples
 
@@ -149,6 +149,7 @@ atanh = _unary(
     "input",
     cost=_T,
 )
+
 
 # -- special functions ----------------------------------------------------------------------
 def _erf_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:

@@ -1,11 +1,15 @@
-"""The float32 erf kernel of large numpy arrays (NOTE [A float32 erf for numpy]).
+"""The numpy kernels of aengine/ops/_cpu_kernels.py.
 
 The table tests compare erf and gelu with torch on small samples, which take
-scipy's erf; these check the large-array kernel itself: its rounding error on a
-dense grid, its special values, and that erf and gelu agree with torch there.
+scipy's erf; these check the large-array float32 erf itself (NOTE [A float32 erf
+for numpy]): its rounding error on a dense grid, its special values, and erf and
+gelu on large inputs against float64 and torch; and that the branch-free masked
+gradient (NOTE [A branch-free masked gradient]) has ``where``'s exact bits.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +17,7 @@ import scipy.special
 import torch
 
 import aengine as ae
-from aengine.ops._cpu_kernels import erf32, fast
+from aengine.ops._cpu_kernels import erf32, fast, where_zero
 
 
 def _grid() -> np.ndarray:
@@ -88,3 +92,19 @@ def test_large_tanh_gelu_matches_torch() -> None:
     np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-6)
     # 1 - tanh^2 near saturation (x < -3) magnifies one ulp of numpy's tanh against torch's
     np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-5, atol=5e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_where_zero_is_where(dtype: Any) -> None:
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal((7, 9)).astype(dtype)
+    g[0, :4] = [np.inf, -np.inf, np.nan, -0.0]
+    mask = rng.standard_normal((7, 9)) > 0
+    mask[0, :4] = False
+    for gg, m in [(g, mask), (g.T, mask.T), (np.broadcast_to(g[:1], g.shape), mask)]:
+        got = where_zero(m, gg)
+        want = np.where(m, gg, dtype(0))
+        assert got.dtype == gg.dtype
+        assert got.tobytes() == want.tobytes()  # the same bits, +0.0 included
+    assert where_zero(np.bool_(True), np.array(2.0, dtype)).tolist() == 2.0  # 0-d
+    assert where_zero(mask, np.ones((7, 9), np.int64)) is None
