@@ -125,14 +125,17 @@ def _normalize_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (gx, gw, gb)
 
 
-def _aligned(nshape: tuple[int, ...], axes: tuple[int, ...], p: tuple[int, ...], x: Any) -> bool:
+def _per_channel(
+    nshape: tuple[int, ...], axes: tuple[int, ...], p: tuple[int, ...], rms: bool
+) -> bool:
     """Whether the weight (in shape ``p``) is constant over the statistics' ``axes``.
 
-    batch_norm and instance_norm (per channel, statistics over other dims of
-    the input as it is, ``nshape == x``): the weight then multiplies small
-    arrays of statistics instead of the gradient.
+    batch_norm and instance_norm: statistics over dims of the input as it is
+    (``nshape``) other than the channel's, a weight per channel.  The weight
+    and the statistics then combine into per-channel coefficients, as torch's
+    kernels do (``_channel_grads``, and ``x * scale + shift`` forward).
     """
-    return nshape == x and len(p) == len(x) and all(p[i] == 1 for i in axes)
+    return not rms and len(p) == len(nshape) and all(p[i] == 1 for i in axes)
 
 
 def _sum_to(t: Any, shape: tuple[int, ...]) -> Any:
@@ -147,12 +150,12 @@ def _sum_to(t: Any, shape: tuple[int, ...]) -> Any:
 def _normalize_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> Any:
     """The rule on arrays, from the forward's mean and rstd (NOTE [Normalisation as one primitive]).
 
-    The rule's formulas in fewer passes: the temporaries (all owned here) are
-    updated in place, and where the weight is per channel (``_aligned``) it
-    scales the small arrays of sums, and the weight's and the bias's
-    gradients come from the sums the input's gradient needs anyway.
+    The rule's formulas in fewer passes: every temporary is owned here and
+    updated in place.
     """
     nshape, axes, _, rms, pshape, xshape, wshape, bshape, (mean, rstd) = attrs
+    if nshape == xshape and _per_channel(nshape, axes, pshape, rms):
+        return _channel_grads(xp, g, x, w, attrs, need)
     cnt = float(math.prod(nshape[a] for a in axes))
     gv = g.reshape(nshape)
     if rms:
@@ -161,36 +164,47 @@ def _normalize_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> 
         y = x.reshape(nshape) - mean
         y *= rstd  # the normalised input
     t = xp.multiply(gv, y)
-    aligned = _aligned(nshape, axes, pshape, xshape)
-    gx = gw = gb = sum_gy = sum_g = None
-    if aligned:
-        sum_gy = t.sum(axis=axes, keepdims=True)
-        sum_g = gv.sum(axis=axes, keepdims=True)
-        gw = _sum_to(sum_gy, pshape).reshape(wshape) if need[1] else None
-        gb = _sum_to(sum_g, pshape).reshape(bshape) if need[2] else None
-    else:
-        gw = _sum_to(t.reshape(xshape), pshape).reshape(wshape) if need[1] else None
-        gb = _sum_to(g, pshape).reshape(bshape) if need[2] else None
+    gw = _sum_to(t.reshape(xshape), pshape).reshape(wshape) if need[1] else None
+    gb = _sum_to(g, pshape).reshape(bshape) if need[2] else None
+    gx = None
     if need[0]:
         # gx = rstd * (gy - mean(gy) - y * mean(gy * y)) over the axes (no mean(gy) for rms)
-        if w is None or aligned:  # gy = g * w: w (constant over the axes) joins rstd
-            gy = gv
-            scale = rstd if w is None else rstd * w.reshape(pshape)
-            if sum_gy is None:
-                sum_gy = t.sum(axis=axes, keepdims=True)
-                sum_g = None if rms else gv.sum(axis=axes, keepdims=True)
-        else:
+        gy = gv
+        if w is not None:
             gy = (g * w.reshape(pshape)).reshape(nshape)
-            scale = rstd
             xp.multiply(gy, y, out=t)
-            sum_gy = t.sum(axis=axes, keepdims=True)
-            sum_g = None if rms else gy.sum(axis=axes, keepdims=True)
-        xp.multiply(y, sum_gy / cnt, out=t)
+        proj = t.sum(axis=axes, keepdims=True) / cnt
+        mean_gy = None if rms else gy.sum(axis=axes, keepdims=True) / cnt
+        xp.multiply(y, proj, out=t)
         xp.subtract(gy, t, out=t)
-        if sum_g is not None:
-            t -= sum_g / cnt
-        t *= scale
+        if mean_gy is not None:
+            t -= mean_gy
+        t *= rstd
         gx = t.reshape(xshape)
+    return (gx, gw, gb)
+
+
+def _channel_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> Any:
+    """``_normalize_grads`` of batch_norm and instance_norm (``_per_channel``).
+
+    With ``xc = x - mean`` and sums over the axes: ``gb = sum(g)``, ``gw =
+    rstd * sum(g xc)``, and ``gx = rstd w (g - mean(g) - xc rstd^2 mean(g xc))``,
+    whose small factors are per channel (``gw``, ``gb`` then summed over the
+    batch for instance_norm).
+    """
+    _, axes, _, _, pshape, _, wshape, bshape, (mean, rstd) = attrs
+    cnt = float(math.prod(x.shape[a] for a in axes))
+    xc = x - mean
+    sum_gxc = xp.multiply(g, xc).sum(axis=axes, keepdims=True)
+    sum_g = g.sum(axis=axes, keepdims=True)
+    gw = _sum_to(sum_gxc * rstd, pshape).reshape(wshape) if need[1] else None
+    gb = _sum_to(sum_g, pshape).reshape(bshape) if need[2] else None
+    gx = None
+    if need[0]:
+        xc *= rstd * rstd * (sum_gxc / cnt)
+        xc += sum_g / cnt
+        gx = xp.subtract(g, xc, out=xc)
+        gx *= rstd if w is None else rstd * w.reshape(pshape)
     return (gx, gw, gb)
 
 
@@ -225,7 +239,8 @@ def _normalize(
                     f"expected the weight and bias to have the input's dtype {a.dtype}, got "
                     f"{t.data.dtype}; convert them with .to({a.dtype})"
                 )
-    # in place on the one result array (ours); rstd multiplies, as torch's kernels
+    # in place on the one result array (ours); rstd multiplies, as in torch's kernels
+    per_channel = nshape == a.shape and _per_channel(nshape, axes, pshape, rms)
     if rms:
         mean = None
         y = av * av
@@ -233,19 +248,24 @@ def _normalize(
     else:
         mean = av.sum(axis=axes, keepdims=True) / cnt
         y = av - mean
-        var = (y * y).sum(axis=axes, keepdims=True) / cnt
+        sq = xp.multiply(y, y, out=y) if per_channel else y * y  # (y: not needed after)
+        var = sq.sum(axis=axes, keepdims=True) / cnt
     rstd = 1.0 / xp.sqrt(var + eps)
     w = weight.data.reshape(pshape) if weight is not None else None
-    if w is not None and _aligned(nshape, axes, pshape, a.shape):
-        y = xp.multiply(av, rstd * w, out=y) if rms else xp.multiply(y, rstd * w, out=y)
-        w = None  # (folded into the per-channel scale)
+    b = bias.data.reshape(pshape) if bias is not None else None
+    if per_channel:
+        # per channel: x * scale + shift (torch's batch_norm kernel), in y's memory
+        scale = rstd if w is None else rstd * w
+        shift = -mean * scale if b is None else b - mean * scale
+        out = xp.multiply(av, scale, out=y)
+        out += shift
     else:
         y = xp.multiply(av, rstd, out=y) if rms else xp.multiply(y, rstd, out=y)
-    out = y.reshape(a.shape)
-    if w is not None:
-        out *= w
-    if bias is not None:
-        out += bias.data.reshape(pshape)
+        out = y.reshape(a.shape)
+        if w is not None:
+            out *= w
+        if b is not None:
+            out += b
     out = out.astype(a.dtype, copy=False)
     saved = (x,) if weight is None else (x, weight)
     wshape = weight.data.shape if weight is not None else None
