@@ -720,12 +720,24 @@ def _reduced(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
 
 def _softmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (out,) = s
-    return (out * (g - F.sum(g * out, n.attrs, True)),)
+    if out.__class__ is Tensor or out.ndim == 0:
+        return (out * (g - F.sum(g * out, n.attrs, True)),)
+    # on arrays: the same, in place on the one temporary owned here
+    t = g * out
+    n.dev.backend.xp.subtract(g, t.sum(axis=n.attrs, keepdims=True), out=t)
+    t *= out
+    return (t,)
 
 
 def _log_softmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (out,) = s
-    return (g - F.exp(out) * F.sum(g, n.attrs, True),)
+    if out.__class__ is Tensor or out.ndim == 0:
+        return (g - F.exp(out) * F.sum(g, n.attrs, True),)
+    # on arrays: the same, in place on the one temporary owned here
+    xp = n.dev.backend.xp
+    t = xp.exp(out)
+    t *= g.sum(axis=n.attrs, keepdims=True)
+    return (xp.subtract(g, t, out=t),)
 
 
 SoftmaxBackward0 = node_class("SoftmaxBackward0", _softmax_rule)
@@ -755,8 +767,14 @@ def softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = None) 
         x = tensor_input(x, "softmax")
     x, dims = _softmax_input(x, dim_or_axis(dim, axis, "softmax", True), dtype, "softmax")
     xp = x._device.backend.xp
-    e = xp.exp(x.data - _shift(xp, x.data, dims))
-    out = e / e.sum(axis=dims, keepdims=True)
+    e = x.data - _shift(xp, x.data, dims)
+    if e.ndim:  # (an array: ours, exp and the division in place)
+        xp.exp(e, out=e)
+        e /= e.sum(axis=dims, keepdims=True)
+        out = e
+    else:
+        e = xp.exp(e)
+        out = e / e.sum(axis=dims, keepdims=True)
     return record_one(SoftmaxBackward0, out, x._device, x, 1, dims, save_output=True)
 
 
@@ -777,7 +795,12 @@ def log_softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = No
     x, dims = _softmax_input(x, dim, dtype, "log_softmax")
     xp = x._device.backend.xp
     z = x.data - _shift(xp, x.data, dims)
-    out = z - xp.log(xp.exp(z).sum(axis=dims, keepdims=True))
+    lse = xp.log(xp.exp(z).sum(axis=dims, keepdims=True))
+    if z.ndim:  # (an array: ours)
+        z -= lse
+        out = z
+    else:
+        out = z - lse
     t = record_one(LogSoftmaxBackward0, out, x._device, x, 1, dims, save_output=True)
     return weigh(t, TRANSCENDENTAL)  # (its rule takes exp of the result)
 

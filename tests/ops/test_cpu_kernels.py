@@ -17,7 +17,7 @@ import scipy.special
 import torch
 
 import aengine as ae
-from aengine.ops._cpu_kernels import erf32, fast, where_zero
+from aengine.ops._cpu_kernels import cumsum_last, erf32, fast, where_zero
 
 
 def _grid() -> np.ndarray:
@@ -108,3 +108,37 @@ def test_where_zero_is_where(dtype: Any) -> None:
         assert got.tobytes() == want.tobytes()  # the same bits, +0.0 included
     assert where_zero(np.bool_(True), np.array(2.0, dtype)).tolist() == 2.0  # 0-d
     assert where_zero(mask, np.ones((7, 9), np.int64)) is None
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocked_cumsum(reverse: bool, dtype: Any) -> None:
+    a = np.random.default_rng(6).standard_normal((3, 40, 1024)).astype(dtype)
+    got = cumsum_last(a, reverse)
+    assert got is not None and got.dtype == dtype and got.shape == a.shape
+    flip = (lambda v: v[..., ::-1]) if reverse else (lambda v: v)
+    exact = flip(np.cumsum(flip(a.astype(np.longdouble)), axis=-1))
+    seq = flip(np.cumsum(flip(a), axis=-1))  # numpy's one-by-one scan
+    err, seq_err = np.abs(got - exact).max(), np.abs(seq - exact).max()
+    # rounding errors of the order of numpy's (and of float precision at the sums' scale)
+    scale = float(np.abs(exact).max()) * np.finfo(dtype).eps
+    assert err <= max(seq_err, 16 * scale), (err, seq_err, scale)
+    # where it does not apply: numpy's scan (None)
+    b = a.copy()
+    b[0, 0, 5] = np.inf
+    assert cumsum_last(b, reverse) is None
+    assert cumsum_last(a[..., :1000], reverse) is None  # not a multiple of the block
+    assert cumsum_last(a[..., ::2], reverse) is None  # not contiguous
+    assert cumsum_last(a.astype(np.int64), reverse) is None
+
+
+def test_large_cumsum_matches_torch() -> None:
+    a = np.random.default_rng(7).standard_normal((64, 1024)).astype(np.float32)
+    g = np.random.default_rng(8).standard_normal(a.shape).astype(np.float32)
+    x = ae.tensor(a, requires_grad=True)
+    tx = torch.from_numpy(a.copy()).requires_grad_(True)
+    y, ty = ae.cumsum(x, 1), torch.cumsum(tx, 1)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-5, atol=2e-5)
+    (gx,) = ae.sync.grad([y], [x], [ae.tensor(g)])
+    (tgx,) = torch.autograd.grad([ty], [tx], [torch.from_numpy(g)])
+    np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-5, atol=2e-5)
