@@ -29,6 +29,7 @@ from ..tensors._creation import default_generator, tensor_input
 from ..tensors._tensor import Tensor
 from ._arith import add, clamp, mul, sub, where
 from ._core import GradOps, node_class, record, record_one, same_device, wrap
+from ._cpu_kernels import sum_trailing
 from ._inplace_ops import copy_, mul_
 from ._linalg import matmul
 from ._reduce import softmax
@@ -173,8 +174,8 @@ def _normalize_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> 
         if w is not None:
             gy = (g * w.reshape(pshape)).reshape(nshape)
             xp.multiply(gy, y, out=t)
-        proj = t.sum(axis=axes, keepdims=True) / cnt
-        mean_gy = None if rms else gy.sum(axis=axes, keepdims=True) / cnt
+        proj = sum_trailing(t, axes, True) / cnt
+        mean_gy = None if rms else sum_trailing(gy, axes, True) / cnt
         xp.multiply(y, proj, out=t)
         xp.subtract(gy, t, out=t)
         if mean_gy is not None:
@@ -244,12 +245,12 @@ def _normalize(
     if rms:
         mean = None
         y = av * av
-        var = y.sum(axis=axes, keepdims=True) / cnt
+        var = sum_trailing(y, axes, True) / cnt
     else:
-        mean = av.sum(axis=axes, keepdims=True) / cnt
+        mean = sum_trailing(av, axes, True) / cnt
         y = av - mean
         sq = xp.multiply(y, y, out=y) if per_channel else y * y  # (y: not needed after)
-        var = sq.sum(axis=axes, keepdims=True) / cnt
+        var = sum_trailing(sq, axes, True) / cnt
     rstd = 1.0 / xp.sqrt(var + eps)
     w = weight.data.reshape(pshape) if weight is not None else None
     b = bias.data.reshape(pshape) if bias is not None else None
