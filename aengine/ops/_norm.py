@@ -185,6 +185,19 @@ def _normalize_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> 
     return (gx, gw, gb)
 
 
+def _channel_sum(a: Any, axes: tuple[int, ...]) -> Any:
+    """``a.sum(axis=axes, keepdims=True)`` over the statistics' axes of a per-channel norm.
+
+    batch_norm's axes (0, 2, 3...): the sum of each (sample, channel) row
+    (``sum_trailing``), then over the samples: the order numpy's sum takes.
+    """
+    nd = a.ndim
+    if nd >= 3 and axes == (0, *range(2, nd)) and a.flags.c_contiguous:
+        rows = sum_trailing(a.reshape(a.shape[0], a.shape[1], -1), (2,), False)
+        return rows.sum(axis=0).reshape((1, a.shape[1]) + (1,) * (nd - 2))
+    return sum_trailing(a, axes, True)
+
+
 def _channel_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> Any:
     """``_normalize_grads`` of batch_norm and instance_norm (``_per_channel``).
 
@@ -196,8 +209,8 @@ def _channel_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> An
     _, axes, _, _, pshape, _, wshape, bshape, (mean, rstd) = attrs
     cnt = float(math.prod(x.shape[a] for a in axes))
     xc = x - mean
-    sum_gxc = xp.multiply(g, xc).sum(axis=axes, keepdims=True)
-    sum_g = g.sum(axis=axes, keepdims=True)
+    sum_gxc = _channel_sum(xp.multiply(g, xc), axes)
+    sum_g = _channel_sum(g, axes)
     gw = _sum_to(sum_gxc * rstd, pshape).reshape(wshape) if need[1] else None
     gb = _sum_to(sum_g, pshape).reshape(bshape) if need[2] else None
     gx = None
@@ -247,10 +260,12 @@ def _normalize(
         y = av * av
         var = sum_trailing(y, axes, True) / cnt
     else:
-        mean = sum_trailing(av, axes, True) / cnt
+        mean = (_channel_sum(av, axes) if per_channel else sum_trailing(av, axes, True)) / cnt
         y = av - mean
-        sq = xp.multiply(y, y, out=y) if per_channel else y * y  # (y: not needed after)
-        var = sum_trailing(sq, axes, True) / cnt
+        if per_channel:  # (y: not needed after)
+            var = _channel_sum(xp.multiply(y, y, out=y), axes) / cnt
+        else:
+            var = sum_trailing(y * y, axes, True) / cnt
     rstd = 1.0 / xp.sqrt(var + eps)
     w = weight.data.reshape(pshape) if weight is not None else None
     b = bias.data.reshape(pshape) if bias is not None else None

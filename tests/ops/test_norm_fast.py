@@ -88,3 +88,32 @@ def test_normalize_grads_match_torch(
         t_grads = torch.autograd.grad([ty], t_leaves, [torch.tensor(ga)])
     for a, t in zip(grads, t_grads):
         np.testing.assert_allclose(a.detach().numpy(), t.numpy(), rtol=1e-9, atol=1e-11)
+
+
+LARGE = [  # sizes where the kernels take their blocked sums (aengine/ops/_cpu_kernels.py)
+    (lambda F, x, w, b: F.batch_norm(x, None, None, w, b, training=True), (16, 8, 32, 32), (8,), 3),
+    (lambda F, x, w, b: F.instance_norm(x, weight=w, bias=b), (4, 8, 64, 64), (8,), 3),
+    (lambda F, x, w, b: F.layer_norm(x, (512,), w, b), (256, 512), (512,), 3),
+    (lambda F, x, w, b: F.rms_norm(x, (4, 256), w), (64, 4, 256), (4, 256), 2),  # (no bias)
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", LARGE)
+def test_large_normalize_match_torch(case: Any, dtype: str) -> None:
+    fn, xshape, pshape, n_leaves = case
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(dtype) for s in (xshape, pshape, pshape, xshape)]
+    arrays[0] += 2.0  # a mean away from 0
+    a, w, b, g = arrays
+    x, aw, ab = (ae.tensor(v, requires_grad=True) for v in (a, w, b))
+    tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (a, w, b))
+    y, ty = fn(ae.nn.functional, x, aw, ab), fn(torch.nn.functional, tx, tw, tb)
+    rtol, atol = (2e-5, 2e-5) if dtype == "float32" else (1e-10, 1e-10)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=rtol, atol=atol)
+    leaves, t_leaves = [x, aw, ab][:n_leaves], [tx, tw, tb][:n_leaves]
+    grads = ae.sync.grad([y], leaves, [ae.tensor(g)])
+    t_grads = torch.autograd.grad([ty], t_leaves, [torch.tensor(g)])
+    for ga, gt in zip(grads, t_grads):
+        scale = float(np.abs(gt.numpy()).max())
+        np.testing.assert_allclose(ga.numpy(), gt.numpy(), rtol=rtol, atol=atol * scale)
