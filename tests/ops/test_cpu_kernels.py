@@ -167,3 +167,23 @@ def test_sum_trailing(shape: tuple[int, ...], dims: tuple[int, ...], keepdims: b
         np.testing.assert_array_equal(
             sum_trailing(b, d, keepdims), b.sum(axis=d, keepdims=keepdims)
         )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [("softmax", (128, 1024)), ("log_softmax", (96, 1000)), ("sum", (64, 2, 1024))],
+)
+def test_large_reductions_match_torch(name: str, shape: tuple[int, ...], dtype: str) -> None:
+    a = np.random.default_rng(10).standard_normal(shape).astype(dtype)
+    g = np.random.default_rng(11).standard_normal(shape[:-1] if name == "sum" else shape)
+    g = g.astype(dtype)
+    x = ae.tensor(a, requires_grad=True)
+    tx = torch.from_numpy(a.copy()).requires_grad_(True)
+    y, ty = getattr(ae, name)(x, -1), getattr(torch, name)(tx, -1)
+    rtol, atol = (1e-5, 1e-5) if dtype == "float32" else (1e-12, 1e-12)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=rtol, atol=atol)
+    for gg in (g, np.ones_like(g)):  # (ones: the broadcast gradient of a sum)
+        (gx,) = ae.sync.grad([y], [x], [ae.tensor(gg)], retain_graph=True)
+        (tgx,) = torch.autograd.grad([ty], [tx], [torch.from_numpy(gg)], retain_graph=True)
+        np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=rtol, atol=atol)
