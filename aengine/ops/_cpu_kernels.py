@@ -110,7 +110,7 @@ def erf32(a: Any, out: Any = None) -> Any:
 
 
 def where_zero(mask: Any, g: Any) -> Any:
-    """``where(mask, g, 0)`` for a numpy float array ``g`` (None for other arrays).
+    """``where(mask, g, 0)`` for a large numpy float array ``g`` (None for other arrays).
 
     # NOTE [A branch-free masked gradient]
     # numpy's ``where`` branches on each element: on a random mask (relu's
@@ -120,10 +120,10 @@ def where_zero(mask: Any, g: Any) -> Any:
     # mask is False), unlike ``g * mask``, which turns an inf or a nan of ``g``
     # under a False into nan.
     """
-    if g.__class__ is not np.ndarray or g.dtype.kind != "f":
-        return None
+    if g.__class__ is not np.ndarray or g.size < _MIN_SIZE or g.dtype.kind != "f":
+        return None  # (small: numpy's where, one call)
     bits = np.dtype(f"i{g.dtype.itemsize}")
-    r = np.array(mask, dtype=bits)  # (an array also for a 0-d mask, a numpy bool)
+    r = mask.astype(bits)
     np.negative(r, out=r)
     np.bitwise_and(r, g.view(bits), out=r)
     return r.view(g.dtype)

@@ -271,6 +271,7 @@ def _normalize(
     b = bias.data.reshape(pshape) if bias is not None else None
     if per_channel:
         # per channel: x * scale + shift (torch's batch_norm kernel), in y's memory
+        assert mean is not None  # (never rms)
         scale = rstd if w is None else rstd * w
         shift = -mean * scale if b is None else b - mean * scale
         out = xp.multiply(av, scale, out=y)
