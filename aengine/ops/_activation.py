@@ -45,6 +45,7 @@ from ._core import (
     record_one,
     weigh,
 )
+from ._cpu_kernels import erf32, fast, where_zero
 from ._join import chunk
 from ._shape import _norm_dim
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
@@ -110,7 +111,12 @@ def _sig(F: GradOps, z: Any, n: OpNode) -> Any:
 def _mask_grad(F: GradOps, g: Any, x: Any, mask: Any, a: float, b: float, cls: Any) -> Any:
     """``where(mask, g * a, g * b)``, recorded as a function of ``g`` and ``x`` on Tensors."""
     if x.__class__ is not Tensor:
-        return F.where(mask, g * a if a != 1.0 else g, g * b if b else 0.0)
+        ga = g * a if a != 1.0 else g
+        if not b:  # (NOTE [A branch-free masked gradient])
+            r = where_zero(mask, ga)
+            if r is not None:
+                return r
+        return F.where(mask, ga, g * b if b else 0.0)
     if g.__class__ is not Tensor:
         g = as_tensor_arg(g, x)
     xp = g._device.backend.xp
@@ -178,7 +184,7 @@ def _erf(x: Tensor) -> Tensor:
     data = x.data
     if data.dtype.kind in "biu":
         data = data.astype(get_default_dtype())
-    out = x._device.backend.special.erf(data)
+    out = erf32(data) if fast(data) else x._device.backend.special.erf(data)
     return weigh(record_one(ErfBackward0, out, x._device, x, 1, None, True), TRANSCENDENTAL)
 
 
@@ -475,20 +481,61 @@ _GELU_K = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
 
 
+def _gelu_tanh_inner(xp: Any, x: Any, t: Any) -> Any:
+    """``tanh((x + c x^3) k)`` of arrays, in place in ``t`` (which holds x^3, ours to update)."""
+    t *= _GELU_C
+    t += x
+    t *= _GELU_K
+    return xp.tanh(t, out=t)
+
+
 def _gelu_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     x = s[0]
     if n.attrs == "tanh":  # torch's GeluBackward0 (approximate='tanh')
+        if x.__class__ is Tensor or x.ndim == 0:
+            x2 = x * x
+            t = F.tanh((x + _GELU_C * x2 * x) * _GELU_K)
+            left_d = (t + 1.0) * 0.5
+            right_d = x * 0.5 * (1.0 - t * t) * ((x2 * (3.0 * _GELU_C) + 1.0) * _GELU_K)
+            return (g * (left_d + right_d),)
+        # the same on arrays, in place on the three temporaries owned here
         x2 = x * x
-        t = F.tanh((x + _GELU_C * x2 * x) * _GELU_K)
-        left_d = (t + 1.0) * 0.5
-        right_d = x * 0.5 * (1.0 - t * t) * ((x2 * (3.0 * _GELU_C) + 1.0) * _GELU_K)
-        return (g * (left_d + right_d),)
-    # d gelu = Phi(x) + x * phi(x); erf of the backend on arrays (what RawOps.erf is: the
-    # array namespace is the installed adapters', which may predate it), F.erf on Tensors
-    erf = F.erf if x.__class__ is Tensor else n.dev.backend.special.erf
-    cdf = (erf(x * _SQRT1_2) + 1.0) * 0.5
-    pdf = F.exp(x * x * -0.5) * _INV_SQRT_2PI
-    return (g * (cdf + x * pdf),)
+        t = _gelu_tanh_inner(n.dev.backend.xp, x, x2 * x)
+        d = t + 1.0
+        d *= 0.5  # left_d
+        t *= t
+        t -= 1.0
+        t *= x
+        t *= -0.5  # x * 0.5 * (1 - t * t)
+        x2 *= 3.0 * _GELU_C
+        x2 += 1.0
+        x2 *= _GELU_K
+        t *= x2  # right_d
+        d += t
+        d *= g
+        return (d,)
+    # d gelu = Phi(x) + x * phi(x)
+    if x.__class__ is Tensor:  # create_graph: differentiable ops
+        cdf = (F.erf(x * _SQRT1_2) + 1.0) * 0.5
+        return (g * (cdf + x * (F.exp(x * x * -0.5) * _INV_SQRT_2PI)),)
+    if fast(x):  # (NOTE [A float32 erf for numpy]); temporaries owned here, in place
+        xp = n.dev.backend.xp
+        d = x * _SQRT1_2
+        d = erf32(d, d)
+        d += 1.0
+        d *= 0.5  # Phi(x)
+        p = x * x
+        p *= -0.5
+        xp.exp(p, out=p)
+        p *= x
+        p *= _INV_SQRT_2PI  # x * phi(x)
+        d += p
+        d *= g
+        return (d,)
+    # erf of the backend on arrays (what RawOps.erf is: the array namespace is the
+    # installed adapters', which may predate it)
+    cdf = (n.dev.backend.special.erf(x * _SQRT1_2) + 1.0) * 0.5
+    return (g * (cdf + x * (F.exp(x * x * -0.5) * _INV_SQRT_2PI)),)
 
 
 GeluBackward0 = node_class("GeluBackward0", _gelu_rule)
@@ -514,8 +561,20 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     input = _float_input(input, "gelu")
     dev = input._device
     a = input.data
-    if approximate == "tanh":
-        out = 0.5 * a * (1.0 + dev.backend.xp.tanh(_GELU_K * (a + _GELU_C * a * a * a)))
+    if approximate == "tanh":  # torch's formula, on one temporary (in place)
+        if a.ndim == 0:
+            out = 0.5 * a * (1.0 + dev.backend.xp.tanh(_GELU_K * (a + _GELU_C * a * a * a)))
+        else:
+            out = _gelu_tanh_inner(dev.backend.xp, a, a * a * a)
+            out += 1.0
+            out *= a
+            out *= 0.5
+    elif fast(a):  # the same formula, erf in place (NOTE [A float32 erf for numpy])
+        out = a * _SQRT1_2
+        out = erf32(out, out)
+        out += 1.0
+        out *= 0.5
+        out *= a
     else:
         out = a * 0.5 * (1.0 + dev.backend.special.erf(a * _SQRT1_2))
     t = record_one(GeluBackward0, out, dev, input, 1, approximate, save_input=True)

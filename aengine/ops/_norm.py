@@ -29,6 +29,7 @@ from ..tensors._creation import default_generator, tensor_input
 from ..tensors._tensor import Tensor
 from ._arith import add, clamp, mul, sub, where
 from ._core import GradOps, node_class, record, record_one, same_device, wrap
+from ._cpu_kernels import sum_trailing
 from ._inplace_ops import copy_, mul_
 from ._linalg import matmul
 from ._reduce import softmax
@@ -101,9 +102,11 @@ def _stats(F: GradOps, xv: Any, axes: tuple[int, ...], cnt: float, eps: float, r
 
 
 def _normalize_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
-    nshape, axes, eps, rms, pshape, xshape, wshape, bshape = n.attrs
+    nshape, axes, eps, rms, pshape, xshape, wshape, bshape, _ = n.attrs
     x = s[0]
     w = s[1] if len(s) > 1 else None
+    if x.__class__ is not Tensor:  # a plain backward: the forward's statistics, in place
+        return _normalize_grads(n.dev.backend.xp, g, x, w, n.attrs, n.needs)
     need = n.needs
     cnt = float(math.prod(nshape[a] for a in axes))
     y, rstd = _stats(F, F.reshape(x, nshape), axes, cnt, eps, rms)
@@ -120,6 +123,102 @@ def _normalize_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
         gw = F.reshape(F.sum_to(g * F.reshape(y, xshape), pshape), wshape)
     if need[2]:
         gb = F.reshape(F.sum_to(g, pshape), bshape)
+    return (gx, gw, gb)
+
+
+def _per_channel(
+    nshape: tuple[int, ...], axes: tuple[int, ...], p: tuple[int, ...], rms: bool
+) -> bool:
+    """Whether the weight (in shape ``p``) is constant over the statistics' ``axes``.
+
+    batch_norm and instance_norm: statistics over dims of the input as it is
+    (``nshape``) other than the channel's, a weight per channel.  The weight
+    and the statistics then combine into per-channel coefficients, as torch's
+    kernels do (``_channel_grads``, and ``x * scale + shift`` forward).
+    """
+    return not rms and len(p) == len(nshape) and all(p[i] == 1 for i in axes)
+
+
+def _sum_to(t: Any, shape: tuple[int, ...]) -> Any:
+    """``t`` summed to ``shape`` (leading dims, and dims where ``shape`` has 1): a new array."""
+    lead = t.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and t.shape[lead + i] != 1
+    )
+    return t.sum(axis=dims).reshape(shape)  # (a copy even when dims is empty)
+
+
+def _normalize_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> Any:
+    """The rule on arrays, from the forward's mean and rstd (NOTE [Normalisation as one primitive]).
+
+    The rule's formulas in fewer passes: every temporary is owned here and
+    updated in place.
+    """
+    nshape, axes, _, rms, pshape, xshape, wshape, bshape, (mean, rstd) = attrs
+    if nshape == xshape and _per_channel(nshape, axes, pshape, rms):
+        return _channel_grads(xp, g, x, w, attrs, need)
+    cnt = float(math.prod(nshape[a] for a in axes))
+    gv = g.reshape(nshape)
+    if rms:
+        y = x.reshape(nshape) * rstd
+    else:
+        y = x.reshape(nshape) - mean
+        y *= rstd  # the normalised input
+    t = xp.multiply(gv, y)
+    gw = _sum_to(t.reshape(xshape), pshape).reshape(wshape) if need[1] else None
+    gb = _sum_to(g, pshape).reshape(bshape) if need[2] else None
+    gx = None
+    if need[0]:
+        # gx = rstd * (gy - mean(gy) - y * mean(gy * y)) over the axes (no mean(gy) for rms)
+        gy = gv
+        if w is not None:
+            gy = (g * w.reshape(pshape)).reshape(nshape)
+            xp.multiply(gy, y, out=t)
+        proj = sum_trailing(t, axes, True) / cnt
+        mean_gy = None if rms else sum_trailing(gy, axes, True) / cnt
+        xp.multiply(y, proj, out=t)
+        xp.subtract(gy, t, out=t)
+        if mean_gy is not None:
+            t -= mean_gy
+        t *= rstd
+        gx = t.reshape(xshape)
+    return (gx, gw, gb)
+
+
+def _channel_sum(a: Any, axes: tuple[int, ...]) -> Any:
+    """``a.sum(axis=axes, keepdims=True)`` over the statistics' axes of a per-channel norm.
+
+    batch_norm's axes (0, 2, 3...): the sum of each (sample, channel) row
+    (``sum_trailing``), then over the samples: the order numpy's sum takes.
+    """
+    nd = a.ndim
+    if nd >= 3 and axes == (0, *range(2, nd)) and a.flags.c_contiguous:
+        rows = sum_trailing(a.reshape(a.shape[0], a.shape[1], -1), (2,), False)
+        return rows.sum(axis=0).reshape((1, a.shape[1]) + (1,) * (nd - 2))
+    return sum_trailing(a, axes, True)
+
+
+def _channel_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> Any:
+    """``_normalize_grads`` of batch_norm and instance_norm (``_per_channel``).
+
+    With ``xc = x - mean`` and sums over the axes: ``gb = sum(g)``, ``gw =
+    rstd * sum(g xc)``, and ``gx = rstd w (g - mean(g) - xc rstd^2 mean(g xc))``,
+    whose small factors are per channel (``gw``, ``gb`` then summed over the
+    batch for instance_norm).
+    """
+    _, axes, _, _, pshape, _, wshape, bshape, (mean, rstd) = attrs
+    cnt = float(math.prod(x.shape[a] for a in axes))
+    xc = x - mean
+    sum_gxc = _channel_sum(xp.multiply(g, xc), axes)
+    sum_g = _channel_sum(g, axes)
+    gw = _sum_to(sum_gxc * rstd, pshape).reshape(wshape) if need[1] else None
+    gb = _sum_to(sum_g, pshape).reshape(bshape) if need[2] else None
+    gx = None
+    if need[0]:
+        xc *= rstd * rstd * (sum_gxc / cnt)
+        xc += sum_g / cnt
+        gx = xp.subtract(g, xc, out=xc)
+        gx *= rstd if w is None else rstd * w.reshape(pshape)
     return (gx, gw, gb)
 
 
@@ -154,25 +253,42 @@ def _normalize(
                     f"expected the weight and bias to have the input's dtype {a.dtype}, got "
                     f"{t.data.dtype}; convert them with .to({a.dtype})"
                 )
+    # in place on the one result array (ours); rstd multiplies, as in torch's kernels
+    per_channel = nshape == a.shape and _per_channel(nshape, axes, pshape, rms)
     if rms:
         mean = None
-        var = (av * av).sum(axis=axes, keepdims=True) / cnt
-        y = av / xp.sqrt(var + eps)
+        y = av * av
+        var = sum_trailing(y, axes, True) / cnt
     else:
-        mean = av.sum(axis=axes, keepdims=True) / cnt
-        xc = av - mean
-        var = (xc * xc).sum(axis=axes, keepdims=True) / cnt
-        y = xc / xp.sqrt(var + eps)
-    out = y.reshape(a.shape)
-    if weight is not None:
-        out = out * weight.data.reshape(pshape)
-    if bias is not None:
-        out = out + bias.data.reshape(pshape)
+        mean = (_channel_sum(av, axes) if per_channel else sum_trailing(av, axes, True)) / cnt
+        y = av - mean
+        if per_channel:  # (y: not needed after)
+            var = _channel_sum(xp.multiply(y, y, out=y), axes) / cnt
+        else:
+            var = sum_trailing(y * y, axes, True) / cnt
+    rstd = 1.0 / xp.sqrt(var + eps)
+    w = weight.data.reshape(pshape) if weight is not None else None
+    b = bias.data.reshape(pshape) if bias is not None else None
+    if per_channel:
+        # per channel: x * scale + shift (torch's batch_norm kernel), in y's memory
+        assert mean is not None  # (never rms)
+        scale = rstd if w is None else rstd * w
+        shift = -mean * scale if b is None else b - mean * scale
+        out = xp.multiply(av, scale, out=y)
+        out += shift
+    else:
+        y = xp.multiply(av, rstd, out=y) if rms else xp.multiply(y, rstd, out=y)
+        out = y.reshape(a.shape)
+        if w is not None:
+            out *= w
+        if b is not None:
+            out += b
     out = out.astype(a.dtype, copy=False)
     saved = (x,) if weight is None else (x, weight)
     wshape = weight.data.shape if weight is not None else None
     bshape = bias.data.shape if bias is not None else None
-    attrs = (nshape, axes, float(eps), rms, pshape, a.shape, wshape, bshape)
+    stats = (mean, rstd)  # for a plain backward (_normalize_grads)
+    attrs = (nshape, axes, float(eps), rms, pshape, a.shape, wshape, bshape, stats)
     t = record(cls, out, dev, (x, weight, bias), saved, attrs)
     return t, mean, var
 

@@ -33,6 +33,7 @@ import numpy as np
 from ..tensors._tensor import Tensor
 from ._conv import _Geom, int_tuple, pad_to
 from ._core import GradOps, as_tensor_arg, node_class, record
+from ._cpu_kernels import where_zero
 from ._index import index_select
 from ._table import ErrorCase, Maker, OpInfo, Sample, register
 
@@ -98,11 +99,16 @@ def _scatter_rows(xp: Any, pos: Any, g: Any, m: int, pin: int) -> Any:
 
 def _max_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (x,) = s
-    pos, shape = n.attrs  # pos: (M, P_out) flat positions; shape: the input's
+    pos, shape, tiles = n.attrs  # pos: (M, P_out) flat positions; shape: the input's
+    xp = n.dev.backend.xp
+    if g.__class__ is not Tensor and tiles is not None:
+        return (_tile_grad(xp, tiles, g, shape),)
+    if pos is None:
+        pos = _tile_positions(xp, tiles, shape)
     m, pout = pos.shape
     pin = math.prod(shape) // m if m else 0
     if g.__class__ is not Tensor:
-        return (_scatter_rows(n.dev.backend.xp, pos, g, m, pin).reshape(shape),)
+        return (_scatter_rows(xp, pos, g, m, pin).reshape(shape),)
     gx = F.scatter_add((m, pin), 1, pos, F.reshape(g, (m, pout)))
     return (_link(F, F.reshape(gx, shape), x),)
 
@@ -113,16 +119,90 @@ AdaptiveMaxPool1DBackward0 = node_class("AdaptiveMaxPool1DBackward0", _max_rule)
 AdaptiveMaxPool2DBackward0 = node_class("AdaptiveMaxPool2DBackward0", _max_rule)
 
 
-def _max_record(cls: Any, x: Tensor, vals: Any, pos: Any, nd: int, return_indices: bool) -> Any:
-    """The values as a Tensor recording ``cls`` (and the int64 indices where asked)."""
+def _max_record(
+    cls: Any, x: Tensor, vals: Any, pos: Any, nd: int, return_indices: bool, tiles: Any = None
+) -> Any:
+    """The values as a Tensor recording ``cls`` (and the int64 indices where asked).
+
+    ``tiles`` (``(local, kernel)`` of ``_tile_max``) stands for the positions
+    ``pos`` (None then) of non-overlapping windows; they are made from it
+    where needed.
+    """
     xd = x.data
+    if pos is None and return_indices:
+        pos = _tile_positions(x._device.backend.xp, tiles, xd.shape)
     lead = xd.shape[: xd.ndim - nd]
     m = math.prod(lead)
-    pos = pos.reshape(m, -1) if m else pos.reshape(0, math.prod(vals.shape[xd.ndim - nd :]))
-    out = record(cls, vals, x._device, (x,), (x,), attrs=(pos, xd.shape))
+    if pos is not None:
+        pos = pos.reshape(m, -1) if m else pos.reshape(0, math.prod(vals.shape[xd.ndim - nd :]))
+    out = record(cls, vals, x._device, (x,), (x,), attrs=(pos, xd.shape, tiles))
     if not return_indices:
         return out
     return out, Tensor._make(pos.reshape(vals.shape), False, x._device)
+
+
+# NOTE [Max pooling over tiles]
+# Windows that tile the input (stride == kernel, no padding or dilation, the
+# input a whole number of windows: max_pool2d(x, 2) of even sizes) are views
+# of the input reshaped to (..., out_1, k_1, out_2, k_2): each position of
+# the window is a strided view of out's shape.  The forward keeps a running
+# maximum over them and the window-local index of the winner (a small int
+# array: the flat positions are made only for return_indices or a
+# create_graph backward); the plain backward writes each position's view of
+# the gradient as ``where(local == j, g, 0)`` (no scatter: every element is
+# written once).  The same values and winners as ``_running_max``: a value
+# replaces the best when greater or NaN.
+def _tile_views(a: Any, kernel: tuple[int, ...]) -> list[Any]:
+    """The views of ``a`` (..., out_1 * k_1, ...) at each position of its windows, row-major."""
+    nd = len(kernel)
+    lead = a.shape[: a.ndim - nd]
+    outs = [n // k for n, k in zip(a.shape[a.ndim - nd :], kernel)]
+    t = a.reshape(lead + tuple(v for o, k in zip(outs, kernel) for v in (o, k)))
+    return [
+        t[(Ellipsis, *(v for q in pos for v in (slice(None), q)))]
+        for pos in itertools.product(*(range(k) for k in kernel))
+    ]
+
+
+def _tile_max(xp: Any, xd: Any, kernel: tuple[int, ...]) -> tuple[Any, Any]:
+    """The maximum of each tile of ``xd`` and its index in the tile (NOTE [Max pooling over tiles])."""
+    views = _tile_views(xd, kernel)
+    best = views[0].copy()
+    itype = xp.int8 if len(views) <= 127 else xp.int32
+    local = xp.zeros(best.shape, itype)
+    for j, v in enumerate(views[1:], 1):
+        upd = v > best
+        upd |= xp.isnan(v)
+        xp.maximum(v, best, out=best)  # (the second, best, on ties: -0.0 stays first)
+        # local = where(upd, j, local), branch-free (numpy's where mispredicts on random data)
+        step = xp.subtract(j, local, dtype=itype)
+        step *= upd
+        local += step
+    return best, local
+
+
+def _tile_positions(xp: Any, tiles: Any, shape: tuple[int, ...]) -> Any:
+    """The flat positions in each plane (as ``pos``) of the tiles' window-local winners."""
+    local, kernel = tiles
+    nd = len(kernel)
+    size = shape[len(shape) - nd :]
+    outs = local.shape[local.ndim - nd :]
+    starts = [xp.arange(o, dtype=xp.int64) * k for o, k in zip(outs, kernel)]
+    offsets = [xp.arange(k, dtype=xp.int64) for k in kernel]
+    start = _flat_positions(xp, _grid(xp, starts), size)
+    offset = _flat_positions(xp, _grid(xp, offsets), size).reshape(-1)
+    return start + xp.take(offset, local)
+
+
+def _tile_grad(xp: Any, tiles: Any, g: Any, shape: tuple[int, ...]) -> Any:
+    """The plain backward over tiles: ``g`` at each window's winner, 0 elsewhere."""
+    local, kernel = tiles
+    gx = xp.empty(shape, g.dtype)
+    for j, view in enumerate(_tile_views(gx, kernel)):
+        mask = local == j
+        r = where_zero(mask, g)  # (NOTE [A branch-free masked gradient])
+        view[...] = r if r is not None else xp.where(mask, g, 0)
+    return gx
 
 
 def _running_max(xp: Any, shape: tuple[int, ...], dtype: Any, first: Any, picks: Any) -> Any:
@@ -217,6 +297,16 @@ def _max_pool(
     geom = _pool_geom(name, nd, x, kernel_size, stride, padding, dilation, ceil_mode)
     xp = x._device.backend.xp
     xd = x.data
+    cls = MaxPool1DWithIndicesBackward0 if nd == 1 else MaxPool2DWithIndicesBackward0
+    if (
+        geom.stride == geom.kernel
+        and not any(geom.pad_lo)
+        and all(d == 1 for d in geom.dilation)
+        and all(o * k == n for o, k, n in zip(geom.out_size, geom.kernel, geom.in_size))
+        and xd.dtype.kind == "f"
+    ):  # windows that tile the input (NOTE [Max pooling over tiles])
+        vals, local = _tile_max(xp, xd, geom.kernel)
+        return _max_record(cls, x, vals, None, nd, return_indices, (local, geom.kernel))
     xpad = pad_to(xp, xd, geom.pad_lo, geom.span, _lowest(xp, xd.dtype))
     lead = xd.shape[: xd.ndim - nd]
     base = [
@@ -239,7 +329,6 @@ def _max_pool(
             yield xpad[(Ellipsis, *sl)], _flat_positions(xp, _grid(xp, coords), geom.in_size), None
 
     vals, arg = _running_max(xp, lead + geom.out_size, xd.dtype, first_flat, picks())
-    cls = MaxPool1DWithIndicesBackward0 if nd == 1 else MaxPool2DWithIndicesBackward0
     return _max_record(cls, x, vals, arg, nd, return_indices)
 
 

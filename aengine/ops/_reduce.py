@@ -23,6 +23,7 @@ from ..tensors._tensor import Tensor
 from . import _compare
 from ._arith import maximum, minimum
 from ._core import TRANSCENDENTAL, GradOps, node_class, record, record_one, weigh, wrap
+from ._cpu_kernels import SUM_MIN_SIZE, sum_trailing
 from ._raw import RawOps
 from ._shape import dim_or_axis
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
@@ -133,10 +134,16 @@ def sum(
     elif data.dtype.kind in "bui":
         data = data.astype("int64")
     if dim is None:  # every element; keepdim's ones broadcast back as they are
-        out = data.sum(keepdims=True) if keepdim else data.sum()
+        if data.size >= SUM_MIN_SIZE:  # (NOTE [A faster float sum over trailing dims])
+            out = sum_trailing(data, tuple(range(data.ndim)), keepdim)
+        else:
+            out = data.sum(keepdims=True) if keepdim else data.sum()
         return record_one(SumBackward0, out, x._device, x, 1, x.data.shape)
     dims = norm_dims(dim, x.data.ndim)
-    out = data.sum(axis=dims, keepdims=keepdim)
+    if data.size >= SUM_MIN_SIZE and dims is not None:
+        out = sum_trailing(data, dims, keepdim)
+    else:
+        out = data.sum(axis=dims, keepdims=keepdim)
     return record_one(SumBackward1, out, x._device, x, 1, (x.data.shape, dims, keepdim))
 
 
@@ -720,12 +727,24 @@ def _reduced(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
 
 def _softmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (out,) = s
-    return (out * (g - F.sum(g * out, n.attrs, True)),)
+    if out.__class__ is Tensor or out.ndim == 0:
+        return (out * (g - F.sum(g * out, n.attrs, True)),)
+    # on arrays: the same, in place on the one temporary owned here
+    t = g * out
+    n.dev.backend.xp.subtract(g, sum_trailing(t, n.attrs, True), out=t)
+    t *= out
+    return (t,)
 
 
 def _log_softmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (out,) = s
-    return (g - F.exp(out) * F.sum(g, n.attrs, True),)
+    if out.__class__ is Tensor or out.ndim == 0:
+        return (g - F.exp(out) * F.sum(g, n.attrs, True),)
+    # on arrays: the same, in place on the one temporary owned here
+    xp = n.dev.backend.xp
+    t = xp.exp(out)
+    t *= sum_trailing(g, n.attrs, True)
+    return (xp.subtract(g, t, out=t),)
 
 
 SoftmaxBackward0 = node_class("SoftmaxBackward0", _softmax_rule)
@@ -755,8 +774,14 @@ def softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = None) 
         x = tensor_input(x, "softmax")
     x, dims = _softmax_input(x, dim_or_axis(dim, axis, "softmax", True), dtype, "softmax")
     xp = x._device.backend.xp
-    e = xp.exp(x.data - _shift(xp, x.data, dims))
-    out = e / e.sum(axis=dims, keepdims=True)
+    e = x.data - _shift(xp, x.data, dims)
+    if e.ndim:  # (an array: ours, exp and the division in place)
+        xp.exp(e, out=e)
+        e /= sum_trailing(e, dims, True)
+        out = e
+    else:
+        e = xp.exp(e)
+        out = e / e.sum(axis=dims, keepdims=True)
     return record_one(SoftmaxBackward0, out, x._device, x, 1, dims, save_output=True)
 
 
@@ -777,7 +802,12 @@ def log_softmax(x: Tensor, dim: Any = None, dtype: Any = None, *, axis: Any = No
     x, dims = _softmax_input(x, dim, dtype, "log_softmax")
     xp = x._device.backend.xp
     z = x.data - _shift(xp, x.data, dims)
-    out = z - xp.log(xp.exp(z).sum(axis=dims, keepdims=True))
+    lse = xp.log(sum_trailing(xp.exp(z), dims, True))
+    if z.ndim:  # (an array: ours)
+        z -= lse
+        out = z
+    else:
+        out = z - lse
     t = record_one(LogSoftmaxBackward0, out, x._device, x, 1, dims, save_output=True)
     return weigh(t, TRANSCENDENTAL)  # (its rule takes exp of the result)
 

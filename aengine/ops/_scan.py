@@ -23,6 +23,7 @@ import numpy as np
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from ._core import GradOps, node_class, record, record_multi, record_one, wrap
+from ._cpu_kernels import SCAN_MIN_SIZE, cumsum_last
 from ._reduce import _check_float, _one_dim, amax, amin, norm_dims, sum, vector_norm
 from ._shape import permute, unsqueeze
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
@@ -48,6 +49,10 @@ def _flip(xp: Any, a: Any, d: int, reverse: bool) -> Any:
 def _cumsum_arr(xp: Any, a: Any, d: int, reverse: bool) -> Any:
     if a.ndim == 0:
         return a.copy()
+    if d == a.ndim - 1 and a.size >= SCAN_MIN_SIZE:  # (NOTE [A blocked cumsum])
+        out = cumsum_last(a, reverse)
+        if out is not None:
+            return out
     return _flip(xp, xp.cumsum(_flip(xp, a, d, reverse), axis=d), d, reverse)
 
 

@@ -8,7 +8,8 @@ from typing import Any
 from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
-from ._core import TRANSCENDENTAL, Rule, as_tensor_arg, node_class, record_one, wrap
+from ._core import TRANSCENDENTAL, GradOps, Rule, as_tensor_arg, node_class, record_one, wrap
+from ._cpu_kernels import where_zero
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = [
@@ -115,10 +116,21 @@ sigmoid = _unary(
     lambda F, g, s, n: (F.sigmoid_grad(g, s[0]),),
     "output",
 )
+
+
+def _relu_grad(F: GradOps, g: Any, out: Any) -> Any:
+    mask = out > 0
+    if out.__class__ is not Tensor:  # (NOTE [A branch-free masked gradient])
+        r = where_zero(mask, g)
+        if r is not None:
+            return r
+    return F.where(mask, g, 0.0)
+
+
 relu = _unary(
     "relu",
     lambda xp, a: xp.maximum(a, 0).astype(a.dtype, copy=False),
-    lambda F, g, s, n: (F.where(s[0] > 0, g, 0.0),),
+    lambda F, g, s, n: (_relu_grad(F, g, s[0]),),
     "output",
     floating=False,
 )
