@@ -31,7 +31,7 @@ from ._arith import add, clamp, mul, sub, where
 from ._core import GradOps, node_class, record, record_one, same_device, wrap
 from ._cpu_kernels import sum_trailing
 from ._inplace_ops import copy_, mul_
-from ._linalg import matmul
+from ._linalg import _MACS_PER_ELEMENT, matmul
 from ._reduce import softmax
 from ._reduce import sum as _sum
 from ._scan import norm
@@ -671,12 +671,79 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"mat1 and mat2 shapes cannot be multiplied ({rows}x{x.data.shape[-1]} and "
             f"{k}x{cols}); the input's last dim must be the weight's in_features"
         )
+    if wd == 2 and xd >= 2 and (b is None or b.data.dtype == x.data.dtype):
+        return _linear2(x, w, b)
     out = matmul(x, transpose(w, 0, 1) if wd == 2 else w)
     if b is None:
         return out
-    oshape = tuple(out.data.shape)
     if wd == 1 and b.data.ndim:
         raise RuntimeError("linear(): with a 1-D weight the bias must be 0-d (a number)")
+    _check_bias(b, tuple(out.data.shape))
+    return add(out, b)
+
+
+# NOTE [One node for a linear layer]
+# ``x @ w.T + b`` as three ops records three nodes (a transpose, a product, an
+# add) and gives the weight the transpose of ``x.T @ g``: an F-ordered
+# gradient, which ``.grad`` stores in C order (NOTE in core/_commit.py), a
+# transposing copy (0.6 ms for 512x512, more than the product).  A 2-D
+# weight, an input of 2 or more dims and a bias of the input's dtype record
+# one node instead (torch's AddmmBackward0, MmBackward0 without bias), whose
+# rule computes the products on the rows of ``x`` and ``g`` flattened to 2-D
+# (one BLAS call where a 3-D input made a batch of small products and a sum)
+# and the weight's gradient as ``g.T @ x``, in C order.
+def _linear_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
+    x, w = s[0], s[1]
+    need = n.needs
+    xshape = tuple(x.shape)
+    out_f, in_f = w.shape
+    g2 = g if g.ndim == 2 else F.reshape(g, (math.prod(g.shape[:-1]), out_f))
+    gx = gw = gb = None
+    if need[0]:
+        gx = F.matmul(g2, w)
+        if len(xshape) != 2:
+            gx = F.reshape(gx, xshape)
+    if need[1]:
+        x2 = x if len(xshape) == 2 else F.reshape(x, (math.prod(xshape[:-1]), in_f))
+        gw = F.matmul(F.swapaxes(g2, 0, 1), x2)
+    if len(need) > 2 and need[2]:
+        gb = F.sum_to(g2, n.attrs) if len(n.attrs) < 2 else F.sum_to(g, n.attrs)
+    return (gx, gw, gb)
+
+
+AddmmBackward0 = node_class("AddmmBackward0", _linear_rule)
+_LinearMmBackward0 = node_class("MmBackward0", _linear_rule)
+
+
+def _linear2(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    """``linear`` of a 2-D weight on an input of 2+ dims: one node (NOTE [One node...])."""
+    dev = same_device(x, w)
+    if x.data.dtype != w.data.dtype:
+        matmul(x, transpose(w, 0, 1))  # raises its dtype error
+    xa, wa = x.data, w.data
+    k = wa.shape[1]
+    lead = xa.shape[:-1]
+    out = (xa if xa.ndim == 2 else xa.reshape(-1, k)) @ wa.T
+    if b is None:
+        if xa.ndim != 2:
+            out = out.reshape(*lead, wa.shape[0])
+        t = record(_LinearMmBackward0, out, dev, (x, w), (x, w))
+    else:
+        same_device(x, b)
+        oshape = (*lead, wa.shape[0])
+        _check_bias(b, oshape)
+        bshape = tuple(b.data.shape)
+        if xa.ndim != 2:
+            out = out.reshape(oshape)
+        out += b.data
+        t = record(AddmmBackward0, out, dev, (x, w, b), (x, w), bshape)
+    node = t._fn
+    if node is not None and k > _MACS_PER_ELEMENT:
+        node.numel = t.data.size * k // _MACS_PER_ELEMENT
+    return t
+
+
+def _check_bias(b: Tensor, oshape: tuple[int, ...]) -> None:
     try:
         fits = tuple(np.broadcast_shapes(oshape, tuple(b.data.shape))) == oshape
     except ValueError:
@@ -686,7 +753,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear(): bias of shape {_shape_list(b.data.shape)} does not broadcast to the "
             f"output's shape {_shape_list(oshape)}; it should have out_features elements"
         )
-    return add(out, b)
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -1268,6 +1334,8 @@ def _normalize_errors(m: Maker) -> Iterator[ErrorCase]:
 def _linear_samples(m: Maker) -> Iterator[Sample]:
     yield Sample((m.arr(2, 3), m.arr(4, 3), m.arr(4)))
     yield Sample((m.arr(2, 5, 3), m.arr(4, 3)), note="batched, no bias")
+    yield Sample((m.arr(2, 5, 3), m.arr(4, 3), m.arr(4)), note="batched")
+    yield Sample((m.arr(3, 2).T, m.arr(4, 3), m.arr(1, 4)), note="transposed input, 2-D bias")
     yield Sample((m.arr(3), m.arr(4, 3), m.arr(4)), note="1-D input")
     yield Sample((m.arr(2, 3), m.arr(3)), note="1-D weight")
 

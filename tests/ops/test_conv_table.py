@@ -117,6 +117,25 @@ def test_workspace_reuses_and_bounds_its_buffers() -> None:
     assert [b.nbytes for b in ws.free] == [400]
 
 
+@pytest.mark.parametrize(
+    "kw", [{"padding": 1}, {"stride": 2, "padding": 2, "dilation": 2}, {"groups": 2}]
+)
+def test_small_image_columns_by_a_product(kw: dict[str, Any]) -> None:
+    """Small images take their columns from a product: the same as the strided copy."""
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal((3, 4, 5, 6)).astype(dtype)
+        w = ae.tensor(rng.standard_normal((4, 2 if "groups" in kw else 4, 3, 3)).astype(dtype))
+        y = F.conv2d(ae.tensor(x, requires_grad=True), w, **kw)
+        geom = y.grad_fn.attrs[1]  # type: ignore[union-attr]
+        cols, owned = _conv._columns(np, x, geom)
+        assert owned and _conv._small_columns(x, geom) is not None
+        np.testing.assert_array_equal(cols, _conv.im2col(np, x, geom))
+        x[0, 1, 2, 3] = np.inf  # not finite: the strided copy (0 * inf would spread nan)
+        assert _conv._small_columns(x, geom) is None
+        np.testing.assert_array_equal(_conv._columns(np, x, geom)[0], _conv.im2col(np, x, geom))
+
+
 def test_conv_under_no_grad_and_dropped_graphs() -> None:
     rng = np.random.default_rng(2)
     x = ae.tensor(rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
