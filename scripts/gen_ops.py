@@ -93,6 +93,8 @@ def gen_ns(ns: str, doc: str, prefix: str) -> str:
 def _annotation(text: str) -> str:
     def repl(m: re.Match[str]) -> str:
         word = m.group(0)
+        if word == "Tensor":  # the class deriving from TableMethods: no import of it here
+            return "Self"
         return word if word in _KNOWN else "Any"
 
     return re.sub(r"[A-Za-z_][A-Za-z_0-9.]*", repl, text)
@@ -142,13 +144,13 @@ def gen_methods() -> str:
     return (
         '"""The signatures of the Tensor methods bound from the operator table, for type checkers.\n\n'
         "Tensor derives from ``TableMethods`` only under TYPE_CHECKING (aengine/tensors/_tensor.py);\n"
-        "at run time the methods are the table's functions (``bind_methods``).\n"
+        "at run time the methods are the table's functions (``bind_methods``).  ``Self`` stands\n"
+        "for Tensor, which this module does not import (the Tensor module imports it).\n"
         '"""\n\n'
         + HEADER
         + "\nfrom __future__ import annotations\n\n"
         + "from collections.abc import Callable, Sequence  # noqa: F401, RUF100  (in some signatures)\n"
-        + "from typing import TYPE_CHECKING, Any  # noqa: F401, RUF100\n\n"
-        + "if TYPE_CHECKING:\n    from ._tensor import Tensor  # noqa: F401, RUF100\n\n"
+        + "from typing import TYPE_CHECKING, Any, Self  # noqa: F401, RUF100\n\n"
         + '__all__ = ["TableMethods"]\n\n\n'
         + "class TableMethods:\n"
         + '    """Declarations only (NOTE [The operator table])."""\n\n'

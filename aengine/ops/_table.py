@@ -31,7 +31,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,11 +232,3 @@ def bind_methods(tensor_type: Any) -> None:
         name = info.method_name
         if name is not None and name not in vars(tensor_type):
             setattr(tensor_type, name, info.fn)
-
-
-def entries(namespace: str | None = None) -> Iterator[OpInfo]:
-    """The entries, in order of name (of one namespace when given)."""
-    for name in sorted(TABLE):
-        info = TABLE[name]
-        if namespace is None or info.namespace == namespace:
-            yield info
