@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tensors._creation import Generator, default_generator
+from ..tensors._creation import Generator, generator_rng
 from ..tensors._tensor import Tensor
 from ..tensors._views import commit_inplace
 
@@ -40,10 +40,6 @@ __all__ = [
     "kaiming_normal_",
     "orthogonal_",
 ]
-
-
-def _rng(generator: Generator | None) -> np.random.Generator:
-    return (generator or default_generator)._rng
 
 
 def _write(tensor: Tensor, values: Any) -> Tensor:
@@ -106,14 +102,14 @@ def uniform_(
     tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Generator | None = None
 ) -> Tensor:
     """Fill with values drawn uniformly from [a, b)."""
-    return _write(tensor, _rng(generator).uniform(a, b, size=tensor.shape))
+    return _write(tensor, generator_rng(generator).uniform(a, b, size=tensor.shape))
 
 
 def normal_(
     tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None
 ) -> Tensor:
     """Fill with values drawn from N(mean, std²)."""
-    return _write(tensor, _rng(generator).normal(mean, std, size=tensor.shape))
+    return _write(tensor, generator_rng(generator).normal(mean, std, size=tensor.shape))
 
 
 def trunc_normal_(
@@ -132,7 +128,7 @@ def trunc_normal_(
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-    u = _rng(generator).uniform(2 * lo - 1, 2 * hi - 1, size=tensor.shape)
+    u = generator_rng(generator).uniform(2 * lo - 1, 2 * hi - 1, size=tensor.shape)
     values = np.clip(erfinv(u) * std * math.sqrt(2.0) + mean, a, b)
     return _write(tensor, values)
 
@@ -207,7 +203,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: Generator | None =
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = _rng(generator).normal(0.0, 1.0, size=(rows, cols))
+    flat = generator_rng(generator).normal(0.0, 1.0, size=(rows, cols))
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)

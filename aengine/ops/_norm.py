@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..core._modes import no_grad
-from ..tensors._creation import default_generator, tensor_input
+from ..tensors._creation import generator_rng, tensor_input
 from ..tensors._tensor import Tensor
 from ._arith import add, clamp, mul, sub, where
 from ._core import GradOps, node_class, record, record_one, same_device, wrap
@@ -963,7 +963,7 @@ def _keep_mask(x: Tensor, p: float) -> Tensor:
     if p >= 1.0:
         host = np.zeros(shape, dtype=dt)
     else:
-        keep = default_generator._rng.random(shape) >= p
+        keep = generator_rng(None).random(shape) >= p
         host = (keep * (1.0 / (1.0 - p))).astype(dt)
     return wrap(x._device.backend.from_numpy(host), x._device)
 

@@ -33,6 +33,7 @@ __all__ = [
     "manual_seed",
     "Generator",
     "default_generator",
+    "generator_rng",
 ]
 
 
@@ -415,6 +416,17 @@ def _seed(seed: Any) -> int:
 default_generator = Generator(0)
 
 
+def generator_rng(generator: Generator | None) -> np.random.Generator:
+    """The numpy stream of ``generator`` (the default generator's for None), checked."""
+    if generator is None:
+        return default_generator._rng
+    if not isinstance(generator, Generator):
+        raise TypeError(
+            f"generator must be an ae.Generator (or None), not {type(generator).__name__}"
+        )
+    return generator._rng
+
+
 def manual_seed(seed: int) -> Generator:
     """Seed the default generator used by rand/randn; returns it."""
     if not isinstance(seed, int):
@@ -431,13 +443,7 @@ def _random(
     requires_grad: bool,
     name: str | None = None,
 ) -> Tensor:
-    if generator is None:
-        generator = default_generator
-    elif not isinstance(generator, Generator):
-        raise TypeError(
-            f"generator must be an ae.Generator (or None), not {type(generator).__name__}"
-        )
-    rng = generator._rng
+    rng = generator_rng(generator)
     dt = _dtype(dtype) or get_default_dtype()
     if dt.kind not in "fc":  # PyTorch: "check_uniform_bounds" not implemented for 'Long'
         raise _NoRandomOfDtype(

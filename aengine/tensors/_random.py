@@ -13,21 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from ._creation import Generator, _dtype, _finish, _size, default_generator, tensor_input
+from ._creation import Generator, _dtype, _finish, _size, generator_rng, tensor_input
 from ._device import Device
 from ._tensor import Tensor
 
 __all__ = ["randint", "randint_like", "randperm", "bernoulli", "multinomial", "from_numpy"]
-
-
-def _rng(generator: Generator | None) -> np.random.Generator:
-    if generator is None:
-        return default_generator._rng
-    if not isinstance(generator, Generator):
-        raise TypeError(
-            f"generator must be an ae.Generator (or None), not {type(generator).__name__}"
-        )
-    return generator._rng
 
 
 def _int(value: Any, fn: str, name: str) -> int:
@@ -77,7 +67,7 @@ def randint(
         )
     dims = _size(tuple(shape) if isinstance(shape, (tuple, list)) else (shape,))
     dt = _dtype(dtype) or np.dtype(np.int64)
-    host = _rng(generator).integers(lo, hi, size=dims)
+    host = generator_rng(generator).integers(lo, hi, size=dims)
     dev = Device(device)
     return _finish(dev.backend.from_numpy(host.astype(dt, copy=False)), dev, requires_grad)
 
@@ -135,7 +125,7 @@ def randperm(
     if count < 0:
         raise RuntimeError(f"n must be non-negative, got {count}")
     dt = _dtype(dtype) or np.dtype(np.int64)
-    host = _rng(generator).permutation(count)
+    host = generator_rng(generator).permutation(count)
     dev = Device(device)
     return _finish(dev.backend.from_numpy(host.astype(dt, copy=False)), dev, requires_grad)
 
@@ -169,7 +159,7 @@ def bernoulli(
             "Expected p_in >= 0 && p_in <= 1 to be true, but got false: probabilities must be "
             "in [0, 1]"
         )
-    draws = (_rng(generator).random(host.shape) < probs).astype(data.dtype)
+    draws = (generator_rng(generator).random(host.shape) < probs).astype(data.dtype)
     return _finish(input.device.backend.from_numpy(draws), input.device, False)
 
 
@@ -203,7 +193,7 @@ def multinomial(
     rows = host.reshape(-1, host.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all():
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    rng = _rng(generator)
+    rng = generator_rng(generator)
     out = np.empty((rows.shape[0], k), dtype=np.int64)
     for i, w in enumerate(rows):
         total = w.sum()
