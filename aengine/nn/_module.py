@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -23,7 +23,7 @@ from ..tensors._creation import tensor as _tensor
 from ..tensors._tensor import Tensor
 from ..tensors._views import commit_inplace
 
-__all__ = ["Module", "Parameter", "Buffer", "IncompatibleKeys"]
+__all__ = ["Module", "Parameter", "Buffer", "IncompatibleKeys", "zero_grads"]
 
 
 class _ParameterMeta(type):
@@ -382,15 +382,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the parameters' gradients (to None by default, as torch)."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                g = p.grad.detach()
-                g.data[...] = 0
-                p.grad = g
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule (children first) and on self; returns self."""
@@ -601,6 +593,19 @@ class Module:
         if len(lines) == 1 and not self._modules:
             return head + lines[0] + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def zero_grads(params: Iterable[Tensor], set_to_none: bool) -> None:
+    """Reset the gradients of ``params``: to None, or zeros kept in place (as torch)."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            g = p.grad.detach()
+            g.data[...] = 0
+            p.grad = g
 
 
 def _host_array(value: Any) -> Any:

@@ -54,6 +54,25 @@ def _lerp_(a: Any, b: Any, w: float) -> None:
         a[...] = b - (b - a) * (1.0 - w)
 
 
+def _weight_decay(p: Tensor, g: Any, lr: float, wd: float, decoupled: bool) -> Any:
+    """The gradient with L2 weight decay added, or (decoupled, AdamW's) ``p`` shrunk in place."""
+    if wd == 0:
+        return g
+    if decoupled:
+        p.data *= 1 - lr * wd
+        return g
+    return g + wd * p.data
+
+
+def _moments(state: dict[str, Any], g: Any, beta1: float, beta2: float) -> tuple[Any, Any]:
+    """Adam's running moments updated in place: ``m`` lerps to ``g``, ``v`` to ``g * g``."""
+    m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+    _lerp_(m, g, 1 - beta1)
+    v *= beta2
+    v += (1 - beta2) * g * g
+    return m, v
+
+
 def _count(state: dict[str, Any], p: Tensor) -> float:
     step = state["step"]
     step.data += 1
@@ -94,8 +113,7 @@ class SGD(Optimizer):
         lr, wd, mom = group["lr"], group["weight_decay"], group["momentum"]
         damp, nesterov = group["dampening"], group["nesterov"]
         for p, g in _with_grads(group):
-            if wd != 0:
-                g = g + wd * p.data
+            g = _weight_decay(p, g, lr, wd, False)
             if mom != 0:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
@@ -155,15 +173,8 @@ class Adam(Optimizer):
                 if amsgrad:
                     state["max_exp_avg_sq"] = _zeros(p)
             step = _count(state, p)
-            if wd != 0:
-                if decoupled:
-                    p.data *= 1 - lr * wd
-                else:
-                    g = g + wd * p.data
-            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
-            _lerp_(m, g, 1 - beta1)
-            v *= beta2
-            v += (1 - beta2) * g * g
+            g = _weight_decay(p, g, lr, wd, decoupled)
+            m, v = _moments(state, g, beta1, beta2)
             bc1 = 1 - beta1**step
             bc2_sqrt = math.sqrt(1 - beta2**step)
             xp = p.device.backend.xp
@@ -247,8 +258,7 @@ class RMSprop(Optimizer):
                 if centered:
                     state["grad_avg"] = _zeros(p)
             _count(state, p)
-            if wd != 0:
-                g = g + wd * p.data
+            g = _weight_decay(p, g, lr, wd, False)
             xp = p.device.backend.xp
             sq = state["square_avg"].data
             sq *= alpha
@@ -312,8 +322,7 @@ class Adagrad(Optimizer):
         for p, g in _with_grads(group):
             state = self.state[p]
             step = _count(state, p)
-            if wd != 0:
-                g = g + wd * p.data
+            g = _weight_decay(p, g, lr, wd, False)
             clr = lr / (1 + (step - 1) * lr_decay)
             s = state["sum"].data
             s += g * g
@@ -366,20 +375,13 @@ class NAdam(Optimizer):
                 state["exp_avg_sq"] = _zeros(p)
             step = _count(state, p)
             bc2 = 1 - beta2**step
-            if wd != 0:
-                if group["decoupled_weight_decay"]:
-                    p.data *= 1 - lr * wd
-                else:
-                    g = g + wd * p.data
+            g = _weight_decay(p, g, lr, wd, group["decoupled_weight_decay"])
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * mdecay)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * mdecay)))
             prod = state["mu_product"]
             prod.data *= mu
             mu_product = float(prod.data)
-            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
-            _lerp_(m, g, 1 - beta1)
-            v *= beta2
-            v += (1 - beta2) * g * g
+            m, v = _moments(state, g, beta1, beta2)
             denom = p.device.backend.xp.sqrt(v / bc2) + eps
             p.data += (-lr * (1.0 - mu) / (1.0 - mu_product)) * g / denom
             p.data += ((-lr * mu_next) / (1.0 - mu_product * mu_next)) * m / denom
@@ -431,15 +433,8 @@ class RAdam(Optimizer):
                 state["exp_avg"] = _zeros(p)
                 state["exp_avg_sq"] = _zeros(p)
             step = _count(state, p)
-            if wd != 0:
-                if group["decoupled_weight_decay"]:
-                    p.data *= 1 - lr * wd
-                else:
-                    g = g + wd * p.data
-            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
-            _lerp_(m, g, 1 - beta1)
-            v *= beta2
-            v += (1 - beta2) * g * g
+            g = _weight_decay(p, g, lr, wd, group["decoupled_weight_decay"])
+            m, v = _moments(state, g, beta1, beta2)
             bc1 = 1 - beta1**step
             bc2 = 1 - beta2**step
             m_hat = m / bc1

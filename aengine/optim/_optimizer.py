@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..core import enable_grad, no_grad
+from ..nn._module import zero_grads
 from ..tensors._tensor import Tensor
 from ..tensors._views import commit_inplace
 
@@ -108,16 +109,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter (to None by default, as torch)."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    g = p.grad.detach()
-                    g.data[...] = 0
-                    p.grad = g
+        zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient; ``closure`` recomputes the loss."""
