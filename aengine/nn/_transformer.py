@@ -221,6 +221,25 @@ def _activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tenso
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
+def _attend(
+    attn: MultiheadAttention, dropout: Module, x: Tensor, mem: Tensor,
+    mask: Tensor | None, kpm: Tensor | None, is_causal: bool,
+) -> Tensor:  # fmt: skip
+    """A layer's attention block: ``x`` attends to ``mem`` (itself for self-attention)."""
+    out = attn(
+        x, mem, mem, attn_mask=mask, key_padding_mask=kpm, is_causal=is_causal,
+        need_weights=False,
+    )[0]  # fmt: skip
+    res: Tensor = dropout(out)
+    return res
+
+
+def _feed_forward(layer: Any, x: Tensor, dropout: Module) -> Tensor:
+    """A layer's feed-forward block: linear1, activation, dropout, linear2, then ``dropout``."""
+    res: Tensor = dropout(layer.linear2(layer.dropout(layer.activation(layer.linear1(x)))))
+    return res
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each with a residual and LayerNorm (torch's).
 
@@ -268,17 +287,10 @@ class TransformerEncoderLayer(Module):
     def _sa_block(
         self, x: Tensor, mask: Tensor | None, kpm: Tensor | None, is_causal: bool
     ) -> Tensor:
-        out = self.self_attn(
-            x, x, x, attn_mask=mask, key_padding_mask=kpm, need_weights=False,
-            is_causal=is_causal,
-        )[0]  # fmt: skip
-        res: Tensor = self.dropout1(out)
-        return res
+        return _attend(self.self_attn, self.dropout1, x, x, mask, kpm, is_causal)
 
     def _ff_block(self, x: Tensor) -> Tensor:
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
-        res: Tensor = self.dropout2(x)
-        return res
+        return _feed_forward(self, x, self.dropout2)
 
 
 class TransformerEncoder(Module):
@@ -375,24 +387,12 @@ class TransformerDecoderLayer(Module):
     def _sa_block(
         self, x: Tensor, mask: Tensor | None, kpm: Tensor | None, is_causal: bool
     ) -> Tensor:
-        out = self.self_attn(
-            x, x, x, attn_mask=mask, key_padding_mask=kpm, is_causal=is_causal,
-            need_weights=False,
-        )[0]  # fmt: skip
-        res: Tensor = self.dropout1(out)
-        return res
+        return _attend(self.self_attn, self.dropout1, x, x, mask, kpm, is_causal)
 
     def _mha_block(
         self, x: Tensor, mem: Tensor, mask: Tensor | None, kpm: Tensor | None, is_causal: bool
     ) -> Tensor:
-        out = self.multihead_attn(
-            x, mem, mem, attn_mask=mask, key_padding_mask=kpm, is_causal=is_causal,
-            need_weights=False,
-        )[0]  # fmt: skip
-        res: Tensor = self.dropout2(out)
-        return res
+        return _attend(self.multihead_attn, self.dropout2, x, mem, mask, kpm, is_causal)
 
     def _ff_block(self, x: Tensor) -> Tensor:
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
-        res: Tensor = self.dropout3(x)
-        return res
+        return _feed_forward(self, x, self.dropout3)
