@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..tensors._creation import empty
 from ..tensors._tensor import Tensor
 from . import functional as F
-from . import init
+from ._layers import reset_linear_like
 from ._module import Module, Parameter
 
 __all__ = [
@@ -31,7 +30,6 @@ class _ConvNd(Module):
         self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
         padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
         padding_mode: str = "zeros", device: Any = None, dtype: Any = None,
-        output_padding: Any = 0,
     ) -> None:  # fmt: skip
         super().__init__()
         n = self._n
@@ -56,7 +54,7 @@ class _ConvNd(Module):
         self.kernel_size = _tuple(kernel_size, n)
         self.stride, self.dilation = _tuple(stride, n), _tuple(dilation, n)
         self.padding: Any = padding if isinstance(padding, str) else _tuple(padding, n)
-        self.output_padding = _tuple(output_padding, n)
+        self.output_padding = (0,) * n  # (a transposed convolution's: set after this)
         self.transposed, self.padding_mode = self._transposed, padding_mode
         if self._transposed:
             shape = (in_channels, out_channels // groups, *self.kernel_size)
@@ -72,11 +70,16 @@ class _ConvNd(Module):
 
     def reset_parameters(self) -> None:
         """torch's initialisation: kaiming_uniform_(a=sqrt(5)), bias U(±1/sqrt(fan_in))."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.shape[1] * math.prod(self.weight.shape[2:])
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
+        reset_linear_like(self.weight, self.bias)
+
+    _fn = ""
+
+    def forward(self, input: Tensor) -> Tensor:
+        x, pad = self._mode_pad(input)
+        out: Tensor = getattr(F, self._fn)(
+            x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups
+        )
+        return out
 
     def _mode_pad(self, input: Tensor) -> tuple[Tensor, Any]:
         """Pad by ``padding_mode`` (not zeros) first, as torch: the conv then pads nothing."""
@@ -124,20 +127,7 @@ class Conv1d(_ConvNd):
     """
 
     _n = 1
-
-    def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-        padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-        padding_mode: str = "zeros", device: Any = None, dtype: Any = None,
-    ) -> None:  # fmt: skip
-        super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, device, dtype,
-        )  # fmt: skip
-
-    def forward(self, input: Tensor) -> Tensor:
-        x, pad = self._mode_pad(input)
-        return F.conv1d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+    _fn = "conv1d"
 
 
 class Conv2d(_ConvNd):
@@ -149,20 +139,7 @@ class Conv2d(_ConvNd):
     """
 
     _n = 2
-
-    def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-        padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-        padding_mode: str = "zeros", device: Any = None, dtype: Any = None,
-    ) -> None:  # fmt: skip
-        super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, device, dtype,
-        )  # fmt: skip
-
-    def forward(self, input: Tensor) -> Tensor:
-        x, pad = self._mode_pad(input)
-        return F.conv2d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+    _fn = "conv2d"
 
 
 class _ConvTransposeNd(_ConvNd):
@@ -177,8 +154,9 @@ class _ConvTransposeNd(_ConvNd):
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, device, dtype, output_padding,
+            padding_mode, device, dtype,
         )  # fmt: skip
+        self.output_padding = _tuple(output_padding, self._n)
 
     def _output_padding(self, input: Tensor, output_size: Any) -> tuple[int, ...]:
         if output_size is None:

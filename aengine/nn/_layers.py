@@ -76,7 +76,7 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
-def _reset_linear_like(weight: Tensor, bias: Tensor | None) -> None:
+def reset_linear_like(weight: Tensor, bias: Tensor | None) -> None:
     """torch's default init of Linear and Conv: kaiming_uniform_(a=sqrt(5)), bias U(±1/sqrt(fan_in))."""
     init.kaiming_uniform_(weight, a=math.sqrt(5))
     if bias is not None:
@@ -116,7 +116,7 @@ class Linear(Module):
 
     def reset_parameters(self) -> None:
         """Draw the initial weights again (torch's distribution)."""
-        _reset_linear_like(self.weight, self.bias)
+        reset_linear_like(self.weight, self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.linear(input, self.weight, self.bias)
