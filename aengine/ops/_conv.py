@@ -555,6 +555,25 @@ def _positive(vals: tuple[int, ...], name: str, what: str) -> None:
         )
 
 
+def _operands(
+    name: str, nd: int, x: Any, w: Any, bias: Any, stride: Any, dilation: Any, groups: Any,
+    transposed: bool,
+) -> tuple[Tensor, Tensor | None, Tensor, bool, int, tuple[int, ...], tuple[int, ...]]:  # fmt: skip
+    """A convolution's checked operands: weight, bias, the input batched (and whether that
+    added the batch dim), groups, stride and dilation."""
+    x = _input_tensor(x, name)
+    w = _input_tensor(w, name, "weight")
+    if bias is not None:
+        bias = _input_tensor(bias, name, "bias")
+    xb, added = _batched(x, nd, name)
+    g = _check_conv_args(name, xb, w, bias, groups, transposed)
+    s = int_tuple(stride, nd, name, "stride")
+    d = int_tuple(dilation, nd, name, "dilation")
+    _positive(s, name, "stride")
+    _positive(d, name, "dilation")
+    return w, bias, xb, added, g, s, d
+
+
 def _conv(
     name: str,
     nd: int,
@@ -566,16 +585,7 @@ def _conv(
     dilation: Any,
     groups: Any,
 ) -> Tensor:
-    x = _input_tensor(x, name)
-    w = _input_tensor(w, name, "weight")
-    if bias is not None:
-        bias = _input_tensor(bias, name, "bias")
-    xb, added = _batched(x, nd, name)
-    g = _check_conv_args(name, xb, w, bias, groups, False)
-    s = int_tuple(stride, nd, name, "stride")
-    d = int_tuple(dilation, nd, name, "dilation")
-    _positive(s, name, "stride")
-    _positive(d, name, "dilation")
+    w, bias, xb, added, g, s, d = _operands(name, nd, x, w, bias, stride, dilation, groups, False)
     k = tuple(w.data.shape[2:])
     size = tuple(xb.data.shape[2:])
     if isinstance(padding, str):
@@ -678,16 +688,7 @@ def _conv_transpose(
     groups: Any,
     dilation: Any,
 ) -> Tensor:
-    x = _input_tensor(x, name)
-    w = _input_tensor(w, name, "weight")
-    if bias is not None:
-        bias = _input_tensor(bias, name, "bias")
-    xb, added = _batched(x, nd, name)
-    g = _check_conv_args(name, xb, w, bias, groups, True)
-    s = int_tuple(stride, nd, name, "stride")
-    d = int_tuple(dilation, nd, name, "dilation")
-    _positive(s, name, "stride")
-    _positive(d, name, "dilation")
+    w, bias, xb, added, g, s, d = _operands(name, nd, x, w, bias, stride, dilation, groups, True)
     if isinstance(padding, str):
         raise TypeError(f"{name}(): argument 'padding' must be an int or a tuple of ints, not str")
     p = int_tuple(padding, nd, name, "padding")
