@@ -34,7 +34,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
 from ..tensors._views import check_inplace, commit_inplace, snapshot
-from . import _reduce, _unary
+from . import _inplace_ops, _reduce, _unary
 from ._core import (
     TRANSCENDENTAL,
     GradOps,
@@ -300,19 +300,6 @@ def softsign(input: Tensor) -> Tensor:
 
 
 # -- relu, relu6, hardtanh -------------------------------------------------------------------
-def _relu_fwd(xp: Any, a: Any, attrs: Any) -> Any:
-    return xp.maximum(a, 0).astype(a.dtype, copy=False)
-
-
-ThresholdBackwardBackward0 = node_class("ThresholdBackwardBackward0", _mask_grad_rule)
-ReluBackward0 = node_class(
-    "ReluBackward0",
-    lambda F, g, s, n: (
-        _mask_grad(F, g, s[0], _arr(s[0]) > 0, 1.0, 0.0, ThresholdBackwardBackward0),
-    ),
-)
-
-
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """``max(x, 0)``, elementwise (torch.nn.functional.relu); ``inplace`` modifies ``input``.
 
@@ -322,9 +309,8 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
         >>> ae.nn.functional.relu(ae.tensor([-1.0, 2.0])).tolist()
         [0.0, 2.0]
     """
-    if input.__class__ is not Tensor:
-        input = tensor_input(input, "relu")
-    return _apply(input, ReluBackward0, _relu_fwd, None, inplace)
+    # the one relu of the operators (ae.relu, Tensor.relu_): torch's F.relu is torch.relu
+    return _inplace_ops.relu_(input) if inplace else _unary.relu(input)
 
 
 def _hardtanh_fwd(xp: Any, a: Any, attrs: Any) -> Any:

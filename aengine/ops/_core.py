@@ -57,6 +57,7 @@ __all__ = [
     "record",
     "record_one",
     "record_multi",
+    "tie",
     "weigh",
     "TRANSCENDENTAL",
     "as_tensor_arg",
@@ -551,6 +552,33 @@ def _plain(out: Any, dev: Device) -> Tensor:
     if _inference.get():
         t._inference = True
     return t
+
+
+# NOTE [Gradients tied to an input]
+# Some of torch's backward functions take an input they do not depend on
+# (pooling, reflection padding, nll_loss, the masks of piecewise-linear
+# activations), so under create_graph torch's first derivative "depends" on
+# that input with a zero derivative: it requires grad, and differentiating
+# it again gives zeros where aengine's would otherwise raise that it does
+# not require grad.  ``tie`` records that dependence: ``y`` as a function of
+# ``y`` (the identity) and of ``x`` (a zero gradient).  Rules call it on
+# Tensors only, so a plain backward never pays for it.
+def _tie_rule(F: GradOps, g: Any, s: Any, n: OpNode) -> Any:
+    return (g if n.needs[0] else None, F.zeros(n.attrs, g) if n.needs[1] else None)
+
+
+_TIE = node_class("TieBackward0", _tie_rule)
+
+
+def tie(y: Tensor, x: Any) -> Tensor:
+    """``y`` recorded as a function of ``y`` and of ``x`` with a zero derivative in ``x``.
+
+    ``y`` itself where ``x`` is not a Tensor that requires grad (NOTE [Gradients
+    tied to an input]).
+    """
+    if x.__class__ is not Tensor or not x._rg or y.__class__ is not Tensor:
+        return y
+    return record(_TIE, y.data.copy(), y._device, (y, x), attrs=x.data.shape)
 
 
 def record_multi(

@@ -43,6 +43,7 @@ from ._arith import (
 )
 from ._core import GradOps, as_tensor_arg, node_class, record, record_one, same_device
 from ._index import SelectBackward0, _basic, _index_error, _parse, ints_first
+from ._unary import relu_grad
 
 __all__ = [
     "add_",
@@ -323,7 +324,7 @@ def copy_(self: Tensor, src: Any) -> Tensor:
 
 
 # -- clamp_ / relu_ ---------------------------------------------------------------------------
-ReluBackward0 = node_class("ReluBackward0", lambda F, g, s, n: (F.where(s[0] > 0, g, 0.0),))
+ReluBackward0 = node_class("ReluBackward0", lambda F, g, s, n: (relu_grad(F, g, s[0]),))
 
 
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:

@@ -36,7 +36,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from . import _activation, _unary
 from ._arith import where
-from ._core import GradOps, node_class, record, record_one
+from ._core import GradOps, node_class, record, record_one, tie
 from ._reduce import log_softmax, mean, sum
 from ._table import ErrorCase, Maker, OpInfo, Sample, register
 
@@ -182,25 +182,7 @@ def _nll_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     # the gradient of -w[t] * x[t] (scaled for the reduction): -w/total into the picked class
     shape, cdim, idx, coef = n.attrs
     gx = F.scatter_add(shape, cdim, idx, F.expand_dims(g * coef, cdim))
-    x = s[0]
-    return (_tie(gx, x) if x.__class__ is Tensor else gx,)
-
-
-# NOTE [A gradient tied to the input]
-# nll_loss's gradient does not depend on its input (the loss is linear in
-# it), yet torch records it as a function of the input (NllLossBackward0
-# saves ``self``), so under create_graph it requires grad and its gradient
-# with respect to the input is zero, not an error.  ``_tie`` does that: the
-# identity of ``y``, recorded with ``x`` as a second input of zero gradient.
-TieBackward0 = node_class(
-    "NllLossBackwardBackward0",
-    lambda F, g, s, n: (g if n.needs[0] else None, F.zeros(n.attrs, g) if n.needs[1] else None),
-)
-
-
-def _tie(y: Tensor, x: Tensor) -> Tensor:
-    """``y`` (a copy) recorded as a function of ``y`` and of ``x``, with zero gradient for ``x``."""
-    return record(TieBackward0, y.data.copy(), y._device, (y, x), attrs=x.data.shape)
+    return (tie(gx, s[0]),)  # (NOTE [Gradients tied to an input])
 
 
 NllLossBackward0 = node_class("NllLossBackward0", _nll_rule)

@@ -16,8 +16,8 @@ two picks per dimension.
 # create_graph its first derivative is "connected" to the input (with a zero
 # second derivative) even where it does not depend on it: the result
 # requires grad, and a gradient through it is zeros rather than None.
-# ``_link`` reproduces that (a ``where`` with a false condition) where
-# PyTorch does it, only when a graph is being built.
+# ``tie`` reproduces that where PyTorch does it, only when a graph is
+# being built (NOTE [Gradients tied to an input] in _core.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 
 from ..tensors._tensor import Tensor
 from ._conv import _Geom, int_tuple, pad_to
-from ._core import GradOps, as_tensor_arg, node_class, record
+from ._core import GradOps, as_tensor_arg, node_class, record, tie
 from ._cpu_kernels import where_zero
 from ._index import index_select
 from ._table import ErrorCase, Maker, OpInfo, Sample, register
@@ -58,13 +58,6 @@ def _tensor(x: Any, name: str) -> Tensor:
         f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}; "
         "convert it with ae.tensor(...)"
     )
-
-
-def _link(F: GradOps, gx: Any, x: Any) -> Any:
-    """``gx``, made to depend on ``x`` with a zero derivative under create_graph (NOTE above)."""
-    if x.__class__ is Tensor and x._rg and gx.__class__ is Tensor:
-        return F.where(x._device.backend.xp.zeros((), dtype=bool), x, gx)
-    return gx
 
 
 def _lowest(xp: Any, dtype: Any) -> Any:
@@ -110,7 +103,7 @@ def _max_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     if g.__class__ is not Tensor:
         return (_scatter_rows(xp, pos, g, m, pin).reshape(shape),)
     gx = F.scatter_add((m, pin), 1, pos, F.reshape(g, (m, pout)))
-    return (_link(F, F.reshape(gx, shape), x),)
+    return (tie(F.reshape(gx, shape), x),)
 
 
 MaxPool1DWithIndicesBackward0 = node_class("MaxPool1DWithIndicesBackward0", _max_rule)
@@ -429,7 +422,7 @@ def _avg_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     kind, geom, div = n.attrs
     if kind == AVG:
         (x,) = s
-        return (_link(F, _avg_any(AVG_T, g, geom, div, n), x),)
+        return (tie(_avg_any(AVG_T, g, geom, div, n), x),)
     return (_avg_any(AVG, g, geom, div, n),)
 
 
@@ -608,7 +601,7 @@ def _apply_mats(F: Any, x: Any, mats: tuple[Any, ...], transpose: bool) -> Any:
 
 def _adaptive_avg_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     (x,) = s
-    return (_link(F, _apply_mats(F, g, n.attrs, True), x),)
+    return (tie(_apply_mats(F, g, n.attrs, True), x),)
 
 
 AdaptiveAvgPool1DBackward0 = node_class("AdaptiveAvgPool1DBackward0", _adaptive_avg_rule)
@@ -780,7 +773,7 @@ def _index_pad_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
             g = _fold_axis(xp, g, vecs[i], shape[r - nd + i], r - nd + i)
         return (g,)
     gx = F.index_add(shape, idx, g, False)
-    return (_link(F, gx, s[0]) if link else gx,)
+    return (tie(gx, s[0]) if link else gx,)
 
 
 ReflectionPadBackward0 = node_class("ReflectionPad2DBackward0", _index_pad_rule)

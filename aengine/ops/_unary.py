@@ -8,7 +8,16 @@ from typing import Any
 from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
-from ._core import TRANSCENDENTAL, GradOps, Rule, as_tensor_arg, node_class, record_one, wrap
+from ._core import (
+    TRANSCENDENTAL,
+    GradOps,
+    Rule,
+    as_tensor_arg,
+    node_class,
+    record_one,
+    tie,
+    wrap,
+)
 from ._cpu_kernels import where_zero
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
@@ -118,19 +127,25 @@ sigmoid = _unary(
 )
 
 
-def _relu_grad(F: GradOps, g: Any, out: Any) -> Any:
+def relu_grad(F: GradOps, g: Any, out: Any) -> Any:
+    """relu's gradient from its output: ``g`` where ``out > 0`` (relu, relu_, F.relu).
+
+    Under create_graph it is tied to ``out``, as torch's threshold_backward
+    (NOTE [Gradients tied to an input] in _core.py).
+    """
     mask = out > 0
     if out.__class__ is not Tensor:  # (NOTE [A branch-free masked gradient])
         r = where_zero(mask, g)
         if r is not None:
             return r
-    return F.where(mask, g, 0.0)
+        return F.where(mask, g, 0.0)
+    return tie(F.where(mask, g, 0.0), out)
 
 
 relu = _unary(
     "relu",
     lambda xp, a: xp.maximum(a, 0).astype(a.dtype, copy=False),
-    lambda F, g, s, n: (_relu_grad(F, g, s[0]),),
+    lambda F, g, s, n: (relu_grad(F, g, s[0]),),
     "output",
     floating=False,
 )
@@ -281,8 +296,6 @@ register(
         away_samples,
         method=True,
         dtypes=ALL,
-        grad2=False,
-        notes="Its second derivative is zero (torch's first derivative is constant).",
     ),
     OpInfo("square", square, unary_samples, method=True, dtypes=ALL),
     OpInfo("log1p", log1p, positive_samples, method=True, dtypes=ALL, tol=INT_TOL),
