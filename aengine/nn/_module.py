@@ -519,11 +519,9 @@ class Module:
                 backend = target.device.backend
                 if assign:
                     target.data = backend.from_numpy(np.array(arr, copy=True))
+                    commit_inplace(target, None)  # (a new array: its version moves)
                 else:
-                    target.data[...] = backend.from_numpy(np.asarray(arr)).astype(
-                        target.dtype, copy=False
-                    )
-                commit_inplace(target, None)
+                    target.copy_(np.asarray(arr))
         return IncompatibleKeys(missing, unexpected)
 
     # -- calling and hooks ---------------------------------------------------------

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from ..core import no_grad
 from ..tensors._creation import Generator, generator_rng
 from ..tensors._tensor import Tensor
-from ..tensors._views import commit_inplace
 
 __all__ = [
     "calculate_gain",
@@ -46,9 +46,8 @@ def _write(tensor: Tensor, values: Any) -> Tensor:
     """Write host ``values`` into ``tensor`` in place (its version bumps); returns it."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"expected an ae.Tensor to fill, got {type(tensor).__name__}")
-    backend = tensor.device.backend
-    tensor.data[...] = backend.from_numpy(np.asarray(values, dtype=tensor.dtype))
-    return commit_inplace(tensor, None)
+    with no_grad():
+        return tensor.copy_(np.asarray(values, dtype=tensor.dtype))
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:

@@ -13,17 +13,14 @@ Example::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from typing import Any
-
-import numpy as np
 
 from ..core import no_grad
-from ..ops import cat
+from ..ops import cat, clamp, stack
+from ..ops._reduce import vector_norm
+from ..ops._special import isfinite
 from ..tensors._creation import tensor as _tensor
 from ..tensors._tensor import Tensor
-from ..tensors._views import commit_inplace
 
 __all__ = [
     "clip_grad_norm_",
@@ -35,18 +32,6 @@ __all__ = [
 
 def _params(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
     return [parameters] if isinstance(parameters, Tensor) else list(parameters)
-
-
-def _norm(xp: Any, a: Any, p: float) -> Any:
-    if p == math.inf:
-        return xp.max(xp.abs(a)) if a.size else xp.zeros((), a.dtype)
-    if p == -math.inf:
-        return xp.min(xp.abs(a)) if a.size else xp.zeros((), a.dtype)
-    if p == 2:
-        return xp.sqrt(xp.sum(a * a))
-    if p == 1:
-        return xp.sum(xp.abs(a))
-    return xp.sum(xp.abs(a) ** p) ** (1.0 / p)
 
 
 def clip_grad_norm_(
@@ -63,24 +48,21 @@ def clip_grad_norm_(
     signature and has no effect.
     """
     grads = [p.grad for p in _params(parameters) if p.grad is not None]
-    p = float(norm_type)
     if not grads:
         return _tensor(0.0)
-    xp = grads[0].device.backend.xp
-    norms = xp.stack([_norm(xp, g.data, p) for g in grads])
-    total = _norm(xp, norms, p)
-    if error_if_nonfinite and not bool(xp.isfinite(total)):
-        raise RuntimeError(
-            f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, "
-            "so it cannot be clipped. To disable this error and scale the gradients by the "
-            "non-finite norm anyway, set `error_if_nonfinite=False`"
-        )
-    coef = xp.minimum(max_norm / (total + 1e-6), 1.0).astype(total.dtype)
+    p = float(norm_type)
     with no_grad():
+        total = vector_norm(stack([vector_norm(g, p) for g in grads]), p)
+        if error_if_nonfinite and not bool(isfinite(total)):
+            raise RuntimeError(
+                f"The total norm of order {norm_type} for gradients from `parameters` is "
+                "non-finite, so it cannot be clipped. To disable this error and scale the "
+                "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"
+            )
+        coef = clamp(max_norm / (total + 1e-6), max=1.0)
         for g in grads:
-            g.data *= coef
-            commit_inplace(g, None)
-    return Tensor._make(xp.asarray(total), False, grads[0].device)
+            g.mul_(coef)
+    return total
 
 
 def clip_grad_value_(
@@ -88,12 +70,10 @@ def clip_grad_value_(
 ) -> None:
     """Clamp every gradient to [-clip_value, clip_value] in place."""
     v = float(clip_value)
-    for p in _params(parameters):
-        g = p.grad
-        if g is not None:
-            xp = g.device.backend.xp
-            xp.clip(g.data, -v, v, out=g.data)
-            commit_inplace(g, None)
+    with no_grad():
+        for p in _params(parameters):
+            if p.grad is not None:
+                p.grad.clamp_(-v, v)
 
 
 def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
@@ -114,12 +94,9 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     need = sum(p.numel() for p in params)
     if vec.numel() != need:
         raise RuntimeError(f"vec has {vec.numel()} elements, the parameters need {need}")
-    host = vec.detach().cpu().numpy()
     pos = 0
     with no_grad():
         for p in params:
             n = p.numel()
-            chunk = np.asarray(host[pos : pos + n]).reshape(p.shape)
-            p.data[...] = p.device.backend.from_numpy(chunk).astype(p.dtype, copy=False)
-            commit_inplace(p, None)
+            p.copy_(vec[pos : pos + n].reshape(p.shape))
             pos += n
