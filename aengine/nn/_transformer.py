@@ -152,28 +152,7 @@ class MultiheadAttention(Module):
         q = F.linear(query, wq, bq)
         k = F.linear(key, wk, bk)
         v = F.linear(value, wv, bv)
-        mask = _float_mask(attn_mask, q, "attn_mask")
-        if mask is not None and mask.ndim == 2:
-            if tuple(mask.shape) != (tgt_len, src_len):
-                raise RuntimeError(
-                    f"The shape of the 2D attn_mask is {tuple(mask.shape)}, but should be "
-                    f"{(tgt_len, src_len)}."
-                )
-            mask = mask.unsqueeze(0)
-        elif mask is not None and tuple(mask.shape) != (bsz * h, tgt_len, src_len):
-            raise RuntimeError(
-                f"The shape of the 3D attn_mask is {tuple(mask.shape)}, but should be "
-                f"{(bsz * h, tgt_len, src_len)}."
-            )
-        kpm = _float_mask(key_padding_mask, q, "key_padding_mask")
-        if kpm is not None:
-            if tuple(kpm.shape) != (bsz, src_len):
-                raise AssertionError(
-                    f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
-                    f"{tuple(kpm.shape)}"
-                )
-            kpm = kpm.reshape(bsz, 1, 1, src_len).expand(-1, h, -1, -1).reshape(bsz * h, 1, src_len)
-            mask = kpm if mask is None else mask + kpm
+        mask = self._mask(attn_mask, key_padding_mask, q, bsz, tgt_len, src_len)
         q = q.reshape(tgt_len, bsz * h, hd).transpose(0, 1)
         k = k.reshape(src_len, bsz * h, hd).transpose(0, 1)
         v = v.reshape(src_len, bsz * h, hd).transpose(0, 1)
@@ -199,6 +178,36 @@ class MultiheadAttention(Module):
         out = out.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
         out = self.out_proj(out).reshape(tgt_len, bsz, embed_dim)
         return out, None
+
+    def _mask(
+        self, attn_mask: Tensor | None, key_padding_mask: Tensor | None, q: Tensor, bsz: int,
+        tgt_len: int, src_len: int,
+    ) -> Tensor | None:  # fmt: skip
+        """The additive mask of the scores, (1 or N * heads, L, S): attn_mask and key padding."""
+        h = self.num_heads
+        mask = _float_mask(attn_mask, q, "attn_mask")
+        if mask is not None and mask.ndim == 2:
+            if tuple(mask.shape) != (tgt_len, src_len):
+                raise RuntimeError(
+                    f"The shape of the 2D attn_mask is {tuple(mask.shape)}, but should be "
+                    f"{(tgt_len, src_len)}."
+                )
+            mask = mask.unsqueeze(0)
+        elif mask is not None and tuple(mask.shape) != (bsz * h, tgt_len, src_len):
+            raise RuntimeError(
+                f"The shape of the 3D attn_mask is {tuple(mask.shape)}, but should be "
+                f"{(bsz * h, tgt_len, src_len)}."
+            )
+        kpm = _float_mask(key_padding_mask, q, "key_padding_mask")
+        if kpm is not None:
+            if tuple(kpm.shape) != (bsz, src_len):
+                raise AssertionError(
+                    f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
+                    f"{tuple(kpm.shape)}"
+                )
+            kpm = kpm.reshape(bsz, 1, 1, src_len).expand(-1, h, -1, -1).reshape(bsz * h, 1, src_len)
+            mask = kpm if mask is None else mask + kpm
+        return mask
 
     def extra_repr(self) -> str:
         return ""
