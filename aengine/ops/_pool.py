@@ -915,6 +915,50 @@ def _linear_weights(
 _INTERP_MODES = "nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact"
 
 
+def _interp_sizes(
+    spatial: tuple[int, ...], size: Any, scale_factor: Any, mode: str,
+    recompute_scale_factor: bool | None,
+) -> tuple[tuple[int, ...], list[float | None]]:  # fmt: skip
+    """interpolate's output sizes, and the scales its kernels use (None: from the sizes)."""
+    nd = len(spatial)
+    scales: list[float | None] = [None] * nd
+    if size is not None and scale_factor is not None:
+        raise ValueError("interpolate: only one of size or scale_factor should be defined")
+    if size is not None:
+        if recompute_scale_factor:
+            raise ValueError(
+                "interpolate: recompute_scale_factor is not meaningful with an explicit size."
+            )
+        if isinstance(size, (list, tuple)):
+            if len(size) != nd:
+                raise ValueError(
+                    f"interpolate: Input and output must have the same number of spatial "
+                    f"dimensions, but got input with spatial dimensions of {list(spatial)} and "
+                    f"output size of {size}. Please provide input tensor in (N, C, d1, d2, ...,dK) "
+                    "format and output size in (o1, o2, ...,oK) format."
+                )
+            outs = tuple(operator.index(v) for v in size)
+        else:
+            outs = (operator.index(size),) * nd
+    elif scale_factor is not None:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != nd:
+                raise ValueError(
+                    f"interpolate: Input and scale_factor must have the same number of spatial "
+                    f"dimensions, but got input with spatial dimensions of {list(spatial)} and "
+                    f"scale_factor of shape {scale_factor}."
+                )
+            sf = [float(v) for v in scale_factor]
+        else:
+            sf = [float(scale_factor)] * nd
+        outs = tuple(math.floor(n * f) for n, f in zip(spatial, sf))
+        if not (recompute_scale_factor or mode == "area"):
+            scales = list(sf)
+    else:
+        raise ValueError("interpolate: either size or scale_factor should be defined")
+    return outs, scales
+
+
 def interpolate(
     input: Tensor,
     size: Any = None,
@@ -957,41 +1001,7 @@ def interpolate(
             "shape (N, C, *spatial)"
         )
     spatial = tuple(x.data.shape[2:])
-    scales: list[float | None] = [None] * nd
-    if size is not None and scale_factor is not None:
-        raise ValueError("interpolate: only one of size or scale_factor should be defined")
-    if size is not None:
-        if recompute_scale_factor:
-            raise ValueError(
-                "interpolate: recompute_scale_factor is not meaningful with an explicit size."
-            )
-        if isinstance(size, (list, tuple)):
-            if len(size) != nd:
-                raise ValueError(
-                    f"interpolate: Input and output must have the same number of spatial "
-                    f"dimensions, but got input with spatial dimensions of {list(spatial)} and "
-                    f"output size of {size}. Please provide input tensor in (N, C, d1, d2, ...,dK) "
-                    "format and output size in (o1, o2, ...,oK) format."
-                )
-            outs = tuple(operator.index(v) for v in size)
-        else:
-            outs = (operator.index(size),) * nd
-    elif scale_factor is not None:
-        if isinstance(scale_factor, (list, tuple)):
-            if len(scale_factor) != nd:
-                raise ValueError(
-                    f"interpolate: Input and scale_factor must have the same number of spatial "
-                    f"dimensions, but got input with spatial dimensions of {list(spatial)} and "
-                    f"scale_factor of shape {scale_factor}."
-                )
-            sf = [float(v) for v in scale_factor]
-        else:
-            sf = [float(scale_factor)] * nd
-        outs = tuple(math.floor(n * f) for n, f in zip(spatial, sf))
-        if not (recompute_scale_factor or mode == "area"):
-            scales = list(sf)
-    else:
-        raise ValueError("interpolate: either size or scale_factor should be defined")
+    outs, scales = _interp_sizes(spatial, size, scale_factor, mode, recompute_scale_factor)
     if antialias:
         raise NotImplementedError(
             "interpolate: antialias=True is not supported by aengine; resize without it"
