@@ -6,7 +6,7 @@ from typing import Any
 
 from ..tensors import _random
 from ..tensors._tensor import Tensor
-from . import _arith, _compare, _index, _inplace_ops, _join, _linalg, _reduce, _scan, _shape, _unary
+from . import _arith, _compare, _index, _inplace_ops, _linalg, _shape, _unary
 
 
 def _reflected(fn: Any, name: str) -> Any:
@@ -37,20 +37,10 @@ for _name, _op in _compare.OPERATORS.items():  # ==, <, &...: NotImplemented for
     setattr(_T, _name, _op)
 _T.__invert__ = _compare.logical_not
 
-for _fn in (
-    _arith.add, _arith.sub, _arith.mul, _arith.div, _arith.pow, _arith.maximum,
-    _arith.minimum, _arith.clamp, _linalg.matmul, _unary.exp, _unary.log, _unary.sqrt,
-    _unary.sin, _unary.cos, _unary.tanh, _unary.sigmoid, _unary.relu, _unary.square,
-    _unary.log1p, _unary.expm1, _unary.abs, _unary.sign, _reduce.sum, _reduce.mean,
-    _reduce.prod, _reduce.amax, _reduce.amin, _reduce.max, _reduce.min, _reduce.var,
-    _reduce.std, _reduce.logsumexp, _reduce.softmax, _reduce.log_softmax, _scan.norm,
-    _shape.reshape, _shape.view, _shape.flatten, _shape.permute, _shape.transpose,
-    _shape.expand, _shape.squeeze, _shape.unsqueeze, _shape.clone, _shape.contiguous,
-    _shape.to, _shape.broadcast_to, _compare.eq, _compare.ne, _compare.lt, _compare.le,
-    _compare.gt, _compare.ge, _linalg.mm, _linalg.dot, _shape.cpu, _compare.any, _compare.all,
-):  # fmt: skip
-    setattr(_T, _fn.__name__, _fn)
-_T.neg = _arith.neg
+# the operators' methods come from the operator table (bind_methods, NOTE [The operator
+# table]); these are the Tensor methods that are no operators of torch's namespace
+_T.to = _shape.to
+_T.cpu = _shape.cpu
 _T.__getitem__ = _index.getitem
 _T.__setitem__ = _inplace_ops.setitem
 for _fn in (
@@ -64,11 +54,6 @@ _T.__iadd__ = _inplace_ops.add_
 _T.__isub__ = _inplace_ops.sub_
 _T.__imul__ = _inplace_ops.mul_
 _T.__itruediv__ = _inplace_ops.div_
-for _fn in (
-    _index.select, _index.narrow, _index.index_select, _index.gather, _index.take_along_dim,
-    _index.masked_fill, _join.split, _join.chunk, _join.unbind,
-):  # fmt: skip
-    setattr(_T, _fn.__name__, _fn)
 _T.T = property(
     lambda self: _shape.permute(self, tuple(reversed(range(self.ndim)))),
     doc="The tensor with its dimensions reversed (a view).",
