@@ -252,7 +252,12 @@ def create_app(
     @app.get("/stats")
     async def stats(request: Request) -> dict[str, Any]:
         engine: ae.Engine = request.app.state.engine
-        return {**engine.stats().as_dict(), "explained": request.app.state.explained}
+        # pid: which process answered, where several serve the app (uvicorn's workers, replicas)
+        return {
+            **engine.stats().as_dict(),
+            "explained": request.app.state.explained,
+            "pid": os.getpid(),
+        }
 
     return app
 
