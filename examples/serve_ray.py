@@ -105,22 +105,24 @@ def main(argv: list[str] | None = None) -> None:
     if not path.exists():  # trained once here, not by every replica at the same time
         explain_service.load_or_train(path, args.dtype)
     ray.init(_node_ip_address="127.0.0.1", include_dashboard=False)
-    serve.start(http_options={"host": "127.0.0.1", "port": args.port})
-    serve.run(
-        deployment(
-            path,
-            args.dtype,
-            num_replicas=args.replicas,
-            autoscaling=AUTOSCALING if args.autoscale else None,
-        ),
-        name="explain",
-        route_prefix="/",
-    )
-    print(f"serving on http://127.0.0.1:{args.port} (Ctrl-C stops)", flush=True)
     try:
+        serve.start(http_options={"host": "127.0.0.1", "port": args.port})
+        serve.run(
+            deployment(
+                path,
+                args.dtype,
+                num_replicas=args.replicas,
+                autoscaling=AUTOSCALING if args.autoscale else None,
+            ),
+            name="explain",
+            route_prefix="/",
+        )
+        print(f"serving on http://127.0.0.1:{args.port} (Ctrl-C stops)", flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
+        pass
+    finally:  # the replicas, the proxy and the cluster this script started
         serve.shutdown()
         ray.shutdown()
 

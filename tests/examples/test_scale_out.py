@@ -187,6 +187,50 @@ def bad_input_is_422(client: Client) -> None:
 # -- Ray Serve ------------------------------------------------------------------------------------
 
 
+def test_serve_example_runs_as_a_script(
+    checkpoint: pathlib.Path, workload: Any, tmp_path: pathlib.Path
+) -> None:
+    """``python examples/serve_ray.py PORT CHECKPOINT`` as a user runs it; Ctrl-C stops it.
+
+    First in the module: the script starts a cluster of its own, before the
+    fixture below starts the tests' one.
+    """
+    pytest.importorskip("ray.serve", reason="Ray Serve is not installed (aengine[ray])")
+    port = free_port()
+    log = (tmp_path / "server.log").open("w")
+    env = {**os.environ, "EXPLAIN_DTYPE": "float64", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+    script = ROOT / "examples" / "serve_ray.py"
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(port), str(checkpoint), "--replicas", "1"],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        client = Client(f"http://127.0.0.1:{port}")
+
+        def healthy() -> bool:
+            text = (tmp_path / "server.log").read_text()
+            assert proc.poll() is None, text
+            return "serving on" in text
+
+        wait_for(healthy, "the Serve example says it serves", timeout=STARTUP)
+        assert client.get("/health").json() == {"ok": True}
+        bodies, expected = workload
+        check(client.post(bodies[1]), expected[1], "float64")
+        client.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(WAIT)
+        log.close()
+    assert proc.returncode == 0, (tmp_path / "server.log").read_text()[-3000:]
+
+
 @pytest.fixture(scope="module")
 def serve_app(checkpoint: pathlib.Path) -> Iterator[str]:
     """2 replicas of the app (float64) on a local cluster, Serve's proxy on 127.0.0.1."""
