@@ -6,6 +6,7 @@ Inputs keep away from kinks (abs, relu, sign at 0; clamp bounds; ties of max).
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from collections.abc import Callable
@@ -552,3 +553,133 @@ async def test_async_gradcheck_checks_the_same():
     e = ae.ones(1, dtype=ae.float64, requires_grad=True).expand(3)
     with pytest.raises(RuntimeError, match=STRIDE_0.format(0)):
         await ae.gradgradcheck(lambda t: t * t, (e,))
+
+
+# -- fast mode ---------------------------------------------------------------------------------------
+
+
+def _torch_gradcheck_error_type() -> Any:
+    """torch's GradcheckError (``torch.autograd.gradcheck`` is also the function's name)."""
+    return importlib.import_module("torch.autograd.gradcheck").GradcheckError
+
+
+def _torch_bad_square(torch: Any) -> Any:
+    """bad_square in torch: x * x with a backward of 3 x g (the right one is 2 x g)."""
+
+    class BadSquare(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            return g * 3.0 * x
+
+    return BadSquare.apply
+
+
+FAST_CASES: list[tuple[str, Callable[..., Any], list[tuple[int, ...]]]] = [
+    ("tanh of a product", lambda a, b: (a @ b).tanh(), [(4, 3), (3, 2)]),
+    ("two outputs", lambda a, b: (a.sin() * b, (a * b).sum()), [(3,), (3,)]),
+    ("softmax", lambda a: a.softmax(1), [(2, 5)]),
+    ("a reduction", lambda a: a.prod(0), [(3, 2)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes", FAST_CASES, ids=[c[0] for c in FAST_CASES])
+def test_fast_mode_passes_what_torch_passes(name: str, fn: Any, shapes: list[Any]) -> None:
+    torch = torch_or_skip()
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    ours = [ae.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    assert torch.autograd.gradcheck(fn, theirs, fast_mode=True)
+    assert ae.sync.gradcheck(fn, ours, fast_mode=True) is True
+    assert torch.autograd.gradgradcheck(fn, theirs, fast_mode=True)
+    assert ae.sync.gradgradcheck(fn, ours, fast_mode=True) is True
+
+
+def test_fast_mode_finds_a_wrong_rule_as_torch_and_shows_the_jacobians() -> None:
+    torch = torch_or_skip()
+    data = np.array([1.0, 2.0, -0.5])
+    t = torch.tensor(data, requires_grad=True)
+    with pytest.raises(_torch_gradcheck_error_type(), match="Jacobian mismatch"):
+        torch.autograd.gradcheck(_torch_bad_square(torch), (t,), fast_mode=True)
+    x = ae.tensor(data, requires_grad=True)
+    with pytest.raises(ae.GradcheckError) as info:
+        ae.sync.gradcheck(bad_square, (x,), fast_mode=True)
+    msg = str(info.value)
+    assert msg.startswith("Jacobian mismatch for output 0 with respect to input 0,\nnumerical:")
+    # the whole Jacobians follow, computed the slow way: diag(2x) against the claimed diag(3x)
+    assert "Numerical:\n array([[ 2.,  0.,  0.]," in msg
+    assert "Analytical:\narray([[ 3. ,  0. ,  0. ]," in msg
+    assert re.search(r"max per-element difference \(slow mode\) is: 1\.99999", msg)
+    assert ae.sync.gradcheck(bad_square, (x,), fast_mode=True, raise_exception=False) is False
+
+
+def test_fast_mode_says_when_the_slow_mode_would_pass() -> None:
+    """Entries each within rtol of large alternating ones; their projection is not."""
+    c = np.tile([100.0, -100.0], 25)
+    # the claimed derivative is c + 1: 1% off each entry (rtol 2% lets each pass), but the
+    # projection's +1s add up while the alternating 100s cancel
+    scaled = node_class("Scaled", lambda F, g, s, n: (g * (c + 1.0),))
+    f = lambda t: record(scaled, t.data * c, t._device, (t,), (t,))  # noqa: E731
+    x = ae.tensor(np.linspace(-1, 1, 50), requires_grad=True)
+    assert ae.sync.gradcheck(f, (x,), atol=0.0, rtol=0.02)
+    with pytest.raises(ae.GradcheckError, match="might have passed in the slow mode"):
+        ae.sync.gradcheck(f, (x,), atol=0.0, rtol=0.02, fast_mode=True)
+    torch = torch_or_skip()
+
+    class TorchScaled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, t: Any) -> Any:
+            return t * torch.tensor(c)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g * torch.tensor(c + 1.0)
+
+    t = torch.tensor(np.linspace(-1, 1, 50), requires_grad=True)
+    assert torch.autograd.gradcheck(TorchScaled.apply, (t,), atol=0.0, rtol=0.02)
+    with pytest.raises(_torch_gradcheck_error_type(), match="might've passed in slow_mode"):
+        torch.autograd.gradcheck(TorchScaled.apply, (t,), atol=0.0, rtol=0.02, fast_mode=True)
+
+
+def test_fast_mode_second_derivative_and_dependence_without_grad_like_torch() -> None:
+    torch = torch_or_skip()
+    x = ae.tensor([1.0, 2.0], dtype=ae.float64, requires_grad=True)
+    assert ae.sync.gradcheck(flat_square, (x,), fast_mode=True)
+    with pytest.raises(ae.GradcheckError, match=r"Jacobian mismatch for output 0 with respect"):
+        ae.sync.gradgradcheck(flat_square, (x,), fast_mode=True)
+    expected_zero = r"Numerical gradient for function expected to be zero"
+    t = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    with pytest.raises(_torch_gradcheck_error_type(), match=expected_zero):
+        torch.autograd.gradcheck(lambda a: a.detach() * 2.0, (t,), fast_mode=True)
+    with pytest.raises(ae.GradcheckError, match=expected_zero):
+        ae.sync.gradcheck(lambda a: a.detach() * 2.0, (x,), fast_mode=True)
+    assert ae.sync.gradcheck(lambda a: ae.ones(2), (x,), fast_mode=True)
+
+
+def test_fast_mode_evaluates_fn_a_fixed_number_of_times() -> None:
+    calls = [0]
+
+    def f(a: ae.Tensor) -> ae.Tensor:
+        calls[0] += 1
+        return a.exp()
+
+    x = ae.randn(50, dtype=ae.float64, requires_grad=True)
+    assert ae.sync.gradcheck(f, (x,), fast_mode=True)
+    assert calls[0] == 3  # once, then minus and plus along u: not 2 per element
+    before = x.detach().numpy().copy()
+    ae.sync.gradcheck(f, (x,), fast_mode=True)
+    np.testing.assert_array_equal(x.detach().numpy(), before)  # the input is restored
+
+
+@pytest.mark.anyio
+async def test_fast_mode_awaited() -> None:
+    x = ae.tensor([[0.3, -1.2, 2.0]], dtype=ae.float64, requires_grad=True)
+    assert await ae.gradcheck(lambda t: t.softmax(1), (x,), fast_mode=True) is True
+    assert await ae.gradgradcheck(AsyncCube.apply, (x,), fast_mode=True) is True
+    assert await ae.gradcheck(bad_square, (x,), fast_mode=True, raise_exception=False) is False
