@@ -39,6 +39,7 @@ from .core import (
     is_grad_enabled,
     is_inference_mode_enabled,
     no_grad,
+    set_detect_anomaly,
     set_grad_enabled,
 )
 from .ops import (
@@ -170,7 +171,7 @@ __all__ = [
     "log", "log1p", "logical_and", "logical_not", "logical_or", "lt", "manual_seed",
     "matmul", "maximum", "mean", "minimum", "mul", "ne", "neg", "no_grad", "ones",
     "ones_like", "permute", "pow", "queue_callback", "rand", "rand_like", "randn",
-    "randn_like", "relu", "reshape", "set_grad_enabled", "sigmoid", "sign", "sin", "sqrt",
+    "randn_like", "relu", "reshape", "set_detect_anomaly", "set_grad_enabled", "sigmoid", "sign", "sin", "sqrt",
     "square", "squeeze", "sub", "sum", "sync", "functional", "viz", "distributed", "testing", "tanh", "tensor", "transpose", "uint8",
     "unsqueeze", "where", "zeros", "zeros_like", "__version__",
     "MaxResult", "MinResult", "amax", "amin", "log_softmax", "logsumexp", "max", "min",

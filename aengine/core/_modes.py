@@ -400,7 +400,7 @@ class inference_mode(_Mode):
 # -- anomaly mode ------------------------------------------------------------------------
 
 _anomaly: contextvars.ContextVar[tuple[bool, bool]] = contextvars.ContextVar(
-    "aengine_anomaly", default=(False, False)
+    "aengine_anomaly", default=(False, True)  # check_nan on by default, as PyTorch reports
 )
 #: whether anomaly mode was ever turned on in this process (never reset): until
 #: then no context can have it on, and recording an op skips reading ``_anomaly``
@@ -459,3 +459,43 @@ class detect_anomaly(_Mode):
         global anomaly_ever_enabled
         anomaly_ever_enabled = True
         return [_anomaly.set((True, self.check_nan))]
+
+
+
+class set_detect_anomaly:
+    """Turn anomaly detection on or off (as :class:`detect_anomaly`, but either way).
+
+    Called as a function it takes effect at once (for the current task);
+    used as a context manager it restores the previous setting on exit.
+    Unlike ``detect_anomaly()`` it does not warn, as PyTorch's.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> with ae.set_detect_anomaly(True, check_nan=False):
+        ...     ae.is_anomaly_enabled(), ae.is_anomaly_check_nan_enabled()
+        (True, False)
+        >>> ae.is_anomaly_enabled()
+        False
+    """
+
+    def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        global anomaly_ever_enabled
+        for name, value in (("mode", mode), ("check_nan", check_nan)):
+            if value.__class__ is not bool:
+                raise TypeError(
+                    f"set_detect_anomaly(): argument '{name}' must be bool, not "
+                    f"{type(value).__name__}"
+                )
+        self.mode = mode
+        self.check_nan = check_nan
+        self._prev = _anomaly.get()
+        if mode:
+            anomaly_ever_enabled = True
+        _anomaly.set((mode, check_nan))
+
+    def __enter__(self) -> None:
+        """Nothing more: the constructor switched it; the exit restores the previous one."""
+
+    def __exit__(self, *exc: object) -> None:
+        _anomaly.set(self._prev)

@@ -253,3 +253,68 @@ def test_parent_references_are_weak() -> None:
     gc.collect()
     assert ref() is None  # grad (alive) does not keep its parent node alive
     assert grad.grad_fn is not None and "Traceback" not in info.parent_name
+
+
+def test_set_detect_anomaly_as_torch() -> None:
+    """set_detect_anomaly: on or off at once, restored by its with block, no warning."""
+    from tests.oracle import torch_or_skip
+
+    torch = torch_or_skip()
+    for lib, enabled, check_nan in (
+        (ae, ae.is_anomaly_enabled, ae.is_anomaly_check_nan_enabled),
+        (torch.autograd, torch.is_anomaly_enabled, torch.is_anomaly_check_nan_enabled),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # it does not warn, unlike detect_anomaly()
+            with lib.set_detect_anomaly(True, check_nan=False):
+                assert (enabled(), check_nan()) == (True, False)
+                with lib.set_detect_anomaly(False):
+                    assert (enabled(), check_nan()) == (False, True)
+                assert (enabled(), check_nan()) == (True, False)
+            assert (enabled(), check_nan()) == (False, True)
+            lib.set_detect_anomaly(True)  # as a function: at once, until set back
+            assert enabled()
+            lib.set_detect_anomaly(False)
+            assert not enabled()
+
+
+def test_set_detect_anomaly_reports_nan_and_refuses_non_bools() -> None:
+    x = ae.tensor([-1.0, 4.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's sqrt of -1
+        with ae.set_detect_anomaly(True):
+            y = x.sqrt()  # NaN at -1: SqrtBackward0's gradient is NaN there
+            with pytest.raises(RuntimeError, match=r"Function 'SqrtBackward0' returned nan values"):
+                ae.sync.backward(y.sum())
+        with ae.set_detect_anomaly(True, check_nan=False):
+            y = x.sqrt()
+            ae.sync.backward(y.sum())  # not checked: the NaN reaches .grad, as torch's
+    assert np.isnan(x.grad.numpy()[0])
+    with pytest.raises(TypeError, match=r"argument 'mode' must be bool, not int"):
+        ae.set_detect_anomaly(1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"argument 'check_nan' must be bool, not str"):
+        ae.set_detect_anomaly(True, check_nan="yes")  # type: ignore[arg-type]
+    assert not ae.is_anomaly_enabled()
+
+
+@pytest.mark.anyio
+async def test_set_detect_anomaly_is_task_local() -> None:
+    import anyio
+
+    seen: list[bool] = []
+
+    async def other() -> None:
+        seen.append(ae.is_anomaly_enabled())
+
+    async with anyio.create_task_group() as tg:
+        ae.set_detect_anomaly(True)
+        tg.start_soon(other)  # the child task copies the context when it starts: on there too
+    seen.append(ae.is_anomaly_enabled())
+    ae.set_detect_anomaly(False)
+
+    async def started_after() -> None:
+        seen.append(ae.is_anomaly_enabled())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(started_after)
+    assert seen == [True, True, False]
