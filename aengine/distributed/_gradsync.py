@@ -162,7 +162,9 @@ class GradSync:
         return None
 
     def _begin(self, gt: GraphTask) -> _Step:
-        if async_library() is None:
+        # no loop in this thread, or the synchronous driver (no scheduler) on one: the
+        # reduction's await would have nothing to wait on
+        if async_library() is None or gt.sched is None:
             raise AutogradError(
                 "GradSync reduces gradients while the backward runs on the event loop: "
                 "call `await loss.backward()` in async code, not ae.sync.backward"
@@ -203,6 +205,11 @@ class GradSync:
                     gt.restage(p, flat[offset : offset + size].reshape(p.data.shape))
                     offset += size
             step.ok = True
+        except GeneratorExit:
+            # closed un-awaited: a synchronous driver (ae.sync.backward) cannot wait for
+            # the other ranks; the backward fails with the driver's error, which
+            # _finished gives the other ranks as the reason
+            raise
         except BaseException as exc:
             self.group.abort(exc)
             raise

@@ -216,6 +216,38 @@ def test_gradsync_needs_the_async_backward() -> None:
     assert all(p.grad is None for p in ps)
 
 
+@pytest.mark.anyio
+async def test_a_sync_backward_in_async_code_is_named_to_the_other_ranks(
+    anyio_backend: str,
+) -> None:
+    """ae.sync.backward on a rank with a loop: its own clear error, which the others are told."""
+    groups = D.local_groups(2)
+    reps = [params(), params()]
+    out: list[Any] = [None, None]
+
+    async def rank(g: Any) -> None:
+        ps = reps[g.rank]
+        x, y = shard(g.rank, 2)
+        try:
+            async with D.GradSync(ps, g):
+                if g.rank == 0:
+                    with pytest.warns(RuntimeWarning, match="blocks the loop"):
+                        ae.sync.backward(loss_of(ps, x, y))
+                else:
+                    await loss_of(ps, x, y).backward()
+        except Exception as exc:
+            out[g.rank] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rank, groups[0])
+        tg.start_soon(rank, groups[1])
+    assert isinstance(out[0], ae.AutogradError) and "await loss.backward()" in str(out[0])
+    assert isinstance(out[1], D.RankFailedError), out[1]
+    assert "rank 0 failed: AutogradError: GradSync reduces" in str(out[1])
+    assert "GeneratorExit" not in str(out[1])
+    assert all(p.grad is None for ps in reps for p in ps)
+
+
 def test_gradsync_bad_arguments() -> None:
     (g,) = D.local_groups(1)
     w = ae.ones(2, requires_grad=True)
