@@ -22,6 +22,7 @@ from typing import Any
 
 from .core import AutogradError, GraphTask, Node, current_graph_task, gradient_edge, to_tensor
 from .core._modes import is_anomaly_enabled
+from .core._unawaited import note_dropped
 from .ops import ones_like, zeros_like
 from .runtime import drive_async_entry, drive_sync_entry, loop_here, time_slice
 from .tensors import Tensor
@@ -327,6 +328,39 @@ class _Call(Coroutine[Any, Any, Any]):
         return str(getattr(self._coro, "__qualname__", "backward"))
 
 
+class _BackwardCall(_Call):
+    """The awaitable of a backward in async code (``_call`` says which call it was).
+
+    Dropped before it started, it says so where the gradient is first
+    needed (NOTE [A backward never awaited] in core/_unawaited.py).
+    """
+
+    __slots__ = ("_awaited",)
+
+    _call = "loss.backward()"
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        # ``await call`` may drop the call before its coroutine's first step
+        self._awaited = True
+        return self._coro.__await__()
+
+    def __del__(self) -> None:
+        coro = getattr(self, "_coro", None)
+        if coro is None or coro.cr_frame is None or getattr(self, "_awaited", False):
+            return
+        if not (coro.cr_running or coro.cr_suspended):  # never started
+            coro.close()  # our warning instead of Python's "never awaited"
+            note_dropped(self._call)
+
+
+class _AeBackwardCall(_BackwardCall):
+    """``ae.backward(...)``'s awaitable."""
+
+    __slots__ = ()
+
+    _call = "ae.backward(...)"
+
+
 class _Done(Coroutine[Any, Any, None]):
     """What ``tensor.backward()`` returns where no event loop runs: the backward has run.
 
@@ -398,12 +432,13 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     # the name users call: 'functional.jacobian' for a public module's functions
     public = name if module.startswith("_") else f"{module}.{name}"
     run = _async_runner(name, public)
+    call_class = _AeBackwardCall if public == "backward" else _Call
 
     @functools.wraps(gen_fn)
     def async_fn(*args: Any, **kwargs: Any) -> Any:
         if loop_here() is None:  # NOTE [Is a loop running here]
             _no_loop_here(public)
-        call = _new_call(_Call)  # no __init__: a Python frame less per call
+        call = _new_call(call_class)  # no __init__: a Python frame less per call
         call._coro = run(gen_fn(*args, **kwargs))  # the generator does nothing until run
         return call
 
@@ -543,7 +578,7 @@ def _tensor_backward(
         for gt in _backward(self, gradient, retain_graph, create_graph, inputs):
             drive_sync_entry(gt)
         return _DONE
-    call = _new_call(_Call)
+    call = _new_call(_BackwardCall)
     call._coro = _run_backward(_backward(self, gradient, retain_graph, create_graph, inputs))
     return call
 

@@ -32,6 +32,7 @@ from ..core import (
     AutogradError,
     Node,
     RemovableHandle,
+    _unawaited,
     bind_tensor_type,
     describe,
     own_vc,
@@ -463,6 +464,8 @@ class Tensor(TensorFields, _TableMethods):
         g = self._grad
         if g is None and self._fn is not None and not self._retains:
             warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        if _unawaited.ever_dropped:  # NOTE [A backward never awaited]
+            _unawaited.raise_if_dropped()
         return g
 
     @grad.setter

@@ -932,6 +932,11 @@ TABLE: dict[str, Bad] = {
         TypeError,
         "check_nan.*bool",
     ),
+    "ae.set_detect_anomaly: mode not a bool": Bad(
+        lambda x: ae.set_detect_anomaly("on"),
+        TypeError,
+        "set_detect_anomaly.*'mode' must be bool, not str",
+    ),
     "ae.once_differentiable: not a function": Bad(
         lambda x: ae.once_differentiable(5),
         TypeError,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -340,3 +341,76 @@ def test_entry_points_show_their_result_type_not_a_generator() -> None:
             assert shown == result, (fn, shown)
             assert "Generator" not in str(fn.__annotations__["return"])
     assert "annotations" not in dir(ae)
+
+
+# -- a backward dropped without await (NOTE [A backward never awaited]) ------------------------------
+DROPPED = {
+    "loss.backward()": lambda loss: loss.backward(),
+    "ae.backward(...)": lambda loss: ae.backward(loss),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("call", list(DROPPED))
+async def test_a_dropped_backward_warns_and_the_optimizer_step_raises(call: str) -> None:
+    w = ae.tensor([1.0, -2.0], requires_grad=True)
+    opt = ae.optim.SGD([w], lr=0.1)
+    with pytest.warns(RuntimeWarning, match=re.escape(f"Write `await {call}`")):
+        DROPPED[call]((w * w).sum())  # the PyTorch habit: no await
+    with pytest.raises(
+        ae.AutogradError, match=re.escape(f"`{call}` was called in async code without `await`")
+    ):
+        opt.step()  # the first line that needs the gradient: loud, never silent
+    assert w.tolist() == [1.0, -2.0] and w.grad is None  # nothing ran; reported once
+    await (w * w).sum().backward()  # awaited: it runs
+    opt.step()
+    assert w.tolist() == pytest.approx([0.8, -1.6])
+
+
+@pytest.mark.anyio
+async def test_a_dropped_backward_is_reported_at_the_first_grad_read() -> None:
+    w = ae.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.warns(RuntimeWarning, match="without `await`"):
+        (w * 3.0).sum().backward()
+    with pytest.raises(ae.AutogradError, match=r"\.grad was read after a backward that never ran"):
+        _ = w.grad
+
+
+@pytest.mark.anyio
+async def test_a_dropped_backward_does_not_touch_other_tasks(anyio_backend: str) -> None:
+    w = ae.tensor([1.0, 2.0], requires_grad=True)
+    dropped = anyio.Event()
+    seen: list[Any] = []
+
+    async def careless() -> None:
+        with pytest.warns(RuntimeWarning, match="without `await`"):
+            (w * w).sum().backward()
+        dropped.set()
+        with pytest.raises(ae.AutogradError):
+            _ = w.grad
+
+    async def careful() -> None:
+        await dropped.wait()
+        await (w * 2.0).sum().backward()
+        seen.append(w.grad.tolist())  # another task: no error
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(careless)
+        tg.start_soon(careful)
+    assert seen == [[2.0, 2.0]]
+
+
+@pytest.mark.anyio
+async def test_backwards_awaited_later_or_by_task_apis_are_not_dropped(anyio_backend: str) -> None:
+    x = _x()
+    with _no_unawaited_warning():
+        pending = _sq(x).backward()  # made first, awaited later: fine
+        await pending
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_sq(x).backward)
+            tg.start_soon(ae.backward, _sq(x))
+        if anyio_backend == "asyncio":
+            import asyncio
+
+            await asyncio.gather(_sq(x).backward(), ae.backward(_sq(x)))
+    assert x.grad is not None

@@ -449,7 +449,9 @@ async def test_stats_count_outcomes_slices_and_the_loops_worst_lag() -> None:
         await anyio.sleep(0.03)
         st = engine.stats()
     assert (st.backwards_done, st.backwards_failed, st.backwards_cancelled) == (1, 1, 1)
-    assert st.slices >= 3 and st.slices_overran >= 0
+    # the grad and the failing backward ran a slice each; the cancelled one may be cancelled
+    # before its first on a loaded machine
+    assert st.slices >= 2 and st.slices_overran >= 0
     assert st.worst_loop_lag >= 0.02
     d = st.as_dict()
     assert d["queue_depth"] == {"cpu": 0} and d["backwards_done"] == 1
