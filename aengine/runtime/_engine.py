@@ -796,6 +796,9 @@ class Engine:
         try:
             while True:
                 if not q.rr:
+                    if held:  # the queue emptied while it yielded: never wait holding it
+                        held = False
+                        share.give()
                     if q.workers - q.blocked > q.target:
                         return  # a replacement whose worker came back
                     ev = q.event

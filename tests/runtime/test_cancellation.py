@@ -389,3 +389,40 @@ def test_small_backward_sees_asyncio_task_cancel() -> None:
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(main())
     assert not finished
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("pause", [0.0, 0.01])
+async def test_a_worker_never_waits_for_work_holding_the_loops_share(pause: float) -> None:
+    """A device worker yields between slices holding the loop's share; when the
+    backward it worked for is cancelled meanwhile (its queued nodes dropped)
+    and nobody waits for the share yet, the worker must give it up before it
+    waits for more work, or the next backward waits for it forever (seen as
+    a rare stall of the cancellation fuzz on a loaded machine)."""
+    x = ae.tensor(np.linspace(-1.0, 1.0, 8), requires_grad=True)
+
+    def chain() -> ae.Tensor:
+        h = x.to("sim:0")
+        for _ in range(30):
+            h = h * 1.01  # one sim node each: a slice of one node with time_slice=1e-9
+        return h.sum()
+
+    with anyio.fail_after(120):
+        async with ae.Engine(time_slice=1e-9) as engine:
+            for k in range(1, 8):
+                seen = 0
+
+                def on_node(node: ae.Node, where: str) -> None:
+                    nonlocal seen
+                    seen += 1
+                    if seen == k:
+                        scope.cancel()  # while the worker runs or yields between nodes
+
+                engine.on_node = on_node
+                with anyio.CancelScope() as scope:
+                    await ae.backward(chain())
+                engine.on_node = None
+                assert scope.cancelled_caught
+                await anyio.sleep(pause)  # no share waiter while the worker yields
+                (g,) = await ae.grad(chain(), [x])  # the next backward is served
+                np.testing.assert_allclose(g.numpy(), np.full(8, 1.01**30), rtol=1e-6)
