@@ -41,6 +41,7 @@ from .core import AutogradError, Node, SavedTensor, gradient_edge, own_vc, recor
 from .core import running_node as _running_node
 from .core._graph import freed_error, set_history
 from .core._modes import _anomaly, _grad_enabled, no_grad
+from .core._saved_hooks import pack_values
 from .ops import sum_to
 from .ops._core import as_view
 from .runtime import loop_running, run_detached
@@ -550,7 +551,7 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
                 packed.append(saved)
             else:
                 packed.append(SavedTensor(t))
-        ctx._saved = tuple(packed)
+        ctx._saved = pack_values(tuple(packed), to_save)  # NOTE [Saved-tensor hooks]
     else:
         ctx._saved = ()
     ctx._to_save = None

@@ -27,6 +27,7 @@ from ..core import (
     SavedTensor,
     _graph,
     _modes,
+    _saved_hooks,
     gradient_edge,
     own_vc,
     record_forward,
@@ -387,6 +388,8 @@ def record(
     else:
         node.saved = ()
         node.versions = ()
+    if _saved_hooks.ever_set:  # NOTE [Saved-tensor hooks]
+        _saved_hooks.pack_node(node, (t,))
     if _modes.anomaly_ever_enabled and _anomaly.get()[0]:
         record_forward(node, running_node())
     return t
@@ -493,6 +496,8 @@ def record_one(
     else:
         node.saved = _NOTHING
         node.versions = _NOTHING
+    if _saved_hooks.ever_set:  # NOTE [Saved-tensor hooks]
+        _saved_hooks.pack_node(node, (t,))
     if _modes.anomaly_ever_enabled and _anomaly.get()[0]:
         record_forward(node, running_node())
     return t
@@ -622,6 +627,8 @@ def record_multi(
         set_history(t, node, i)
     node.saved = tuple(saved) if len(saved) != 1 else saved[0]
     node.versions = _versions(tuple(saved))
+    if _saved_hooks.ever_set:  # NOTE [Saved-tensor hooks]
+        _saved_hooks.pack_node(node, ts)
     if _modes.anomaly_ever_enabled and _anomaly.get()[0]:
         record_forward(node, running_node())
     return ts

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..core import SavedTensor
+from ..core import SavedTensor, _saved_hooks
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from . import _linalg, _reduce, _shape
@@ -192,6 +192,7 @@ def _record_outputs(
     if node is not None and node.__class__ is cls:
         node.saved = tuple(SavedTensor(t, True) for t in ts)
         node.versions = (0,) * len(ts)
+        _saved_hooks.pack_node(node, ts)  # NOTE [Saved-tensor hooks]
     return ts
 
 

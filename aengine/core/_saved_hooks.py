@@ -1,0 +1,218 @@
+"""Saved-tensor hooks: ``saved_tensors_hooks``, ``save_on_cpu``, ``disable_saved_tensors_hooks``.
+
+# NOTE [Saved-tensor hooks]
+# As torch.autograd.graph's: while ``saved_tensors_hooks(pack, unpack)`` is
+# active in a task (a contextvar, like the grad modes; the innermost pair
+# wins), every tensor a node saves for its backward, built-in op or custom
+# Function, input or output, is given to ``pack`` once when the node is
+# recorded, and the node keeps only what ``pack`` returned; the backward
+# calls ``unpack`` on it once each time it needs the value (once per
+# backward; each ``ctx.saved_tensors`` access of a custom Function) and
+# uses the tensor it returns.  A node keeps a ``PackedSaved`` in place of
+# the Tensor or SavedTensor it would keep (the same duck type: ``data``,
+# ``_vc``, ``unpack_tensor``): the backward's code does not change, and
+# the version counter of the tensor saved is still checked, so an in-place
+# change of it after the save is still the in-place error.  An error in
+# ``pack`` surfaces in the forward, one in ``unpack`` in the backward, as
+# raised.  Until hooks are first set, recording pays one global read.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._errors import AutogradError
+from ._graph import SavedTensor, version_error
+
+__all__ = [
+    "PackedSaved",
+    "disable_saved_tensors_hooks",
+    "ever_set",
+    "pack_node",
+    "pack_values",
+    "saved_tensors_hooks",
+]
+
+Pack = Callable[[Any], Any]
+Unpack = Callable[[Any], Any]
+
+#: whether saved-tensor hooks were ever set in this process (never reset)
+ever_set = False
+
+#: the active (pack, unpack) pair of this task, or None
+_hooks: contextvars.ContextVar[tuple[Pack, Unpack] | None] = contextvars.ContextVar(
+    "aengine_saved_tensors_hooks", default=None
+)
+#: the error message while hooks are disabled, or None
+_disabled: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "aengine_saved_tensors_hooks_disabled", default=None
+)
+
+
+class saved_tensors_hooks:
+    """Context manager: pack and unpack every tensor saved for backward, as torch's.
+
+    ``pack_hook(tensor) -> object`` runs once for each tensor a node saves
+    when the node is recorded; ``unpack_hook(object) -> Tensor`` runs when
+    the backward needs the value.  The innermost active pair applies; the
+    setting is task-local (each task has its own, as the grad modes).  See
+    NOTE [Saved-tensor hooks].
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor([1.0, 2.0], requires_grad=True)
+        >>> with ae.autograd.graph.saved_tensors_hooks(lambda t: t * 10, lambda t: t / 10):
+        ...     y = x * x
+        >>> _ = y.sum().backward()
+        >>> x.grad.tolist()
+        [2.0, 4.0]
+    """
+
+    def __init__(self, pack_hook: Pack, unpack_hook: Unpack) -> None:
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError(
+                "saved_tensors_hooks expects two callables, pack_hook(tensor) -> object and "
+                f"unpack_hook(object) -> Tensor; got {type(pack_hook).__name__} and "
+                f"{type(unpack_hook).__name__}"
+            )
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+        self._tokens: list[contextvars.Token[Any]] = []
+
+    def __enter__(self) -> saved_tensors_hooks:
+        global ever_set
+        message = _disabled.get()
+        if message is not None:
+            raise RuntimeError(message)
+        ever_set = True
+        self._tokens.append(_hooks.set((self.pack_hook, self.unpack_hook)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _hooks.reset(self._tokens.pop())
+
+
+class disable_saved_tensors_hooks:
+    """Context manager under which setting saved-tensor hooks raises ``error_message``.
+
+    As torch's: for code whose saved tensors must not be packed (a feature
+    that relies on them).  Hooks already active stay active; entering
+    ``saved_tensors_hooks`` inside raises RuntimeError(error_message).
+
+    Example::
+
+        >>> import aengine as ae, pytest
+        >>> with ae.autograd.graph.disable_saved_tensors_hooks("not here"):
+        ...     with pytest.raises(RuntimeError, match="not here"):
+        ...         with ae.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        ...             pass
+    """
+
+    def __init__(self, error_message: str) -> None:
+        if not isinstance(error_message, str):
+            raise TypeError(
+                f"disable_saved_tensors_hooks expects a str message, got "
+                f"{type(error_message).__name__}"
+            )
+        self.error_message = error_message
+        self._tokens: list[contextvars.Token[Any]] = []
+
+    def __enter__(self) -> None:
+        self._tokens.append(_disabled.set(self.error_message))
+
+    def __exit__(self, *exc: object) -> None:
+        _disabled.reset(self._tokens.pop())
+
+
+class PackedSaved:
+    """What a node keeps of a saved tensor while hooks are active (NOTE above).
+
+    ``data`` unpacks (each access calls the unpack hook); ``_vc`` and
+    ``version`` are the saved tensor's counter and its version at the save,
+    checked by the backward as for any saved value.
+    """
+
+    __slots__ = ("_vc", "is_output", "output_nr", "packed", "unpack_hook", "version")
+
+    #: as a saved input Tensor's, for the in-place error's message
+    grad_fn = None
+    tensor = None
+
+    def __init__(self, t: Any, is_output: bool, pack_hook: Pack, unpack_hook: Unpack) -> None:
+        vc = t._vc
+        before = vc[0]
+        token = _hooks.set(None)  # what the hook itself saves is not packed (as torch)
+        try:
+            self.packed = pack_hook(t)
+        finally:
+            _hooks.reset(token)
+        if t._vc[0] != before:
+            raise RuntimeError("A saved tensor pack hook is modifying its input in place.")
+        self._vc = vc
+        self.version = before
+        self.is_output = is_output
+        self.output_nr = t.output_nr
+        self.unpack_hook = unpack_hook
+
+    def unpack_tensor(self, node: Any = None) -> Any:
+        """The tensor ``unpack_hook`` gives back (a TypeError if it is not one)."""
+        token = _hooks.set(None)
+        try:
+            t = self.unpack_hook(self.packed)
+        finally:
+            _hooks.reset(token)
+        if not hasattr(t, "_vc") or not hasattr(t, "data"):
+            raise TypeError(
+                "Output of saved tensor unpack_hook expected to be a Tensor but got result of "
+                f"type {type(t).__name__}"
+            )
+        return t
+
+    @property
+    def data(self) -> Any:
+        """The unpacked tensor's array."""
+        return self.unpack_tensor().data
+
+    def check(self, node: Any) -> None:
+        """The in-place check of a custom Function's saved value (as SavedTensor.check)."""
+        if self._vc[0] != self.version:
+            raise AutogradError(version_error(self, self.version, node))
+
+
+def _packed(s: Any, outputs: Any, hooks: tuple[Pack, Unpack]) -> Any:
+    """One saved value packed: an input Tensor, or a SavedTensor (an output of ``outputs``)."""
+    if s.__class__ is SavedTensor:
+        t = s.tensor if s.tensor is not None else outputs[s.output_nr]
+        return PackedSaved(t, True, *hooks)
+    return PackedSaved(s, False, *hooks)
+
+
+def pack_node(node: Any, outputs: Any) -> None:
+    """Pack the values ``node`` saved (its ``saved``), where hooks are active (NOTE above).
+
+    ``outputs``: the node's output tensors (a saved output is kept without
+    its tensor; the pack hook is given the tensor).
+    """
+    hooks = _hooks.get()
+    saved = node.saved
+    if hooks is None or saved is None:
+        return
+    if saved.__class__ is tuple:
+        if saved:
+            node.saved = tuple([_packed(s, outputs, hooks) for s in saved])
+    else:
+        node.saved = _packed(saved, outputs, hooks)
+
+
+def pack_values(values: tuple[Any, ...], tensors: Sequence[Any]) -> tuple[Any, ...]:
+    """A custom Function's SavedTensors packed (``tensors``: what was saved), where hooks are active."""
+    hooks = _hooks.get()
+    if hooks is None:
+        return values
+    return tuple(
+        None if s is None else PackedSaved(t, s.is_output, *hooks)
+        for s, t in zip(values, tensors, strict=True)
+    )
