@@ -1,4 +1,4 @@
-"""Activation checkpointing: ``ae.checkpoint`` (the reentrant variant).
+"""Activation checkpointing: ``ae.checkpoint`` (both variants) and ``checkpoint_sequential``.
 
 # NOTE [Reentrant checkpoint]
 # As torch.utils.checkpoint with ``use_reentrant=True``: the forward runs
@@ -20,7 +20,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -28,10 +30,17 @@ from ._autograd import backward, sync_backward
 from ._function import Function
 from .core import AutogradError, current_graph_task
 from .core._modes import enable_grad, no_grad
+from .core._saved_hooks import saved_tensors_hooks
 from .runtime import loop_running
 from .tensors import Tensor, default_generator
 
-__all__ = ["checkpoint", "CheckpointFunction", "AsyncCheckpointFunction"]
+__all__ = [
+    "AsyncCheckpointFunction",
+    "CheckpointError",
+    "CheckpointFunction",
+    "checkpoint",
+    "checkpoint_sequential",
+]
 
 ERR_CHECKPOINT_GRAD = (
     "When use_reentrant=True, ae.checkpoint is incompatible with ae.grad() (or "
@@ -137,40 +146,243 @@ def _detach(x: Any) -> Any:
     return d
 
 
+# NOTE [Non-reentrant checkpoint]
+# As torch.utils.checkpoint with ``use_reentrant=False``: ``fn`` runs once
+# normally (grad enabled, its graph recorded) under saved-tensor hooks
+# whose pack keeps, for every tensor a node saves, an empty ``_Holder``
+# instead of the tensor (NOTE [Saved-tensor hooks] in core/_saved_hooks.py):
+# the segment's intermediate values die with the forward.  The first
+# unpack of a holder in a backward re-runs ``fn`` on the same arguments
+# (grad enabled, the forward's RNG state), under hooks that fill the
+# holders, in order, with the values saved this time; the backward then
+# goes on through the *original* graph.  No nested backward runs, so it
+# works with ``ae.grad``, ``backward(inputs=...)``, nested checkpoints and
+# higher-order gradients (a ``create_graph`` backward keeps the recomputed
+# values' graph, which reaches the same inputs).  Recomputed values are per backward (by graph
+# task id) and are dropped once unpacked (a second unpack in the same
+# backward raises); outside any backward each unpack recomputes.  With
+# ``early_stop`` the recomputation stops as soon as every holder is
+# filled.  ``determinism_check="default"`` compares each recomputed
+# value's shape, dtype and device with the forward's.
+
+
+class CheckpointError(AutogradError):
+    """A non-reentrant checkpoint's recomputation differs from its forward (as torch's)."""
+
+
+class _StopRecomputation(Exception):
+    """Raised inside the recomputation once every holder is filled (early stop)."""
+
+
+class _Holder:
+    """What a node keeps of a tensor saved inside a non-reentrant checkpoint."""
+
+    __slots__ = ("__weakref__", "index", "meta", "values")
+
+    def __init__(self, index: int, meta: tuple[Any, ...]) -> None:
+        self.index = index
+        self.meta = meta
+        self.values: dict[int, Tensor] = {}  # graph task id -> recomputed value
+
+
+def _meta(t: Tensor) -> tuple[Any, ...]:
+    return (tuple(t.shape), t.dtype, t.device)
+
+
+class _Frame:
+    """One checkpointed call: its holders (weakly) and how to recompute it."""
+
+    def __init__(
+        self,
+        recompute: Callable[[], Any],
+        determinism_check: str,
+        early_stop: bool,
+    ) -> None:
+        self.recompute = recompute
+        self.determinism_check = determinism_check
+        self.early_stop = early_stop
+        self.holders: list[weakref.ref[_Holder]] = []
+        self.recomputed: set[int] = set()  # graph task ids whose recomputation ran
+        self.unpacked: dict[int, set[int]] = {}  # graph task id -> holder indices unpacked
+
+    def pack(self, t: Tensor) -> _Holder:
+        holder = _Holder(len(self.holders), _meta(t))
+        self.holders.append(weakref.ref(holder))
+        return holder
+
+    def unpack(self, holder: _Holder) -> Tensor:
+        gt = current_graph_task()
+        gid = -1 if gt is None else gt.id
+        if gid in self.unpacked and holder.index in self.unpacked[gid]:
+            raise CheckpointError(
+                "ae.checkpoint: Unpack is being triggered for a tensor that was already "
+                "unpacked once. If you are calling ctx.saved_tensors in backward, make sure "
+                "to do so only once. Otherwise please open an issue with details on your "
+                "use case."
+            )
+        if gid not in self.recomputed or gid == -1:
+            self._recompute(gid)
+        value = holder.values.pop(gid, None)
+        if value is None:
+            raise CheckpointError(
+                "ae.checkpoint: the recomputation saved fewer tensors than the forward: "
+                "the checkpointed function must compute the same operations both times"
+            )
+        if gid != -1:
+            self.unpacked.setdefault(gid, set()).add(holder.index)
+        return value
+
+    def _recompute(self, gid: int) -> None:
+        gt = current_graph_task()
+        # a create_graph backward differentiates through the recomputed values: keep their
+        # graph (it reaches the same inputs as the forward's)
+        keep_graph = gt is not None and gt.create_graph
+        count = 0
+        live = [ref() for ref in self.holders]
+        wanted = sum(h is not None for h in live)
+
+        def fill(t: Tensor) -> Any:
+            nonlocal count, wanted
+            index = count
+            count += 1
+            if index >= len(live):
+                raise CheckpointError(
+                    "ae.checkpoint: A different number of tensors was saved during the "
+                    "original forward and recomputation.\n"
+                    f"Number of tensors saved during forward: {len(live)}\n"
+                    f"Number of tensors saved during recomputation: {count}"
+                )
+            holder = live[index]
+            if holder is not None:
+                if self.determinism_check == "default" and _meta(t) != holder.meta:
+                    raise CheckpointError(
+                        "ae.checkpoint: Recomputed values for the following tensors have "
+                        "different metadata than during the forward pass.\n"
+                        f"tensor at position {index}:\n"
+                        f"saved metadata: {holder.meta}\n"
+                        f"recomputed metadata: {_meta(t)}"
+                    )
+                holder.values[gid] = t if keep_graph or not t.requires_grad else t.detach()
+                wanted -= 1
+                if self.early_stop and wanted == 0:
+                    raise _StopRecomputation
+            return t  # the recomputed graph's own nodes keep what they saved
+
+        self.recomputed.add(gid)
+        try:
+            with saved_tensors_hooks(fill, _identity):
+                self.recompute()
+        except _StopRecomputation:
+            pass
+
+
+def _identity(t: Tensor) -> Tensor:
+    return t
+
+
+def _checkpoint_without_reentrant(
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    preserve_rng_state: bool,
+    context_fn: Callable[[], tuple[Any, Any]],
+    determinism_check: str,
+    early_stop: bool,
+) -> Any:
+    if determinism_check not in ("default", "none"):
+        raise ValueError(
+            f"determinism_check should be one of ['default', 'none'], but got {determinism_check!r}"
+        )
+    forward_ctx, recompute_ctx = context_fn()
+    rng = _rng_state() if preserve_rng_state else None
+
+    def recompute() -> None:
+        outer = _rng_state()
+        if rng is not None:
+            _set_rng_state(rng)
+        try:
+            with enable_grad(), recompute_ctx:
+                function(*args, **kwargs)
+        finally:
+            if rng is not None:
+                _set_rng_state(outer)
+
+    frame = _Frame(recompute, determinism_check, early_stop)
+    with saved_tensors_hooks(frame.pack, frame.unpack), forward_ctx:
+        return function(*args, **kwargs)
+
+
+def _noop_context_fn() -> tuple[Any, Any]:
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+_USE_REENTRANT_WARNING = (
+    "ae.checkpoint: the use_reentrant parameter should be passed explicitly. "
+    "use_reentrant=False is recommended (it works with ae.grad, backward(inputs=...) and "
+    "nesting); pass use_reentrant=True to keep today's default, the reentrant variant."
+)
+
+
 def checkpoint(
     function: Callable[..., Any],
     *args: Any,
-    use_reentrant: bool = True,
+    use_reentrant: bool | None = None,
+    context_fn: Callable[[], tuple[Any, Any]] = _noop_context_fn,
+    determinism_check: str = "default",
+    debug: bool = False,
+    early_stop: bool = True,
     preserve_rng_state: bool = True,
+    **kwargs: Any,
 ) -> Any:
-    """Run ``function(*args)`` without keeping its intermediate values for backward.
+    """Run ``function(*args, **kwargs)`` without keeping its intermediate values for backward.
 
-    The backward recomputes ``function`` on the saved inputs and
-    backpropagates through the recomputed segment with a nested (reentrant)
-    backward: memory for compute.  Works with ``await ae.backward`` and
-    ``ae.sync.backward``; not with ``ae.grad`` or ``backward(inputs=...)``
-    (they raise "is incompatible with").  Parameters used inside
-    ``function`` receive their ``.grad`` from the nested backward.  With
-    ``preserve_rng_state`` the recomputation sees the same random numbers
-    (``ae.rand``/``ae.randn`` of the default generator) as the forward.
-    Only ``use_reentrant=True`` is implemented.
+    The backward recomputes what it needs: memory for compute, as
+    ``torch.utils.checkpoint.checkpoint``, with its two variants:
+
+    * ``use_reentrant=False`` (recommended; NOTE [Non-reentrant checkpoint]):
+      the segment's saved tensors are dropped in the forward and recomputed
+      on their first use in a backward, which then goes on through the
+      original graph.  Works with ``ae.grad``, ``backward(inputs=...)``,
+      nested checkpoints and higher-order gradients; ``context_fn``,
+      ``determinism_check`` (``"default"``: the recomputed tensors' shapes,
+      dtypes and devices must match, else :class:`CheckpointError`;
+      ``"none"``) and ``early_stop`` as torch's; ``kwargs`` go to
+      ``function``.
+    * ``use_reentrant=True``: ``function`` runs under no_grad and the
+      backward recomputes it and runs a nested backward through it
+      (NOTE [Reentrant checkpoint]); not with ``ae.grad`` or ``inputs=``.
+
+    Without ``use_reentrant`` it warns and takes ``True``, as torch 2.13.
+    With ``preserve_rng_state`` the recomputation sees the same random
+    numbers (the default generator) as the forward.  The recomputation runs
+    inside the backward (in its time slice, on the loop for an awaited
+    backward).
 
     Example::
 
         >>> import aengine as ae
         >>> w = ae.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
         >>> x = ae.tensor([[1.0, 2.0]], requires_grad=True)
-        >>> y = ae.checkpoint(lambda t: (t @ w).tanh() @ w, x)
-        >>> ae.sync.backward(y.sum())
-        >>> x.grad.shape, w.grad.shape
+        >>> y = ae.checkpoint(lambda t: (t @ w).tanh() @ w, x, use_reentrant=False)
+        >>> gx, gw = ae.sync.grad(y.sum(), [x, w])
+        >>> gx.shape, gw.shape
         ((1, 2), (2, 2))
     """
-    if not use_reentrant:
-        raise NotImplementedError(
-            "ae.checkpoint implements only use_reentrant=True (recompute + nested backward)"
-        )
     if not callable(function):
         raise TypeError(f"checkpoint needs a callable, got {type(function).__name__}")
+    if use_reentrant is None:
+        warnings.warn(_USE_REENTRANT_WARNING, UserWarning, stacklevel=2)
+        use_reentrant = True
+    if not use_reentrant:
+        return _checkpoint_without_reentrant(
+            function, args, kwargs, preserve_rng_state, context_fn, determinism_check, early_stop
+        )
+    if kwargs:
+        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+    if context_fn is not _noop_context_fn or debug is not False:
+        raise ValueError(
+            "Passing `context_fn` or `debug` is only supported when use_reentrant=False."
+        )
     # NOTE [Checkpoint flavour]: a segment recorded inside an event loop will most
     # likely be differentiated there (await ae.backward): its nested backward is
     # awaited and yields per time slice.  Outside a loop the plain flavour avoids
@@ -178,3 +390,52 @@ def checkpoint(
     # same gradients under either API (NOTE [Reentrant stacks]).
     fn_cls = AsyncCheckpointFunction if loop_running() else CheckpointFunction
     return fn_cls.apply(function, preserve_rng_state, *args)
+
+
+def checkpoint_sequential(
+    functions: Any,
+    segments: int,
+    input: Any,
+    use_reentrant: bool | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Run a sequence of modules/functions in ``segments`` checkpointed chunks, as torch's.
+
+    ``functions`` is an ``ae.nn.Sequential`` or a list of callables; every
+    segment but the last is run through :func:`checkpoint` (the last runs
+    normally: its values are needed at once).  ``use_reentrant`` and the
+    other keyword arguments as :func:`checkpoint`'s.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> layers = [lambda t: t.sin(), lambda t: t * 2.0, lambda t: t.exp()]
+        >>> x = ae.tensor([0.5, 1.0], requires_grad=True)
+        >>> y = ae.checkpoint_sequential(layers, 2, x, use_reentrant=False)
+        >>> ae.sync.backward(y.sum())
+        >>> x.grad.shape
+        (2,)
+    """
+    if use_reentrant is None:
+        warnings.warn(_USE_REENTRANT_WARNING, UserWarning, stacklevel=2)
+        use_reentrant = True
+    fns = list(functions.children()) if hasattr(functions, "children") else list(functions)
+    if not isinstance(segments, int) or segments < 1:
+        raise ValueError(
+            f"checkpoint_sequential: segments must be a positive int, got {segments!r}"
+        )
+
+    def run(start: int, end: int) -> Callable[[Any], Any]:
+        def forward(x: Any) -> Any:
+            for j in range(start, end + 1):
+                x = fns[j](x)
+            return x
+
+        return forward
+
+    size = len(fns) // segments
+    end = -1
+    for start in range(0, size * (segments - 1), size):
+        end = start + size - 1
+        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant, **kwargs)
+    return run(end + 1, len(fns) - 1)(input)

@@ -107,7 +107,9 @@ _ACCEPTED = "accepted silently"
 TABLE: dict[str, Bad] = {
     # -- creation ---------------------------------------------------------------------------
     # -- random numbers, numpy, checkpoints (aengine/tensors/_random.py, _serialization.py) --
-    "ae.randint: low >= high": Bad(lambda x: ae.randint(5, 3, (2,)), RuntimeError, "from=5 >= to=3"),
+    "ae.randint: low >= high": Bad(
+        lambda x: ae.randint(5, 3, (2,)), RuntimeError, "from=5 >= to=3"
+    ),
     "ae.randint: no size": Bad(lambda x: ae.randint(5), TypeError, r"\(low, high, size\)"),
     "ae.randint_like: float high": Bad(
         lambda x: ae.randint_like(x, 2.5), TypeError, "'high' must be an int"
@@ -699,7 +701,9 @@ TABLE: dict[str, Bad] = {
         "index.*int",
     ),
     "ae.gather: float index": Bad(
-        lambda x: ae.gather(x, 0, t([[0.0, 0.0, 0.0]])), RuntimeError, "Expected dtype int64 for index"
+        lambda x: ae.gather(x, 0, t([[0.0, 0.0, 0.0]])),
+        RuntimeError,
+        "Expected dtype int64 for index",
     ),
     "ae.gather: index out of bounds": Bad(
         lambda x: ae.gather(x, 0, ae.tensor([[5, 0, 0]])),
@@ -728,7 +732,9 @@ TABLE: dict[str, Bad] = {
         "index_select.*Tensor.*str",
     ),
     "ae.take_along_dim: float index": Bad(
-        lambda x: ae.take_along_dim(x, t([[0.0]]), 0), RuntimeError, "Expected dtype int64 for index"
+        lambda x: ae.take_along_dim(x, t([[0.0]]), 0),
+        RuntimeError,
+        "Expected dtype int64 for index",
     ),
     "ae.take_along_dim: dim out of range": Bad(
         lambda x: ae.take_along_dim(x, ae.tensor([[0]]), 5), IndexError, "Dimension out of range"
@@ -878,20 +884,27 @@ TABLE: dict[str, Bad] = {
         "queue_callback expects a callable, got int",
     ),
     "ae.checkpoint: not callable": Bad(
-        lambda x: ae.checkpoint("a", x), TypeError, "checkpoint needs a callable, got str"
+        lambda x: ae.checkpoint("a", x, use_reentrant=True),
+        TypeError,
+        "checkpoint needs a callable, got str",
     ),
-    "ae.checkpoint: use_reentrant=False": Bad(
-        lambda x: ae.checkpoint(lambda v: v * 2, x, use_reentrant=False),
-        NotImplementedError,
-        "only use_reentrant=True",
+    "ae.checkpoint: a determinism_check it does not know": Bad(
+        lambda x: ae.checkpoint(lambda v: v * 2, x, use_reentrant=False, determinism_check="x"),
+        ValueError,
+        "determinism_check should be one of",
+    ),
+    "ae.checkpoint_sequential: no segments": Bad(
+        lambda x: ae.checkpoint_sequential([lambda v: v * 2], 0, x, use_reentrant=False),
+        ValueError,
+        "segments must be a positive int",
     ),
     "ae.checkpoint: unknown keyword": Bad(
-        lambda x: ae.checkpoint(lambda v: v * 2, x, bogus=1),
-        TypeError,
-        "unexpected keyword argument 'bogus'",
+        lambda x: ae.checkpoint(lambda v: v * 2, x, bogus=1, use_reentrant=True),
+        ValueError,
+        "Unexpected keyword arguments: bogus",
     ),
     "ae.checkpoint: followed by ae.sync.grad": Bad(
-        lambda x: ae.sync.grad(ae.checkpoint(lambda v: v.exp(), x).sum(), [x]),
+        lambda x: ae.sync.grad(ae.checkpoint(lambda v: v.exp(), x, use_reentrant=True).sum(), [x]),
         ae.AutogradError,
         "checkpoint is incompatible with ae.grad",
     ),
@@ -1571,7 +1584,9 @@ TABLE.update(
         "Tensor.var: dim out of range": Bad(
             lambda x: x.var(5), IndexError, "Dimension out of range"
         ),
-        "Tensor.norm: unknown p": Bad(lambda x: x.norm(p="bogus"), RuntimeError, "Order bogus not supported"),
+        "Tensor.norm: unknown p": Bad(
+            lambda x: x.norm(p="bogus"), RuntimeError, "Order bogus not supported"
+        ),
         "Tensor.softmax: dim out of range": Bad(
             lambda x: x.softmax(5), IndexError, "Dimension out of range"
         ),
@@ -1618,13 +1633,17 @@ TABLE.update(
             lambda x: x.unbind(5), IndexError, "Dimension out of range"
         ),
         "Tensor.gather: float index": Bad(
-            lambda x: x.gather(0, t([[0.0, 0.0, 0.0]])), RuntimeError, "Expected dtype int64 for index"
+            lambda x: x.gather(0, t([[0.0, 0.0, 0.0]])),
+            RuntimeError,
+            "Expected dtype int64 for index",
         ),
         "Tensor.index_select: float index": Bad(
             lambda x: x.index_select(0, t([0.0])), RuntimeError, "Expected dtype int64 for index"
         ),
         "Tensor.take_along_dim: float index": Bad(
-            lambda x: x.take_along_dim(t([[0.0]]), 0), RuntimeError, "Expected dtype int64 for index"
+            lambda x: x.take_along_dim(t([[0.0]]), 0),
+            RuntimeError,
+            "Expected dtype int64 for index",
         ),
         "Tensor.dim: an argument": Bad(
             lambda x: x.dim(1), TypeError, "takes 1 positional argument"
@@ -1698,6 +1717,8 @@ NO_BAD_INPUT: dict[str, str] = {
     "AutogradError": "an exception type",
     "BackwardError": "an exception type",
     "GradcheckError": "an exception type",
+    "CheckpointError": "an exception type",
+    "autograd": "a module: saved-tensor hooks' bad input in tests/api/test_saved_tensors_hooks.py",
     "MaxResult": "a result tuple of max(dim)",
     "MinResult": "a result tuple of min(dim)",
     "Tensor": "its methods have rows (Tensor.*)",

@@ -35,7 +35,7 @@ def _segment(params: list[ae.Tensor], kept: list[Any] | None = None) -> Any:
 
 def _loss(params: list[ae.Tensor], x: ae.Tensor, checkpointed: bool) -> ae.Tensor:
     seg = _segment(params)
-    h = ae.checkpoint(seg, x) if checkpointed else seg(x)
+    h = ae.checkpoint(seg, x, use_reentrant=True) if checkpointed else seg(x)
     return ((h @ params[4]) ** 2).sum()
 
 
@@ -89,7 +89,7 @@ def test_segment_intermediates_are_not_kept() -> None:
     plain_kept: list[Any] = []
     plain = _segment(params, plain_kept)(x)
     ck_kept: list[Any] = []
-    ck = ae.checkpoint(_segment(params, ck_kept), x)
+    ck = ae.checkpoint(_segment(params, ck_kept), x, use_reentrant=True)
     gc.collect()
     assert plain_kept[1]() is not None  # h1: saved by TanhBackward and MmBackward
     assert all(r() is None for r in ck_kept)  # nothing of the segment survives
@@ -107,7 +107,7 @@ def test_many_segments_then_one_backward() -> None:
     h = (x @ params[0]).tanh()
     h_plain = (x @ params[0]).tanh()
     for _ in range(20):
-        h = ae.checkpoint(lambda t: (t @ w).tanh(), h)
+        h = ae.checkpoint(lambda t: (t @ w).tanh(), h, use_reentrant=True)
     for _ in range(20):
         h_plain = (h_plain @ w).tanh()
     ae.sync.backward(h.sum())
@@ -165,7 +165,7 @@ def test_no_output_requires_grad() -> None:
         with ae.no_grad():
             return t * 2.0
 
-    y = ae.checkpoint(fn, x)
+    y = ae.checkpoint(fn, x, use_reentrant=True)
     with pytest.raises(ae.AutogradError, match="none of output has requires_grad=True"):
         ae.sync.backward((y * x).sum())
 
@@ -173,14 +173,14 @@ def test_no_output_requires_grad() -> None:
 def test_no_input_requires_grad_warns() -> None:
     w = ae.tensor([1.0, 2.0], requires_grad=True)
     with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
-        y = ae.checkpoint(lambda t: t * w, ae.tensor([3.0, 4.0]))
+        y = ae.checkpoint(lambda t: t * w, ae.tensor([3.0, 4.0]), use_reentrant=True)
     assert not y.requires_grad  # as torch: the parameters inside get no gradient
 
 
 def test_non_tensor_args_and_multiple_outputs() -> None:
     x = ae.tensor([1.0, 2.0], requires_grad=True)
     y = ae.tensor([0.5, -1.0], requires_grad=True)
-    a, b = ae.checkpoint(lambda t, k, u: (t * k, (t * u).sin()), x, 3.0, y)
+    a, b = ae.checkpoint(lambda t, k, u: (t * k, (t * u).sin()), x, 3.0, y, use_reentrant=True)
     ae.sync.backward((a * a).sum() + b.sum())
     xv, yv = x.data, y.data
     np.testing.assert_allclose(x.grad.data, 18 * xv + np.cos(xv * yv) * yv)
@@ -195,15 +195,10 @@ def test_preserve_rng_state() -> None:
         return t * ae.rand(3)
 
     ae.manual_seed(3)
-    y = ae.checkpoint(noisy, x)
+    y = ae.checkpoint(noisy, x, use_reentrant=True)
     mask = (y / x).data.copy()
     ae.sync.backward(y.sum())
     np.testing.assert_allclose(x.grad.data, mask)
-
-
-def test_use_reentrant_false_is_refused() -> None:
-    with pytest.raises(NotImplementedError, match="use_reentrant=True"):
-        ae.checkpoint(lambda t: t, ae.ones(1), use_reentrant=False)
 
 
 def test_sync_backward_in_running_loop_no_warning_from_nesting() -> None:
@@ -223,7 +218,7 @@ async def test_recorded_in_loop_backward_either_way() -> None:
     params, x = _mlp_params(), _x()
     await ae.backward(_loss(params, x, False))
     expected = _grads(params, x)
-    h = ae.checkpoint(_segment(params), x)
+    h = ae.checkpoint(_segment(params), x, use_reentrant=True)
     assert h.grad_fn.name() == "AsyncCheckpointFunctionBackward"
     loss = ((h @ params[4]) ** 2).sum()
     with pytest.warns(RuntimeWarning, match="blocks the loop"):
@@ -257,11 +252,11 @@ def test_nested_checkpoints(mode: str) -> None:
         return (t @ w1 + b1).tanh()
 
     def outer(t: ae.Tensor) -> ae.Tensor:
-        h = ae.checkpoint(inner, t)
-        return ae.checkpoint(lambda u: (u @ w2 + b2).sin(), h)
+        h = ae.checkpoint(inner, t, use_reentrant=True)
+        return ae.checkpoint(lambda u: (u @ w2 + b2).sin(), h, use_reentrant=True)
 
     def loss(checkpointed: bool) -> ae.Tensor:
-        h = ae.checkpoint(outer, x) if checkpointed else outer(x)
+        h = ae.checkpoint(outer, x, use_reentrant=True) if checkpointed else outer(x)
         return ((h @ w3) ** 2).sum()
 
     ae.sync.backward(loss(False))

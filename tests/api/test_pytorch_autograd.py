@@ -170,7 +170,7 @@ class _AeLib(_Lib):
         return ae.tensor(np.asarray(data, dtype=np.float64), dtype=ae.float64, requires_grad=rg)
 
     def checkpoint(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return ae.checkpoint(fn, *args)
+        return ae.checkpoint(fn, *args, use_reentrant=True)
 
 
 AE = _AeLib()
