@@ -24,10 +24,13 @@ are the same model.
 Time: the median over ``--rounds`` rounds of the time per step; each round
 runs the same number of steps of each library, aengine first in even rounds
 and torch first in odd ones, so both see the same machine (as bench/ops.py).
+``--cpu-clock`` (with ``--threads 1``) counts the calling thread's CPU time
+instead of the wall clock: on a machine that other processes keep busy, the
+time a step waits for a core is left out.
 
 Memory: each library's own allocations, in a fresh process per library
-(caches filled by the timing, such as aengine's convolution column buffers,
-would hide allocations), counted from before the model is built, over three
+(caches filled by the timing, such as aengine's backward plans, would hide
+allocations), counted from before the model is built, over three
 warm-up steps and then one measured step.  One step at batch 2 runs first,
 outside the count: imports and one-time set-up (scipy's erf loads on GELU's
 first call) are not a step's memory.  ``--quick`` measures in its own
@@ -64,6 +67,7 @@ most 1.5x torch's.
     python -m bench.models --profile gpt      # cProfile of aengine's steps: the top functions
     python -m bench.models --threads 1 --phases  # forward, backward, optimizer step apart
     python -m bench.models --quick            # a smoke test: small batches, one round
+    python -m bench.models --threads 1 --cpu-clock  # a busy machine: CPU time, not wall time
 
 ``--threads N`` must act before numpy and torch load, so it is read first.
 """
@@ -84,6 +88,7 @@ import itertools  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
+import time  # noqa: E402
 import tracemalloc  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -320,8 +325,8 @@ def ae_memory(
 ) -> Memory:
     """aengine's peak during one step (``tracemalloc``, counting from before the model).
 
-    Run it in a fresh process (``memory``): caches filled earlier (the
-    convolutions' column buffers, backward plans) would hide allocations.
+    Run it in a fresh process (``memory``): caches filled earlier (backward
+    plans, the small convolutions' unfold matrices) would hide allocations.
     """
     inputs = as_inputs("aengine", arrays)
     gc.collect()
@@ -441,8 +446,13 @@ def measure(
     with_memory: bool,
     fresh: bool = True,
     budget: float = 0.1,
+    cpu_clock: bool = False,
 ) -> Row:
-    """Time both libraries' steps (alternating, medians) and, if asked, their memory."""
+    """Time both libraries' steps (alternating, medians) and, if asked, their memory.
+
+    ``cpu_clock``: the calling thread's CPU time instead of the wall clock
+    (``--cpu-clock``).
+    """
     from .ops import timed_pair
 
     arrays = spec.data(batch, np.random.default_rng(0))
@@ -451,7 +461,10 @@ def measure(
     tt = trainer("torch", spec, weights, as_inputs("torch", arrays))
     ae_loss = float(ta.step().item())
     torch_loss = float(tt.step().item())
-    ae_s, torch_s = timed_pair(ta.step, tt.step, rounds, budget)
+    if cpu_clock:
+        ae_s, torch_s = _cpu_timed_pair(ta.step, tt.step, rounds, budget)
+    else:
+        ae_s, torch_s = timed_pair(ta.step, tt.step, rounds, budget)
     del ta, tt
     ae_mem = torch_mem = None
     if with_memory:
@@ -460,6 +473,32 @@ def measure(
     return Row(
         spec.name, spec.description, batch, ae_s, torch_s, ae_loss, torch_loss, ae_mem, torch_mem
     )
+
+
+def _cpu_timed_pair(
+    a: Callable[[], Any], b: Callable[[], Any], rounds: int, budget: float
+) -> tuple[float, float]:
+    """``bench.ops.timed_pair`` by this thread's CPU time (``time.thread_time``).
+
+    On a machine whose cores other processes keep busy, the wall clock also
+    counts the time a step waits for a core; the thread's CPU time does not.
+    It misses work done on other threads, so it is only a step's time with
+    one BLAS/OpenMP thread (``--threads 1``, which ``--cpu-clock`` requires).
+    """
+    a()
+    b()  # warm-up: caches, plans, lazy imports
+    t0 = time.thread_time()
+    a()
+    calls = max(1, min(200, int(budget / max(time.thread_time() - t0, 1e-6))))
+    ta: list[float] = []
+    tb: list[float] = []
+    for r in range(rounds):
+        for fn, out in ((a, ta), (b, tb)) if r % 2 == 0 else ((b, tb), (a, ta)):
+            t0 = time.thread_time()
+            for _ in range(calls):
+                fn()
+            out.append((time.thread_time() - t0) / calls)
+    return statistics.median(ta), statistics.median(tb)
 
 
 def _mb(n: int | None) -> str:
@@ -593,6 +632,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--phases", action="store_true", help="forward, backward, optimizer apart")
     p.add_argument("--steps", type=int, default=50, help="steps profiled (--profile, --phases)")
     p.add_argument("--top", type=int, default=25, help="functions listed (--profile)")
+    p.add_argument(
+        "--cpu-clock",
+        action="store_true",
+        help="time by this thread's CPU time, not the wall clock (a busy machine; --threads 1)",
+    )
     p.add_argument("--memory-child", help=argparse.SUPPRESS)  # MODEL:LIB:BATCH, one process
     args = p.parse_args(argv)
     if args.memory_child:
@@ -618,15 +662,24 @@ def main(argv: list[str] | None = None) -> int:
                 cells = " | ".join(f"{t * 1e3:.3f}" for t in med)
                 print(f"| {name} | {lib_name} | {cells} |")
         return 0
+    if args.cpu_clock and args.threads != 1:
+        raise SystemExit("--cpu-clock counts this thread's time only: pass --threads 1 with it")
     rounds = 1 if args.quick else args.rounds
-    print(f"threads: {args.threads or 'default'}, rounds: {rounds}\n")
+    clock = ", clock: this thread's CPU time" if args.cpu_clock else ""
+    print(f"threads: {args.threads or 'default'}, rounds: {rounds}{clock}\n")
     rows = []
     for name in names:
         spec = MODELS[name]
         batch = spec.quick_batch if args.quick else spec.batch
         rows.append(
             measure(
-                spec, batch, rounds, not args.no_memory, not args.quick, 0.0 if args.quick else 0.1
+                spec,
+                batch,
+                rounds,
+                not args.no_memory,
+                not args.quick,
+                0.0 if args.quick else 0.1,
+                args.cpu_clock,
             )
         )
     print(table(rows))

@@ -31,7 +31,6 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -132,46 +131,58 @@ def im2col(xp: Any, x: Any, geom: _Geom) -> Any:
     return cols.reshape(n, c * math.prod(geom.kernel), math.prod(geom.out_size))
 
 
-class _Workspace:
-    """Column buffers reused from one convolution to the next (NOTE [Column buffers]).
+# NOTE [Columns in chunks of the batch]
+# A convolution's columns (im2col) are ``prod(kernel)`` times its input: kept
+# whole they would be most of a small network's memory (1.2 MB of columns for
+# a 65 KB input in bench/models.py's CNN).  The kernels build them for a few
+# images of the batch at a time, into one buffer per call that every chunk
+# reuses, of about the larger of the kernel's input and output (at least
+# ``_CHUNK_MIN`` and at most ``_CHUNK_MAX`` bytes; one image at the least),
+# so the columns hold little more than the arrays the convolution reads and
+# writes anyway.  The forward's columns are not kept for the weight's
+# gradient (torch saves the input too): the backward builds them again,
+# chunk by chunk.  No buffer outlives its call, so nothing is held between
+# training steps; and a buffer of at most ``_CHUNK_MAX`` stays below the
+# largest size glibc's allocator learns to keep after a free (its dynamic
+# mmap threshold), so a large convolution's buffers come from memory the
+# process already has instead of fresh pages.
+_CHUNK_MIN = 1 << 16
+_CHUNK_MAX = 1 << 24
 
-    # NOTE [Column buffers]
-    # A convolution's columns (im2col) are ``prod(kernel)`` times its input:
-    # tens of megabytes, written once and read by one product.  Fresh memory
-    # that large comes from the OS page by page, and its page faults cost
-    # more than the copy itself (6 ms of 10 for a 75 MB im2col), so the
-    # kernels take their columns from here and give them back once the
-    # product that reads them is done (the forward's, kept for the weight's
-    # gradient, after that gradient).  At most ``limit`` bytes are kept;
-    # a buffer is handed out to one taker at a time (a lock: backward
-    # kernels may run on several threads).
+
+def _chunk_rows(n: int, per_image: int, budget: int) -> int:
+    """How many of ``n`` images a chunk takes, ``per_image`` bytes each, within ``budget``."""
+    budget = min(max(budget, _CHUNK_MIN), _CHUNK_MAX)
+    return max(1, min(n, budget // max(per_image, 1)))
+
+
+def _column_chunks(xp: Any, x: Any, geom: _Geom, rows: int) -> Iterator[tuple[int, int, Any]]:
+    """``(i, j, cols)``: the columns ``(j - i, C * prod(kernel), prod(out))`` of ``x[i:j]``.
+
+    ``rows`` images at a time, every chunk in the same buffer (valid until
+    the next is made: NOTE [Columns in chunks of the batch]).  An input that
+    is its own columns (a 1x1 kernel, stride 1, no padding) comes whole, as
+    a view.
     """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.free: list[Any] = []
-        self.lock = threading.Lock()
-
-    def take(self, xp: Any, shape: tuple[int, ...], dtype: Any) -> Any:
-        size = math.prod(shape)
-        with self.lock:
-            for i, b in enumerate(self.free):
-                if b.size == size and b.dtype == dtype and isinstance(b, xp.ndarray):
-                    return self.free.pop(i).reshape(shape)
-        return xp.empty(shape, dtype=dtype)
-
-    def give(self, buf: Any) -> None:
-        if buf.nbytes > self.limit:
-            return
-        with self.lock:
-            kept = sum(b.nbytes for b in self.free)
-            while self.free and kept + buf.nbytes > self.limit:  # the oldest go first
-                kept -= self.free.pop(0).nbytes
-            self.free.append(buf)
-
-
-#: the column buffers of the convolution kernels
-_WORKSPACE = _Workspace(1 << 28)
+    n, c = x.shape[0], x.shape[1]
+    shape = (c * math.prod(geom.kernel), math.prod(geom.out_size))
+    u = _small_unfold(x, geom)
+    v = None if u is not None else windows(xp, x, geom)
+    if v is not None and v.flags.c_contiguous:
+        yield 0, n, v.reshape(n, *shape)
+        return
+    buf = None
+    for i in range(0, n, rows):
+        j = min(n, i + rows)
+        if buf is None:
+            buf = xp.empty((j - i, *shape), dtype=x.dtype)
+        cols = buf[: j - i]
+        if u is not None:
+            np.matmul(x[i:j].reshape((j - i) * c, -1), u, out=cols.reshape((j - i) * c, -1))
+        else:
+            assert v is not None
+            xp.copyto(cols.reshape(v[i:j].shape), v[i:j])
+        yield i, j, cols
 
 
 # NOTE [Columns of small images by a product]
@@ -205,8 +216,8 @@ def _unfold_matrix(geom: _Geom, dtype: Any) -> Any:
     return u
 
 
-def _small_columns(x: Any, geom: _Geom) -> Any:
-    """The columns by a product (NOTE [Columns of small images by a product]), or None."""
+def _small_unfold(x: Any, geom: _Geom) -> Any:
+    """``U`` where ``x``'s columns come by a product (NOTE [Columns of small images ...]), or None."""
     n_in = math.prod(geom.in_size)
     if (
         x.__class__ is not np.ndarray
@@ -217,30 +228,7 @@ def _small_columns(x: Any, geom: _Geom) -> Any:
         or not np.isfinite(x).all()
     ):
         return None
-    u = _unfold_matrix(geom, x.dtype)
-    n, c = x.shape[0], x.shape[1]
-    buf = _WORKSPACE.take(np, (n * c, u.shape[1]), x.dtype)
-    np.matmul(x.reshape(n * c, n_in), u, out=buf)
-    return buf
-
-
-def _columns(xp: Any, x: Any, geom: _Geom) -> tuple[Any, bool]:
-    """``im2col`` into a workspace buffer; and whether the buffer is the caller's to give back.
-
-    An input that is its own columns (a 1x1 kernel, stride 1, no padding) is
-    not copied (and not to be given back).
-    """
-    n, c = x.shape[0], x.shape[1]
-    shape = (n, c * math.prod(geom.kernel), math.prod(geom.out_size))
-    small = _small_columns(x, geom)
-    if small is not None:
-        return small.reshape(shape), True
-    v = windows(xp, x, geom)
-    if v.flags.c_contiguous:
-        return v.reshape(shape), False
-    buf = _WORKSPACE.take(xp, v.shape, v.dtype)
-    xp.copyto(buf, v)
-    return buf.reshape(shape), True
+    return _unfold_matrix(geom, x.dtype)
 
 
 def col2im(xp: Any, cols: Any, geom: _Geom) -> Any:
@@ -264,11 +252,23 @@ def col2im(xp: Any, cols: Any, geom: _Geom) -> Any:
 
 def _k_forward(xp: Any, z: Any, w: Any, geom: _Geom) -> Any:
     """The convolution ``y`` of ``z`` (N, C, *in) with ``w`` (O, C / groups, *kernel)."""
-    cols, owned = _columns(xp, z, geom)
-    y = _forward_cols(xp, cols, w, geom)
-    if owned:
-        _WORKSPACE.give(cols)
-    return y
+    n, o, g = z.shape[0], w.shape[0], geom.groups
+    npos = math.prod(geom.out_size)
+    kp = z.shape[1] * math.prod(geom.kernel)
+    out_bytes = n * o * npos * z.itemsize
+    rows = _chunk_rows(n, kp * npos * z.itemsize, max(z.nbytes, out_bytes))
+    if rows >= n:  # one chunk: the product makes the output
+        for _, _, cols in _column_chunks(xp, z, geom, rows):
+            return _forward_cols(xp, cols, w, geom)
+    y = xp.empty((n, o, npos), dtype=xp.result_type(z.dtype, w.dtype))
+    w2 = w.reshape(o, -1) if g == 1 else w.reshape(g, o // g, -1)
+    for i, j, cols in _column_chunks(xp, z, geom, rows):
+        if g == 1:
+            xp.matmul(w2, cols, out=y[i:j])
+        else:
+            out = y[i:j].reshape(j - i, g, o // g, npos)
+            xp.matmul(w2, cols.reshape(j - i, g, -1, npos), out=out)
+    return y.reshape((n, o, *geom.out_size))
 
 
 def _forward_cols(xp: Any, cols: Any, w: Any, geom: _Geom) -> Any:
@@ -311,43 +311,64 @@ def _k_input(xp: Any, y: Any, w: Any, geom: _Geom) -> Any:
         )
         return _k_forward(xp, y, _flipped(w, g), flipped)
     npos = math.prod(geom.out_size)
+    kp = g * cg * math.prod(geom.kernel)
+    in_bytes = n * g * cg * math.prod(geom.in_size) * y.itemsize
+    rows = _chunk_rows(n, kp * npos * y.itemsize, max(y.nbytes, in_bytes))
     yy = y.reshape(n, o, npos)
-    if g == 1:
-        cols = xp.matmul(w.reshape(o, -1).T, yy)
-    else:
-        wg = w.reshape(g, o // g, -1).swapaxes(1, 2)
-        cols = xp.matmul(wg, yy.reshape(n, g, o // g, npos)).reshape(
-            n, g * cg * math.prod(geom.kernel), npos
-        )
-    return col2im(xp, cols, geom)
+    wt = w.reshape(o, -1).T if g == 1 else w.reshape(g, o // g, -1).swapaxes(1, 2)
+    z = None
+    for i in range(0, n, rows):  # NOTE [Columns in chunks of the batch]
+        j = min(n, i + rows)
+        if g == 1:
+            cols = xp.matmul(wt, yy[i:j])
+        else:
+            cols = xp.matmul(wt, yy[i:j].reshape(j - i, g, o // g, npos)).reshape(j - i, kp, npos)
+        part = col2im(xp, cols, geom)
+        if rows >= n:
+            return part
+        if z is None:
+            z = xp.empty((n, *part.shape[1:]), dtype=part.dtype)
+        z[i:j] = part
+    if z is None:  # an empty batch
+        return xp.zeros((0, g * cg, *geom.in_size), dtype=xp.result_type(y.dtype, w.dtype))
+    return z
 
 
 def _k_weight(xp: Any, z: Any, y: Any, geom: _Geom) -> Any:
-    """The gradient of the weight: ``w`` (O, C/g, *kernel) from ``z`` and ``y``."""
-    cols, owned = _columns(xp, z, geom)
-    gw = _weight_cols(xp, cols, y, geom)
-    if owned:
-        _WORKSPACE.give(cols)
-    return gw
-
-
-def _weight_cols(xp: Any, cols: Any, y: Any, geom: _Geom) -> Any:
-    """The gradient of the weight from ``z``'s columns and ``y``, summed over the batch."""
-    n, npos = cols.shape[0], cols.shape[2]
-    o, g = y.shape[1], geom.groups
-    c = cols.shape[1] // math.prod(geom.kernel)
+    """The gradient of the weight: ``w`` (O, C/g, *kernel) from ``z`` and ``y``, summed over the batch."""
+    n, c, o, g = z.shape[0], z.shape[1], y.shape[1], geom.groups
+    npos = math.prod(geom.out_size)
+    kp = c * math.prod(geom.kernel)
+    # per image: its columns and the product (C K, O / g) per group summed afterwards
+    per_image = kp * (npos + o // g) * max(z.itemsize, y.itemsize)
+    rows = _chunk_rows(n, per_image, max(z.nbytes, y.nbytes))
     yy = y.reshape(n, o, npos)
-    # columns times y's transpose, (C K, O) per batch entry, then transposed: faster
-    # in BLAS than y times the columns' transpose (the long dimension is the inner one)
-    if g == 1:
-        gw = xp.matmul(cols, yy.swapaxes(1, 2)).sum(axis=0).T
-    else:
-        gw = (
-            xp.matmul(cols.reshape(n, g, -1, npos), yy.reshape(n, g, o // g, npos).swapaxes(2, 3))
-            .sum(axis=0)
-            .swapaxes(1, 2)
-        )
+    gw = None
+    for i, j, cols in _column_chunks(xp, z, geom, rows):
+        part = _weight_cols(xp, cols, yy[i:j], geom)
+        if gw is None:
+            gw = part
+        else:
+            gw += part
+    if gw is None:  # an empty batch
+        shape = (kp, o) if g == 1 else (g, kp // g, o // g)
+        gw = xp.zeros(shape, dtype=xp.result_type(z.dtype, y.dtype))
+    gw = gw.T if g == 1 else gw.swapaxes(1, 2)
     return xp.ascontiguousarray(gw).reshape((o, c // g, *geom.kernel))
+
+
+def _weight_cols(xp: Any, cols: Any, yy: Any, geom: _Geom) -> Any:
+    """The weight's gradient from ``z``'s columns and ``yy`` (N, O, prod(out)), summed over
+    the batch, transposed: (C K, O), or (g, C K / g, O / g) with groups."""
+    n, npos = cols.shape[0], cols.shape[2]
+    o, g = yy.shape[1], geom.groups
+    # columns times y's transpose, (C K, O) per batch entry: faster in BLAS than y
+    # times the columns' transpose (the long dimension is the inner one)
+    if g == 1:
+        return xp.matmul(cols, yy.swapaxes(1, 2)).sum(axis=0)
+    return xp.matmul(
+        cols.reshape(n, g, -1, npos), yy.reshape(n, g, o // g, npos).swapaxes(2, 3)
+    ).sum(axis=0)
 
 
 FORWARD, INPUT, WEIGHT = "forward", "input", "weight"
@@ -363,21 +384,15 @@ def _conv_any(kind: str, a: Any, b: Any, geom: _Geom, n: OpNode) -> Any:
 
 
 def _conv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
-    kind, geom, cache = n.attrs
+    kind, geom = n.attrs
     a, b = s
     need = n.needs
     ga = gb = None
     if kind == FORWARD:  # a = z, b = w: y
-        cols = cache.pop() if cache else None  # (once: NOTE [The columns of a convolution])
         if need[0]:
             ga = _conv_any(INPUT, g, b, geom, n)
         if need[1]:
-            if cols is not None and g.__class__ is not Tensor:
-                gb = _weight_cols(n.dev.backend.xp, cols, g, geom)
-            else:
-                gb = _conv_any(WEIGHT, a, g, geom, n)
-        if cols is not None:
-            _WORKSPACE.give(cols)
+            gb = _conv_any(WEIGHT, a, g, geom, n)
     elif kind == INPUT:  # a = y, b = w: z
         if need[0]:
             ga = _conv_any(FORWARD, g, b, geom, n)
@@ -404,41 +419,20 @@ _CLASSES = {FORWARD: ConvolutionBackward0, INPUT: ConvolutionBackward0}
 _MACS_PER_ELEMENT = 16
 
 
-#: the largest columns (im2col) of a convolution kept for its weight's gradient
-_CACHE_BYTES = 1 << 28
-
-
 def _conv_prim(kind: str, a: Tensor, b: Tensor, bias: Tensor | None, geom: _Geom) -> Tensor:
     """Run one kernel of the form on Tensors and record its node (NOTE [Convolutions as ...]).
 
-    # NOTE [The columns of a convolution]
-    # The forward kernel's columns (im2col of the input) are what the
-    # weight's gradient multiplies too: where the weight requires grad they
-    # are kept on the node (up to ``_CACHE_BYTES``) and taken by the first
-    # plain backward, which then skips a second im2col; a second backward
-    # (retain_graph) or one under create_graph recomputes them.
+    The node saves the two operands, not the forward's columns (NOTE
+    [Columns in chunks of the batch]).
     """
     dev = same_device(a, b)
-    xp = dev.backend.xp
-    cache: list[Any] = []
-    if kind == FORWARD:
-        cols, owned = _columns(xp, a.data, geom)
-        out = _forward_cols(xp, cols, b.data, geom)
-        if owned:
-            if b._rg and cols.nbytes <= _CACHE_BYTES:
-                cache.append(cols)
-            else:
-                _WORKSPACE.give(cols)
-    else:
-        out = _KERNELS[kind](xp, a.data, b.data, geom)
+    out = _KERNELS[kind](dev.backend.xp, a.data, b.data, geom)
     if bias is not None:
         out += bias.data.reshape((1, -1) + (1,) * len(geom.kernel))
     cls = _CLASSES.get(kind, ConvolutionBackwardBackward0)
     inputs = (a, b) if bias is None else (a, b, bias)
-    t = record(cls, out, dev, inputs, (a, b), attrs=(kind, geom, cache))
+    t = record(cls, out, dev, inputs, (a, b), attrs=(kind, geom))
     node = t._fn
-    if node is None and cache:  # nothing recorded: the columns go back now
-        _WORKSPACE.give(cache.pop())
     if node is not None:
         depth = math.prod(geom.kernel) * (a.data.shape[1] if kind == FORWARD else 1)
         node.numel = max(out.size, out.size * depth // _MACS_PER_ELEMENT)

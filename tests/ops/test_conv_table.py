@@ -3,8 +3,8 @@
 The table (tests/ops/test_table.py) checks every entry's samples against
 torch to the second derivative; these add: 'same' padding with an even
 kernel (torch warns there, which the harness turns into an error), third
-derivatives, a second backward after the columns kept for the first were
-spent, the workspace's buffers, NaN and -inf in max pooling, and the index
+derivatives, a second backward (the columns built again), the columns built
+in chunks of the batch, NaN and -inf in max pooling, and the index
 arithmetic of nearest and bilinear interpolation over many sizes.
 """
 
@@ -90,31 +90,68 @@ def test_conv_1x1_and_empty_batch() -> None:
     assert gx.shape == x.shape and float(gw.abs().sum()) == 0.0
 
 
-def test_second_backward_recomputes_the_columns() -> None:
-    """The forward's columns serve the first backward; a retained graph recomputes them."""
+def test_second_backward_rebuilds_the_columns() -> None:
+    """The weight's gradient builds its columns again each time: a retained graph's second
+    backward gives the first's gradients."""
     rng = np.random.default_rng(1)
     x = ae.tensor(rng.standard_normal((2, 3, 6, 6)), requires_grad=True)
     w = ae.tensor(rng.standard_normal((4, 3, 3, 3)), requires_grad=True)
     y = F.conv2d(x, w, stride=2, padding=1)
-    node: Any = y.grad_fn
-    assert node is not None and node.attrs[2], "the columns are kept"
     first = ae.sync.grad([y.sum()], [x, w], retain_graph=True)
-    assert not node.attrs[2], "and given back once used"
     second = ae.sync.grad([y.sum()], [x, w])
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-def test_workspace_reuses_and_bounds_its_buffers() -> None:
-    ws = _conv._Workspace(1000)
-    a = ws.take(np, (10, 10), np.float32)
-    ws.give(a)
-    assert ws.take(np, (100,), np.float32) is not None and not ws.free
-    ws.give(np.empty(200, np.float32))
-    ws.give(np.empty(100, np.float32))  # 1200 bytes: the older one goes
-    assert [b.nbytes for b in ws.free] == [400]
-    ws.give(np.empty(1000, np.float64))  # larger than the limit: not kept
-    assert [b.nbytes for b in ws.free] == [400]
+@pytest.mark.parametrize(
+    ("shapes", "kw"),
+    [
+        ([(5, 4, 4, 4), (6, 4, 3, 3), (6,)], {"padding": 1}),  # small images: by a product
+        ([(5, 2, 7, 8), (4, 2, 3, 2), (4,)], {"padding": 1}),  # the strided copy
+        ([(5, 4, 7, 6), (4, 2, 3, 3), (4,)], {"groups": 2, "dilation": 2, "padding": (2, 1)}),
+        ([(5, 4, 9, 7), (6, 4, 3, 3), (6,)], {"stride": 2, "padding": 1}),
+        ([(5, 3, 4, 5), (2, 3, 1, 1), (2,)], {}),  # its own columns: one chunk
+    ],
+)
+def test_conv_in_chunks_of_one_image_as_torch(
+    shapes: list[tuple[int, ...]], kw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Columns built one image at a time (NOTE [Columns in chunks of the batch]): the
+    forward, both transposes and the second derivatives still agree with torch."""
+    torch = torch_or_skip()
+    rows: list[int] = []
+    chunks = _conv._column_chunks
+
+    def spy(xp: Any, x: Any, geom: Any, n: int) -> Any:
+        rows.append(n)
+        return chunks(xp, x, geom, n)
+
+    monkeypatch.setattr(_conv, "_CHUNK_MAX", 1)
+    monkeypatch.setattr(_conv, "_column_chunks", spy)
+    check_op(
+        lambda x, w, b: F.conv2d(x, w, b, **kw),
+        lambda x, w, b: torch.nn.functional.conv2d(x, w, b, **kw),
+        shapes,
+    )
+    assert rows and set(rows) == {1}
+    tw = (shapes[1][1] * kw.get("groups", 1), shapes[1][0] // kw.get("groups", 1), *shapes[1][2:])
+    tkw = {k: v for k, v in kw.items() if k != "padding"}
+    check_op(
+        lambda x, w: F.conv_transpose2d(x, w, **tkw),
+        lambda x, w: torch.nn.functional.conv_transpose2d(x, w, **tkw),
+        [shapes[0], tw],
+    )
+
+
+def test_chunk_rows_bounds() -> None:
+    """A chunk takes whole images within the budget (clamped), and at least one."""
+    lo, hi = _conv._CHUNK_MIN, _conv._CHUNK_MAX
+    assert _conv._chunk_rows(1000, 1000, 10 * lo) == 10 * lo // 1000
+    assert _conv._chunk_rows(1000, 1000, 1) == lo // 1000  # at least _CHUNK_MIN
+    assert _conv._chunk_rows(64, hi // 4, 10 * hi) == 4  # at most _CHUNK_MAX
+    assert _conv._chunk_rows(64, 2 * hi, 0) == 1  # one image even past the budget
+    assert _conv._chunk_rows(3, 1, hi) == 3
+    assert _conv._chunk_rows(0, 1, hi) == 1  # (an empty batch: no chunk is made)
 
 
 @pytest.mark.parametrize(
@@ -128,12 +165,16 @@ def test_small_image_columns_by_a_product(kw: dict[str, Any]) -> None:
         w = ae.tensor(rng.standard_normal((4, 2 if "groups" in kw else 4, 3, 3)).astype(dtype))
         y = F.conv2d(ae.tensor(x, requires_grad=True), w, **kw)
         geom = y.grad_fn.attrs[1]  # type: ignore[union-attr]
-        cols, owned = _conv._columns(np, x, geom)
-        assert owned and _conv._small_columns(x, geom) is not None
-        np.testing.assert_array_equal(cols, _conv.im2col(np, x, geom))
+
+        def columns(x: Any, rows: int) -> Any:
+            return np.concatenate([c.copy() for _, _, c in _conv._column_chunks(np, x, geom, rows)])
+
+        assert _conv._small_unfold(x, geom) is not None
+        for rows in (1, 2, 3):
+            np.testing.assert_array_equal(columns(x, rows), _conv.im2col(np, x, geom))
         x[0, 1, 2, 3] = np.inf  # not finite: the strided copy (0 * inf would spread nan)
-        assert _conv._small_columns(x, geom) is None
-        np.testing.assert_array_equal(_conv._columns(np, x, geom)[0], _conv.im2col(np, x, geom))
+        assert _conv._small_unfold(x, geom) is None
+        np.testing.assert_array_equal(columns(x, 2), _conv.im2col(np, x, geom))
 
 
 def test_conv_under_no_grad_and_dropped_graphs() -> None:
