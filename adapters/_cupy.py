@@ -40,7 +40,10 @@ class CupyBackend(Backend):
 
         Without this check CuPy would put the data on the current GPU.
         """
-        count = cupy.cuda.runtime.getDeviceCount()
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except cupy.cuda.runtime.CUDARuntimeError as exc:  # no driver, an old one, no GPU
+            raise RuntimeError(_driver_advice(device, exc)) from exc
         if index is None or index < count:
             return
         names = ", ".join(f"cuda:{i}" for i in range(count))
@@ -56,3 +59,23 @@ class CupyBackend(Backend):
         every worker (task or thread) that runs a node of ``cuda:index``.
         """
         return cupy.cuda.Device(index)
+
+
+def _driver_advice(device: str, exc: BaseException) -> str:
+    """What to do when CuPy cannot reach a usable CUDA driver (CuPy's error names the cause)."""
+    what = str(exc)
+    try:
+        runtime = cupy.cuda.runtime.runtimeGetVersion()
+        wanted = f"CUDA {runtime // 1000}.{runtime % 1000 // 10}"
+    except Exception:  # the version query needs no driver, but be safe
+        wanted = "CuPy's CUDA version"
+    if "InsufficientDriver" in what:
+        cause = f"the NVIDIA driver on this machine is too old for {wanted}"
+        fix = "update the driver, or install the CuPy build for the driver's CUDA version"
+    elif "NoDevice" in what:
+        cause = "no CUDA GPU is visible (check CUDA_VISIBLE_DEVICES)"
+        fix = "run on a machine with a GPU"
+    else:
+        cause = "CuPy could not reach a CUDA driver"
+        fix = f"install an NVIDIA driver that supports {wanted}"
+    return f"{device} is not usable: {cause} ({what}); {fix}, or keep the tensors on the cpu"

@@ -205,3 +205,35 @@ def test_a_device_learns_its_array_class_when_its_backend_loads() -> None:
     assert dev._array_type is np.ndarray
     assert type(y.data) is np.ndarray and y.data.shape == ()
     assert ae.device("cpu")._array_type is np.ndarray
+
+
+def test_a_cuda_device_without_a_usable_driver_says_what_to_do(monkeypatch: Any) -> None:
+    """CuPy's raw cudaErrorInsufficientDriver becomes advice (a fake CuPy: no GPU needed)."""
+    import importlib
+    import sys
+    import types
+
+    class CUDARuntimeError(RuntimeError):
+        pass
+
+    def no_driver() -> int:
+        raise CUDARuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+
+    runtime = types.SimpleNamespace(
+        CUDARuntimeError=CUDARuntimeError, getDeviceCount=no_driver, runtimeGetVersion=lambda: 12040
+    )
+    fake = types.ModuleType("cupy")
+    fake.ndarray = type("ndarray", (), {})  # type: ignore[attr-defined]
+    fake.cuda = types.SimpleNamespace(runtime=runtime)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.delitem(sys.modules, "aengine.adapters._cupy", raising=False)
+    cls = importlib.import_module("aengine.adapters._cupy").CupyBackend
+    backend = object.__new__(cls)  # (its constructor builds kernels of the real CuPy)
+    with pytest.raises(
+        RuntimeError,
+        match=r"cuda:0 is not usable: the NVIDIA driver on this machine is too old for CUDA 12\.4",
+    ) as info:
+        backend.check_index("cuda:0", 0)
+    assert "or keep the tensors on the cpu" in str(info.value)
+    assert isinstance(info.value.__cause__, CUDARuntimeError)
+    monkeypatch.delitem(sys.modules, "aengine.adapters._cupy", raising=False)
