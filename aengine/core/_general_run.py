@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from . import _trace
-from ._exec_info import EVERY_NODE, dependency_steps
+from ._exec_info import EVERY_NODE
 from ._graph import Node
 from ._running import CLOCK_EVERY, YIELD, InputBuffer, Task, accumulate, new_buffer
 from ._running import current as _current
@@ -51,12 +50,6 @@ class GeneralRun:
             else:
                 ready.append((node, buf))
         return run, ready
-
-    def count_steps(
-        self, root: Node, min_topo_nr: int, sinks: list[Node] | None, order: list[Node]
-    ) -> Iterator[None]:
-        """The dependency pass into this runner's counts, in steps (``dependency_steps``)."""
-        return dependency_steps(root, min_topo_nr, self.dependencies, sinks, order)
 
     def run(self, gt: Task, deadline: float) -> Any:
         """Run ready nodes of ``gt``; return None (drained), YIELD or an awaitable to await."""

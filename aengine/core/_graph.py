@@ -157,7 +157,7 @@ def to_tensor(g: Any, dev: Any) -> Any:
     """A raw gradient array as a Tensor (no graph) on ``dev``; Tensors and None pass through."""
     if g is None or isinstance(g, TensorBase):
         return g
-    backend = dev.backend
+    backend = dev._backend or dev.backend  # (the property when not loaded yet)
     if not isinstance(g, backend.array_types):
         g = backend.asarray(g)
     return _bound.tensor._make(g, False, dev)

@@ -61,7 +61,7 @@ from typing import Any, Protocol, cast
 
 from . import _trace
 from ._errors import AutogradError
-from ._exec_info import EVERY_NODE, AllNodesBut, exec_info_steps
+from ._exec_info import EVERY_NODE, AllNodesBut, dependency_steps, exec_info_steps
 from ._general_run import GeneralRun
 from ._graph import ACC_SEQ, GraphRoot, Node
 from ._node_hooks import Detach
@@ -98,9 +98,9 @@ _current = cast("contextvars.ContextVar[GraphTask | None]", current)
 _is_special = operator.attrgetter("_special")
 
 
-def current_graph_task() -> GraphTask | None:
-    """The graph task whose node is running in this task/thread, if any."""
-    return _current.get()
+#: the graph task whose node is running in this task/thread, if any: the
+#: context variable's own ``get`` (no Python frame: every entry point asks)
+current_graph_task: Callable[[], GraphTask | None] = _current.get
 
 
 def running_node() -> Node | None:
@@ -342,8 +342,8 @@ class GraphTask:
             if self.planned is not None:
                 return  # a plan runs it
         sinks: list[Node] | None = [] if outputs is not None else None
-        yield from self.general.count_steps(root, min_topo, sinks, self.reached)
         deps = self.general.dependencies
+        yield from dependency_steps(root, min_topo, deps, sinks, self.reached)
         if outputs is not None:
             assert sinks is not None
             result: list[Any] = []
@@ -625,7 +625,7 @@ class GraphTask:
     def check_complete(self) -> None:
         if self.error is not None:
             raise self.error
-        if self.not_ready and self.needed is None:
+        if self.general.not_ready and self.needed is None:
             raise AutogradError("could not compute gradients for some functions")
 
     # -- the hot loop ------------------------------------------------------------------------
