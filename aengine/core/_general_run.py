@@ -17,7 +17,7 @@ from typing import Any
 from . import _trace
 from ._exec_info import EVERY_NODE
 from ._graph import Node
-from ._running import CLOCK_EVERY, YIELD, InputBuffer, Task, accumulate, new_buffer
+from ._running import CLOCK_EVERY, YIELD, InputBuffer, Placement, Task, accumulate, new_buffer
 from ._running import current as _current
 
 __all__ = ["GeneralRun"]
@@ -54,24 +54,13 @@ class GeneralRun:
     def run(self, gt: Task, deadline: float) -> Any:
         """Run ready nodes of ``gt``; return None (drained), YIELD or an awaitable to await."""
         heap: list[Any] = gt.ready.heap
-        heappop, heappush = heapq.heappop, heapq.heappush
-        tie = gt.ready.tie
-        deps = self.dependencies
-        not_ready = self.not_ready
-        prof = _trace.active
-        slow = gt._slow_nodes() if prof is None else EVERY_NODE
-        # NOTE [Where a node runs]: with a scheduler, nodes off its home
-        # device or with large results go to it (two loads and compares).
-        sched = gt.sched
-        if sched is not None:
-            home = sched.home
-            offload_min = sched.offload_min
+        heappop, heappush, tie = heapq.heappop, heapq.heappush, gt.ready.tie
+        deps, not_ready = self.dependencies, self.not_ready
+        slow, sched, home, offload_min = _placement(gt)
         other = slow is not None or sched is not None  # one test per node when neither
         # grad() / backward(inputs=...): only nodes on a path to an input run
         # (``run_set``); those without captures take the inlined path too.
-        run_set = gt.run_set
-        create_graph = gt.create_graph
-        release = not gt.keep_graph
+        run_set, create_graph, release = gt.run_set, gt.create_graph, not gt.keep_graph
         perf = time.perf_counter
         count = 0
         token = _current.set(gt)
@@ -109,8 +98,7 @@ class GeneralRun:
                         raise
                     # ---- route outputs: ``route``, with ``new_buffer`` and
                     # ``accumulate`` inlined (a call per edge costs measurably here)
-                    nxt_run = None
-                    nxt_buf = None
+                    nxt_run = nxt_buf = None
                     for nxt, nr, g in zip(node, node.next_nrs, outs):
                         if nxt is None:
                             continue
@@ -118,37 +106,34 @@ class GeneralRun:
                         deps[nxt] = d
                         if run_set is not None and nxt not in run_set:
                             continue  # pruned: never runs (see exec_info)
-                        if d:  # not ready yet: the gradient waits in its InputBuffer
-                            buf = not_ready.get(nxt)
-                            if buf is None:
-                                buf = [None] * nxt.num_outputs
-                                buf[nr] = g
-                                not_ready[nxt] = buf
-                            elif buf[nr] is None:
-                                buf[nr] = g
-                            elif g is not None:
-                                buf[nr] = buf[nr] + g
-                            continue
-                        buf = not_ready.pop(nxt, None) if not_ready else None
+                        # d: not ready yet, the gradient waits in its InputBuffer
+                        buf = (
+                            (not_ready.get(nxt) if d else not_ready.pop(nxt, None))
+                            if not_ready
+                            else None
+                        )
                         if buf is None:
                             if nxt.num_outputs == 1:
                                 buf = [g]
                             else:
                                 buf = [None] * nxt.num_outputs
                                 buf[nr] = g
+                            if d:
+                                not_ready[nxt] = buf
                         elif buf[nr] is None:
                             buf[nr] = g
                         elif g is not None:
                             buf[nr] = buf[nr] + g
+                        if d:
+                            continue
                         # Run it directly when it would be popped next anyway.
                         if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):
                             nxt_run, nxt_buf = nxt, buf
+                        elif nxt_run is not None and nxt.sequence_nr > nxt_run.sequence_nr:
+                            heappush(heap, (-nxt_run.sequence_nr, tie(), nxt_run, nxt_buf))
+                            nxt_run, nxt_buf = nxt, buf
                         else:
-                            if nxt_run is not None and nxt.sequence_nr > nxt_run.sequence_nr:
-                                heappush(heap, (-nxt_run.sequence_nr, tie(), nxt_run, nxt_buf))
-                                nxt_run, nxt_buf = nxt, buf
-                            else:
-                                heappush(heap, (-nxt.sequence_nr, tie(), nxt, buf))
+                            heappush(heap, (-nxt.sequence_nr, tie(), nxt, buf))
                     node, buffer = nxt_run, nxt_buf
                     if node is not None:
                         count += 1
@@ -185,3 +170,17 @@ class GeneralRun:
             else:
                 not_ready.pop(nxt, None)
                 gt.push(nxt, buf)
+
+
+def _placement(gt: Task) -> tuple[Any, Placement | None, Any, int]:
+    """What the hot loop tests of each node (NOTE [Where a node runs]), once a slice.
+
+    ``(slow, sched, home, offload_min)``: the nodes that take the general
+    path though not ``_special`` (None: none), and the scheduler with the
+    two fields its test reads (None, None, 0 without one).
+    """
+    slow = gt._slow_nodes() if _trace.active is None else EVERY_NODE
+    sched = gt.sched
+    if sched is None:
+        return slow, None, None, 0
+    return slow, sched, sched.home, sched.offload_min

@@ -33,7 +33,7 @@ from ._engine import (
 from ._loop import end_checkpoint, loop_running, yield_slice
 from ._seeded import Explored
 from ._settings import DEFAULT_TIME_SLICE, engines_here
-from ._share import _here
+from ._share import LoopShare, _here
 from ._threaded import BACK, TO_THREAD
 
 if TYPE_CHECKING:
@@ -150,9 +150,7 @@ async def run_async(gt: GraphTask, time_slice: float | None = None) -> None:
     """Execute ``gt`` in the current task, yielding to the loop per time slice.
 
     Its slices run while it holds the loop's share (NOTE [The loop's share]
-    in _share.py): one backward's slice at a time between two turns of the
-    loop, the backwards in flight taking turns.  ``time_slice``: the
-    settings' here when None (NOTE [Which Engine's settings apply]).
+    in _share.py); ``time_slice``: the settings' here when None.
     """
     sched, time_slice, explored = _attach(gt, time_slice)
     step: Any = RUN if sched is LAZY else await _admit(gt, sched, explored)
@@ -183,19 +181,11 @@ async def run_async(gt: GraphTask, time_slice: float | None = None) -> None:
                     step = await _drained(gt, sched, explored, yielded, time_slice)
                     yielded = True
                 elif step is YIELD:
-                    # the share is kept while the loop turns (NOTE [Yielding a
-                    # time slice]), then handed to the next backward, if any
                     yielded = True
-                    if held:
-                        share.count(start, time_slice)
-                    await yield_slice()
-                    if held and share.waiters:
-                        held = False
-                        share.give()
+                    held = await _yield(share, held, start, time_slice)
                     step = RUN
-                else:
+                else:  # (a sentinel is a bare ``object()``; an awaitable is not looked up)
                     yielded = True
-                    # (a sentinel is a bare ``object()``: an awaitable is not looked up)
                     run = _ASYNC_STEPS[step] if step.__class__ is object else _await_node
                     step = await run(gt, sched, explored, step, time_slice)
             except BaseException as exc:
@@ -251,6 +241,21 @@ async def _admit(gt: GraphTask, sched: Engine, explored: Choices | None) -> Any:
     if explored is None and sched.starts_in_thread(gt):
         return TO_THREAD  # NOTE [A backward in a compute thread]
     return RUN
+
+
+async def _yield(share: LoopShare, held: bool, start: float, time_slice: float) -> bool:
+    """Let the loop turn after a slice; whether the share is still held after.
+
+    The share is kept while the loop turns (NOTE [Yielding a time slice]),
+    then handed to the next backward, if any.
+    """
+    if held:
+        share.count(start, time_slice)
+    await yield_slice()
+    if held and share.waiters:
+        share.give()
+        return False
+    return held
 
 
 async def _drained(
