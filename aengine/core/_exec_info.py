@@ -19,6 +19,7 @@ __all__ = [
     "PREPARE_CHUNK",
     "AllNodesBut",
     "EVERY_NODE",
+    "count_executed",
     "compute_dependencies",
     "dependency_steps",
     "exec_info_steps",
@@ -229,3 +230,29 @@ class AllNodesBut:
 
     def __contains__(self, node: object) -> bool:
         return node not in self.skip
+
+
+def count_executed(
+    nodes: list[Node],
+    run_set: set[Node] | None,
+    deps: dict[Node, int],
+    reached: list[Node],
+    needed: Any,
+    captures: dict[Node, list[tuple[int, int]]] | None,
+) -> int:
+    """How many of ``nodes`` a graph task runs (or runs the tensor hooks of).
+
+    Static: a node already queued on a device worker counts (NOTE
+    [Multi-grad hooks] in aengine/_hooks.py).  The task's ``run_set``,
+    dependency counts, ``reached`` nodes (the root first) and exec_info.
+    """
+    if run_set is not None:  # grad() / inputs= with pruning: these run if reached
+        # (an input that the root does not reach is in run_set, but never runs:
+        # PyTorch's _will_engine_execute_node asks nodes_in_graph too; every
+        # reached node but the root has a dependency count)
+        root = reached[0] if reached else None
+        return sum(node in run_set and (node in deps or node is root) for node in nodes)
+    seen = set(reached)  # every node reached runs (captured ones: their hooks)
+    skip = needed.skip if isinstance(needed, AllNodesBut) else ()
+    caps = captures or ()
+    return sum(node in seen and (node not in skip or node in caps) for node in nodes)

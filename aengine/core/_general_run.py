@@ -14,10 +14,16 @@ import heapq
 import time
 from typing import Any
 
-from . import _trace
-from ._exec_info import EVERY_NODE
 from ._graph import Node
-from ._running import CLOCK_EVERY, YIELD, InputBuffer, Placement, Task, accumulate, new_buffer
+from ._running import (
+    CLOCK_EVERY,
+    YIELD,
+    InputBuffer,
+    Task,
+    accumulate,
+    new_buffer,
+    slow_nodes,
+)
 from ._running import current as _current
 
 __all__ = ["GeneralRun"]
@@ -56,7 +62,8 @@ class GeneralRun:
         heap: list[Any] = gt.ready.heap
         heappop, heappush, tie = heapq.heappop, heapq.heappush, gt.ready.tie
         deps, not_ready = self.dependencies, self.not_ready
-        slow, sched, home, offload_min = _placement(gt)
+        slow, sched = slow_nodes(gt), gt.sched  # NOTE [Where a node runs]
+        home, offload_min = (None, 0) if sched is None else (sched.home, sched.offload_min)
         other = slow is not None or sched is not None  # one test per node when neither
         # grad() / backward(inputs=...): only nodes on a path to an input run
         # (``run_set``); those without captures take the inlined path too.
@@ -170,17 +177,3 @@ class GeneralRun:
             else:
                 not_ready.pop(nxt, None)
                 gt.push(nxt, buf)
-
-
-def _placement(gt: Task) -> tuple[Any, Placement | None, Any, int]:
-    """What the hot loop tests of each node (NOTE [Where a node runs]), once a slice.
-
-    ``(slow, sched, home, offload_min)``: the nodes that take the general
-    path though not ``_special`` (None: none), and the scheduler with the
-    two fields its test reads (None, None, 0 without one).
-    """
-    slow = gt._slow_nodes() if _trace.active is None else EVERY_NODE
-    sched = gt.sched
-    if sched is None:
-        return slow, None, None, 0
-    return slow, sched, sched.home, sched.offload_min

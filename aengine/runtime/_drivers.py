@@ -315,7 +315,7 @@ _ASYNC_STEPS = {TO_THREAD: _to_thread, NEED_ENGINE: _need_engine}
 
 async def _post(gt: GraphTask) -> None:
     """Await the commit guards, commit staged gradients, then post-accumulate hooks and final callbacks."""
-    for guard in gt.take_before_commit():  # NOTE [Commit guards] in core/_graph_task.py
+    for guard in gt.take_before_commit():  # NOTE [Commit guards] in core/_outcome.py
         res = guard()
         if inspect.isawaitable(res):
             await await_user(res, gt.detach)
