@@ -113,26 +113,28 @@ class GeneralRun:
                         deps[nxt] = d
                         if run_set is not None and nxt not in run_set:
                             continue  # pruned: never runs (see exec_info)
-                        # d: not ready yet, the gradient waits in its InputBuffer
-                        buf = (
-                            (not_ready.get(nxt) if d else not_ready.pop(nxt, None))
-                            if not_ready
-                            else None
-                        )
+                        if d:  # not ready yet: the gradient waits in its InputBuffer
+                            buf = not_ready.get(nxt)
+                            if buf is None:
+                                buf = [None] * nxt.num_outputs
+                                buf[nr] = g
+                                not_ready[nxt] = buf
+                            elif buf[nr] is None:
+                                buf[nr] = g
+                            elif g is not None:
+                                buf[nr] = buf[nr] + g
+                            continue
+                        buf = not_ready.pop(nxt, None) if not_ready else None
                         if buf is None:
                             if nxt.num_outputs == 1:
                                 buf = [g]
                             else:
                                 buf = [None] * nxt.num_outputs
                                 buf[nr] = g
-                            if d:
-                                not_ready[nxt] = buf
                         elif buf[nr] is None:
                             buf[nr] = g
                         elif g is not None:
                             buf[nr] = buf[nr] + g
-                        if d:
-                            continue
                         # Run it directly when it would be popped next anyway.
                         if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):
                             nxt_run, nxt_buf = nxt, buf
