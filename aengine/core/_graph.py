@@ -41,31 +41,22 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import AutogradError
+from ._handles import RemovableHandle, TensorPreHook, add_hook
 from ._modes import _grad_enabled
-from ._tensors import (
+from ._versions import (
     DETACHED,
     ERR_DETACHED_SAVED,
     ZERO_VC,
     DetachedVC,
-    SavedTensor,
-    TensorBase,
-    _bound,
-    bind_tensor_type,
     current_version,
     describe,
     detach_vc,
     freed_error,
-    gradient_edge,
-    host_device,
     inference_saved_error,
-    new_tensor,
     own_vc,
-    set_history,
-    to_raw,
-    to_tensor,
     version_error,
 )
 
@@ -100,6 +91,110 @@ __all__ = [
 ]
 
 Edge = tuple["Node", int]
+
+#: (the name the tensor layer imports)
+_add_hook = add_hook
+
+
+class TensorBase:
+    """What the core knows of a tensor: the fields it reads and writes.
+
+    # NOTE [The core and the Tensor]
+    # The core imports no Tensor (it sits below the tensor layer).  The
+    # Tensor class (aengine.tensors) derives from this class, which declares
+    # the fields the engine touches, and hands itself in once at import
+    # (``bind_tensor_type``) with the host device, so that the core can wrap a
+    # gradient array as a Tensor (hooks, ``.grad``, saved outputs) without an
+    # import: a registry filled from above.  The methods declared for type
+    # checking only are attached to Tensor by the ops layer.
+    """
+
+    # the instance dict holds a Tensor's cold fields (NOTE [Hot and cold fields])
+    __slots__ = ("__dict__",)
+
+    data: Any
+    _device: Any
+    _rg: bool
+    _fn: Node | None
+    output_nr: int
+    _vc: list[int] | tuple[int]
+    _grad: Any
+    _hooks: dict[int, Any] | None
+    _post_acc_hooks: dict[int, Any] | None
+    _inference: bool
+
+    if TYPE_CHECKING:
+
+        @property
+        def grad_fn(self) -> Node | None: ...
+
+        def clone(self) -> Any: ...
+
+        def to(self, *args: Any, **kwargs: Any) -> Any: ...
+
+        def __add__(self, other: Any) -> Any: ...
+
+        @staticmethod
+        def _make(data: Any, requires_grad: bool = False, dev: Any = None) -> Any: ...
+
+
+class _Bound:
+    """The Tensor class and the host device, handed in by the tensor layer."""
+
+    __slots__ = ("host", "tensor")
+
+    def __init__(self) -> None:
+        self.tensor: type[TensorBase] = TensorBase
+        self.host: Any = None
+
+
+_bound = _Bound()
+
+
+def bind_tensor_type(tensor: type[TensorBase], host: Any) -> None:
+    """Hand the Tensor class and the host (cpu) device to the core (NOTE [The core and the Tensor])."""
+    _bound.tensor = tensor
+    _bound.host = host
+
+
+def new_tensor(data: Any, dev: Any) -> Any:
+    """A Tensor of backend array ``data`` on ``dev``, without graph."""
+    return _bound.tensor._make(data, False, dev)
+
+
+def set_history(t: Any, fn: Node | None, output_nr: int, requires_grad: bool = True) -> None:
+    """Make ``t`` output ``output_nr`` of node ``fn`` (None: no history): its one writer.
+
+    Every change of a tensor's history goes through here (a Function's
+    outputs, an in-place op or a view's rebase, a saved output unpacked,
+    ``detach_``), but for the recorders of built-in ops, which inline it
+    (aengine/ops/_core.py: NOTE [Recording an op of one tensor]).
+    """
+    t._rg = requires_grad
+    t._fn = fn
+    t.output_nr = output_nr
+
+
+def to_tensor(g: Any, dev: Any) -> Any:
+    """A raw gradient array as a Tensor (no graph) on ``dev``; Tensors and None pass through."""
+    if g is None or isinstance(g, TensorBase):
+        return g
+    backend = dev._backend or dev.backend  # (the property when not loaded yet)
+    if not isinstance(g, backend.array_types):
+        g = backend.asarray(g)
+    return _bound.tensor._make(g, False, dev)
+
+
+def to_raw(g: Any) -> Any:
+    """A Tensor's array; raw arrays and None pass through."""
+    if isinstance(g, TensorBase):
+        return g.data
+    return g
+
+
+def host_device() -> Any:
+    """The device whose nodes the caller's own loop runs (cpu)."""
+    return _bound.host
 
 
 #: AccumulateGrad nodes run first in a ready queue (PyTorch gives them UINT64_MAX).
@@ -161,48 +256,6 @@ def split_edges(
         tuple(None if e is None else e[0] for e in edges),
         nrs(tuple(0 if e is None else e[1] for e in edges)),
     )
-
-
-class RemovableHandle:
-    """Handle returned by ``register_*hook``; ``handle.remove()`` unregisters.
-
-    Example::
-
-        >>> import aengine as ae
-        >>> x = ae.ones(2, requires_grad=True)
-        >>> h = x.register_hook(lambda g: g * 2)
-        >>> h.remove()
-    """
-
-    __slots__ = ("_hooks", "_key")
-    _ids = itertools.count()
-
-    def __init__(self, hooks: dict[int, Any]) -> None:
-        self._hooks: weakref.ref[dict[int, Any]] | dict[int, Any] = hooks
-        self._key = next(self._ids)
-
-    @property
-    def id(self) -> int:
-        return self._key
-
-    def remove(self) -> None:
-        """Unregister the hook; removing twice is harmless."""
-        self._hooks.pop(self._key, None)  # type: ignore[union-attr]
-
-    def __enter__(self) -> RemovableHandle:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
-
-def _add_hook(hooks: dict[int, Any], fn: Any) -> RemovableHandle:
-    # Not checked here: as PyTorch, any object registers, and one that is
-    # not callable fails when the backward calls it ("'int' object is not
-    # callable", raised in the backward of the node).
-    handle = RemovableHandle(hooks)
-    hooks[handle._key] = fn
-    return handle
 
 
 class Node(list["Node | None"]):
@@ -388,7 +441,7 @@ class Node(list["Node | None"]):
         if self._tensor_pre_hooks is None:
             self._tensor_pre_hooks = {}
         self._special = True
-        hook = _TensorPreHook(output_nr, fn)
+        hook = TensorPreHook(output_nr, fn)
         return _add_hook(self._tensor_pre_hooks, hook)
 
     def _retain_output(self, output_nr: int, t: TensorBase) -> None:
@@ -407,19 +460,6 @@ class Node(list["Node | None"]):
         return bool(
             self._pre_hooks or self._post_hooks or self._tensor_pre_hooks or self._retains_grad
         )
-
-
-class _TensorPreHook:
-    """A hook registered on a tensor: applies to one input slot of its node."""
-
-    __slots__ = ("fn", "output_nr")
-
-    def __init__(self, output_nr: int, fn: Any) -> None:
-        self.output_nr = output_nr
-        self.fn = fn
-
-    def __call__(self, grad: Any) -> Any:
-        return self.fn(grad)
 
 
 class AccumulateGrad(Node):
@@ -456,3 +496,76 @@ class GraphRoot(Node):
 
     def apply(self, grads: list[Any], create_graph: bool) -> Any:
         return self.grads
+
+
+def gradient_edge(t: Any) -> Edge:
+    """The edge that gradients for ``t`` flow along: its grad_fn or accumulator."""
+    fn = t._fn if t._view_meta is None else t.grad_fn
+    if fn is not None:
+        return (fn, t.output_nr)
+    return (t._grad_accumulator(), 0)
+
+
+class SavedTensor:
+    """A tensor saved for backward: its data plus the version it was saved at.
+
+    Unpacking checks the version counter and raises the in-place error when
+    the tensor was modified since; after :meth:`release` it raises the
+    "backward through the graph a second time" error.  An output of the node
+    that saved it is kept without the tensor object (see NOTE [Graph ownership]).
+
+    # NOTE [Saved tensors of built-in ops]
+    # An OpNode keeps the tensors it saved in ``saved`` and their versions at
+    # save time in ``versions`` (a tuple of ints, shared when all are 0): a
+    # saved input is the Tensor itself, and only a saved output becomes a
+    # SavedTensor (its ``data`` and ``_vc``, as a Tensor's, without the tensor:
+    # NOTE [Graph ownership]).  A SavedTensor per input would be one more
+    # object per op for the garbage collector to track while the graph lives.
+    # For the same reason a single saved value (most unary ops) is kept bare,
+    # not in a 1-tuple: ``saved`` is a tuple, one Tensor or SavedTensor, or
+    # None once freed; ``saved_values`` gives the tuple form.
+    # Custom Functions keep SavedTensors for every saved value.
+    """
+
+    __slots__ = (
+        "_vc",
+        "data",
+        "device",
+        "is_output",
+        "output_nr",
+        "requires_grad",
+        "tensor",
+        "version",
+    )
+
+    def __init__(self, t: TensorBase, is_output: bool = False) -> None:
+        if t._inference:
+            raise inference_saved_error()
+        self.data = t.data
+        vc = self._vc = own_vc(t)
+        self.version = vc[0]
+        self.is_output = is_output
+        if is_output:
+            self.output_nr = t.output_nr
+            self.requires_grad = t._rg
+            self.device = t._device
+            self.tensor: TensorBase | None = None
+        else:
+            self.tensor = t
+
+    def check(self, node: Node) -> None:
+        # the counter kept at save time, not the tensor's: a custom Function's
+        # input detached in place since unpacks fine, as in PyTorch (NOTE
+        # [Saved tensors detached in place])
+        if self._vc[0] != self.version:
+            raise AutogradError(version_error(self, self.version, node))
+
+    def unpack_tensor(self, node: Node) -> Any:
+        """The saved value as a Tensor connected to the graph (create_graph)."""
+        if self.tensor is not None:
+            return self.tensor
+        t = _bound.tensor._make(self.data, self.requires_grad, self.device)
+        t._vc = self._vc
+        if self.requires_grad:
+            set_history(t, node, self.output_nr)
+        return t
