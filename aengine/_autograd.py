@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any
 
 from .core import AutogradError, GraphTask, Node, current_graph_task, gradient_edge, to_tensor
-from .core._modes import is_anomaly_enabled
+from .core._modes import _anomaly
 from .core._unawaited import note_dropped
 from .ops import ones_like, zeros_like
-from .runtime import drive_async_entry, drive_sync_entry, loop_here, time_slice
+from .runtime import drive_async_entry, drive_sync_entry, loop_here
 from .tensors import Tensor
 
 __all__ = ["backward", "grad", "sync_backward", "sync_grad", "queue_callback"]
@@ -61,72 +61,66 @@ def _requires_grad(t: Tensor) -> bool:
     return t._rg or (t._view_meta is not None and t.grad_fn is not None)
 
 
-def _make_grads(
+def _roots(
     outputs: tuple[Tensor, ...], grads: tuple[Any, ...], create_graph: bool
-) -> list[Any]:
-    """Validate or create the initial gradients (PyTorch's _make_grads)."""
+) -> tuple[list[Any], list[Any]]:
+    """The root edges and their initial gradients, validated or made (PyTorch's _make_grads)."""
     result: list[Any] = []
     for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
         if not isinstance(out, Tensor):
             raise TypeError(f"outputs must be Tensors, got {type(out).__name__} at position {i}")
-        if g is None:
-            if _requires_grad(out):
-                if out.data.size != 1:
-                    raise AutogradError(
-                        "grad can be implicitly created only for scalar outputs; "
-                        f"output {i} has shape {tuple(out.data.shape)}: pass grad_tensors / "
-                        "grad_outputs, or reduce the output to a scalar (e.g. .sum())"
-                    )
-                if out.data.dtype.kind == "c":
-                    raise AutogradError(
-                        "grad can be implicitly created only for real scalar outputs"
-                    )
-                if not create_graph:  # a raw 1 (np.array is much cheaper than np.ones)
-                    dev = out._device
-                    one = (dev._backend or dev.backend).xp.array(1, dtype=out.data.dtype)
-                    result.append(one.reshape(out.data.shape) if out.data.ndim else one)
-                    continue
-                g = ones_like(out)
-            else:
-                result.append(None)
-                continue
-        elif not isinstance(g, Tensor):
-            raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
-        else:
-            if g.data.shape != out.data.shape:
-                raise AutogradError(
-                    f"Mismatch in shape: grad_output[{i}] has a shape of {tuple(g.data.shape)} "
-                    f"and output[{i}] has a shape of {tuple(out.data.shape)}."
-                )
-            if (g.data.dtype.kind == "c") != (out.data.dtype.kind == "c"):
-                # other dtypes (an integer gradient too) are cast, as PyTorch does
-                raise AutogradError(
-                    "For complex Tensors, both grad_output and output are required to have the "
-                    f"same dtype. Mismatch in dtype: grad_output[{i}] has a dtype of "
-                    f"{g.data.dtype} and output[{i}] has a dtype of {out.data.dtype}."
-                )
-            if g._device is not out._device:
-                raise AutogradError(
-                    f"Mismatch in device: grad_output[{i}] is on {g._device} and output[{i}] "
-                    f"is on {out._device}; move the gradient with .to('{out._device}')"
-                )
-            if g.data.dtype != out.data.dtype:
-                g = g.to(dtype=out.data.dtype)
-        result.append(g if create_graph else g.data)
-    return result
-
-
-def _root_edges(outputs: tuple[Tensor, ...], grads: list[Any]) -> tuple[list[Any], list[Any]]:
+        if g is not None:
+            result.append(_given_grad(i, out, g, create_graph))
+        elif not (out._rg or _requires_grad(out)):
+            result.append(None)
+        elif out.data.size != 1:
+            raise AutogradError(
+                "grad can be implicitly created only for scalar outputs; "
+                f"output {i} has shape {tuple(out.data.shape)}: pass grad_tensors / "
+                "grad_outputs, or reduce the output to a scalar (e.g. .sum())"
+            )
+        elif out.data.dtype.kind == "c":
+            raise AutogradError("grad can be implicitly created only for real scalar outputs")
+        elif create_graph:
+            result.append(ones_like(out))
+        else:  # a raw 1 (np.array is much cheaper than np.ones)
+            dev = out._device
+            one = (dev._backend or dev.backend).xp.array(1, dtype=out.data.dtype)
+            result.append(one.reshape(out.data.shape) if out.data.ndim else one)
     edges: list[Any] = []
-    root_grads: list[Any] = []
-    for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
-        if not _requires_grad(out):
+    for i, out in enumerate(outputs):
+        if not (out._rg or _requires_grad(out)):
             raise AutogradError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn"
             )
         edges.append(gradient_edge(out))
-        root_grads.append(g)
-    return edges, root_grads
+    return edges, result
+
+
+def _given_grad(i: int, out: Tensor, g: Any, create_graph: bool) -> Any:
+    """The initial gradient ``g`` given for output ``i``, checked (and cast) as PyTorch does."""
+    if not isinstance(g, Tensor):
+        raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
+    if g.data.shape != out.data.shape:
+        raise AutogradError(
+            f"Mismatch in shape: grad_output[{i}] has a shape of {tuple(g.data.shape)} "
+            f"and output[{i}] has a shape of {tuple(out.data.shape)}."
+        )
+    if (g.data.dtype.kind == "c") != (out.data.dtype.kind == "c"):
+        # other dtypes (an integer gradient too) are cast, as PyTorch does
+        raise AutogradError(
+            "For complex Tensors, both grad_output and output are required to have the "
+            f"same dtype. Mismatch in dtype: grad_output[{i}] has a dtype of "
+            f"{g.data.dtype} and output[{i}] has a dtype of {out.data.dtype}."
+        )
+    if g._device is not out._device:
+        raise AutogradError(
+            f"Mismatch in device: grad_output[{i}] is on {g._device} and output[{i}] "
+            f"is on {out._device}; move the gradient with .to('{out._device}')"
+        )
+    if g.data.dtype != out.data.dtype:
+        g = g.to(dtype=out.data.dtype)
+    return g if create_graph else g.data
 
 
 def new_graph_task(keep_graph: bool, create_graph: bool) -> GraphTask:
@@ -136,7 +130,7 @@ def new_graph_task(keep_graph: bool, create_graph: bool) -> GraphTask:
         keep_graph=keep_graph,
         create_graph=create_graph,
         depth=0 if parent is None else parent.depth + 1,
-        anomaly=is_anomaly_enabled(),
+        anomaly=_anomaly.get()[0],  # (is_anomaly_enabled(), without its frame)
         # valid only if every enclosing backward is plain
         checkpoint_valid=parent is None or parent.checkpoint_valid,
     )
@@ -149,7 +143,7 @@ def _backward(
     create_graph: bool = False,
     inputs: TensorOrTensors | None = None,
 ) -> Generator[GraphTask, None, None]:
-    outputs = _as_tuple(tensors, "tensors")
+    outputs = (tensors,) if isinstance(tensors, Tensor) else _as_tuple(tensors, "tensors")
     if not outputs:
         raise AutogradError("backward() needs at least one tensor")
     grads = (
@@ -168,8 +162,7 @@ def _backward(
             raise AutogradError("`inputs` argument to `backward()` cannot be empty.")
     if retain_graph is None:
         retain_graph = create_graph
-    root_grads = _make_grads(outputs, grads, create_graph)
-    edges, root_grads = _root_edges(outputs, root_grads)
+    edges, root_grads = _roots(outputs, grads, create_graph)
     gt = new_graph_task(bool(retain_graph), create_graph)
     out_edges = None
     if input_list is not None:
@@ -177,7 +170,7 @@ def _backward(
         for t in input_list:
             if not isinstance(t, Tensor):
                 raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
-            if not _requires_grad(t):
+            if not (t._rg or _requires_grad(t)):
                 raise AutogradError("One of the differentiated Tensors does not require grad")
             if t.grad_fn is not None:
                 t.retain_grad()
@@ -197,8 +190,8 @@ def _grad(
     allow_unused: bool | None = None,
     materialize_grads: bool = False,
 ) -> Generator[GraphTask, None, tuple[Tensor | None, ...]]:
-    outs = _as_tuple(outputs, "outputs")
-    ins = _as_tuple(inputs, "inputs")
+    outs = (outputs,) if isinstance(outputs, Tensor) else _as_tuple(outputs, "outputs")
+    ins = (inputs,) if isinstance(inputs, Tensor) else _as_tuple(inputs, "inputs")
     if not ins:
         raise AutogradError("`inputs` argument to `grad()` cannot be empty.")
     if not outs:
@@ -219,13 +212,12 @@ def _grad(
         )
     if retain_graph is None:
         retain_graph = create_graph
-    root_grads = _make_grads(outs, grads, create_graph)
-    edges, root_grads = _root_edges(outs, root_grads)
+    edges, root_grads = _roots(outs, grads, create_graph)
     out_edges = []
     for t in ins:
         if not isinstance(t, Tensor):
             raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
-        if not _requires_grad(t):
+        if not (t._rg or _requires_grad(t)):
             raise AutogradError("One of the differentiated Tensors does not require grad")
         out_edges.append(gradient_edge(t))
     gt = new_graph_task(bool(retain_graph), create_graph)
@@ -234,22 +226,26 @@ def _grad(
     result: list[Tensor | None] = []
     for t, g in zip(ins, gt.captured, strict=True):
         if g is None:
-            if materialize_grads:
-                # as PyTorch: the zeros require grad under create_graph
-                result.append(zeros_like(t).requires_grad_(create_graph))
-                continue
-            if not allow_unused:
-                raise AutogradError(
-                    "One of the differentiated Tensors appears to not have been used in the "
-                    "graph. Set allow_unused=True if this is the desired behavior."
-                )
-            result.append(None)
+            result.append(_unused(t, bool(allow_unused), materialize_grads, create_graph))
             continue
         g = to_tensor(g, t._device)
         if g.data.dtype != t.data.dtype and g.data.dtype.kind in "fc":
             g = g.to(dtype=t.data.dtype)
         result.append(g)
     return tuple(result)
+
+
+def _unused(t: Tensor, allow_unused: bool, materialize: bool, create_graph: bool) -> Any:
+    """grad()'s result for an input that got no gradient: zeros, None or the error."""
+    if materialize:
+        # as PyTorch: the zeros require grad under create_graph
+        return zeros_like(t).requires_grad_(create_graph)
+    if not allow_unused:
+        raise AutogradError(
+            "One of the differentiated Tensors appears to not have been used in the "
+            "graph. Set allow_unused=True if this is the desired behavior."
+        )
+    return None
 
 
 def _warn_if_in_loop(name: str) -> None:
@@ -482,7 +478,7 @@ def _async_runner(
         try:
             gt = next(gen)
             while True:
-                await drive_async_entry(gt, time_slice())
+                await drive_async_entry(gt)  # (the time slice of the settings here)
                 gt = gen.send(None)
         except StopIteration as stop:
             return stop.value

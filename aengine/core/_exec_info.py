@@ -19,6 +19,7 @@ __all__ = [
     "PREPARE_CHUNK",
     "AllNodesBut",
     "EVERY_NODE",
+    "count_executed",
     "compute_dependencies",
     "dependency_steps",
     "exec_info_steps",
@@ -123,6 +124,25 @@ def init_to_execute(
     return needed, result[1]
 
 
+# NOTE [exec_info without a walk]
+# A node is needed when one of its children is needed or captured.  Every
+# path from the root ends at a sink (a node without next edges,
+# topological_nr 0) or at a node pruned below ``min_topo_nr``, which the
+# dependency pass collected (``sinks``).  When every one of them is an
+# output (grad(loss, params) with every parameter that requires grad
+# among the inputs: the usual case), every node reaches an output, so
+# every reachable node but the capture-only sinks is needed: ``needed``
+# is then an ``AllNodesBut`` those sinks, with no pass over the graph
+# (even building a set of a large graph's nodes costs measurably).  Only
+# reachable nodes are asked about, except by count_executed
+# (aengine/_hooks.py), which counts on ``reached`` when ``run_set`` is
+# None.
+# Otherwise one pass over the reachable nodes in ascending
+# topological_nr decides every node after its children: they are filed
+# by topological_nr (a child's is below its parent's), no sort, and the
+# pass is done in steps, so a large graph never holds the event loop.
+
+
 def exec_info_steps(
     root: Node,
     outputs: list[tuple[Node, int]],
@@ -132,28 +152,10 @@ def exec_info_steps(
     sinks: list[Node],
     result: list[Any],
 ) -> Iterator[None]:
-    """init_to_execute in steps (yields every PREPARE_CHUNK nodes).
+    """init_to_execute in steps (yields every PREPARE_CHUNK nodes; NOTE [exec_info without a walk]).
 
     Appends ``needed``, ``captures`` and whether every reachable node runs
     (is needed or captured) to ``result`` at the end.
-
-    # NOTE [exec_info without a walk]
-    # A node is needed when one of its children is needed or captured.  Every
-    # path from the root ends at a sink (a node without next edges,
-    # topological_nr 0) or at a node pruned below ``min_topo_nr``, which the
-    # dependency pass collected (``sinks``).  When every one of them is an
-    # output (grad(loss, params) with every parameter that requires grad
-    # among the inputs: the usual case), every node reaches an output, so
-    # every reachable node but the capture-only sinks is needed: ``needed``
-    # is then an ``AllNodesBut`` those sinks, with no pass over the graph
-    # (even building a set of a large graph's nodes costs measurably).  Only
-    # reachable nodes are asked about, except by count_executed
-    # (aengine/_hooks.py), which counts on ``reached`` when ``run_set`` is
-    # None.
-    # Otherwise one pass over the reachable nodes in ascending
-    # topological_nr decides every node after its children: they are filed
-    # by topological_nr (a child's is below its parent's), no sort, and the
-    # pass is done in steps, so a large graph never holds the event loop.
     """
     captures: dict[Node, list[tuple[int, int]]] = {}
     marked: set[Node] = set()  # needed or captured
@@ -183,8 +185,7 @@ def exec_info_steps(
                 levels[t] = [fn]
             else:
                 level.append(fn)
-    add_needed, add_marked = needed.add, marked.add
-    get_level = levels.get
+    add_needed, add_marked, get_level = needed.add, marked.add, levels.get
     for t in range(min_topo_nr, root.topological_nr):
         level = get_level(t)
         budget -= 1 if level is None else len(level)
@@ -199,10 +200,8 @@ def exec_info_steps(
                     add_needed(fn)
                     add_marked(fn)
                     break
-    for nxt in root:  # the root has no in-edges: not filed
-        if nxt in marked:
-            needed.add(root)
-            break
+    if not marked.isdisjoint(root):  # the root has no in-edges: not filed
+        needed.add(root)
     result += (needed, captures, False)
 
 
@@ -231,3 +230,29 @@ class AllNodesBut:
 
     def __contains__(self, node: object) -> bool:
         return node not in self.skip
+
+
+def count_executed(
+    nodes: list[Node],
+    run_set: set[Node] | None,
+    deps: dict[Node, int],
+    reached: list[Node],
+    needed: Any,
+    captures: dict[Node, list[tuple[int, int]]] | None,
+) -> int:
+    """How many of ``nodes`` a graph task runs (or runs the tensor hooks of).
+
+    Static: a node already queued on a device worker counts (NOTE
+    [Multi-grad hooks] in aengine/_hooks.py).  The task's ``run_set``,
+    dependency counts, ``reached`` nodes (the root first) and exec_info.
+    """
+    if run_set is not None:  # grad() / inputs= with pruning: these run if reached
+        # (an input that the root does not reach is in run_set, but never runs:
+        # PyTorch's _will_engine_execute_node asks nodes_in_graph too; every
+        # reached node but the root has a dependency count)
+        root = reached[0] if reached else None
+        return sum(node in run_set and (node in deps or node is root) for node in nodes)
+    seen = set(reached)  # every node reached runs (captured ones: their hooks)
+    skip = needed.skip if isinstance(needed, AllNodesBut) else ()
+    caps = captures or ()
+    return sum(node in seen and (node not in skip or node in caps) for node in nodes)

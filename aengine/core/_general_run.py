@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from . import _trace
-from ._exec_info import EVERY_NODE, dependency_steps
 from ._graph import Node
-from ._running import CLOCK_EVERY, YIELD, InputBuffer, Task, accumulate, new_buffer
+from ._running import (
+    CLOCK_EVERY,
+    YIELD,
+    InputBuffer,
+    Task,
+    accumulate,
+    new_buffer,
+    slow_nodes,
+)
 from ._running import current as _current
 
 __all__ = ["GeneralRun"]
@@ -52,33 +57,17 @@ class GeneralRun:
                 ready.append((node, buf))
         return run, ready
 
-    def count_steps(
-        self, root: Node, min_topo_nr: int, sinks: list[Node] | None, order: list[Node]
-    ) -> Iterator[None]:
-        """The dependency pass into this runner's counts, in steps (``dependency_steps``)."""
-        return dependency_steps(root, min_topo_nr, self.dependencies, sinks, order)
-
     def run(self, gt: Task, deadline: float) -> Any:
         """Run ready nodes of ``gt``; return None (drained), YIELD or an awaitable to await."""
         heap: list[Any] = gt.ready.heap
-        heappop, heappush = heapq.heappop, heapq.heappush
-        tie = gt.ready.tie
-        deps = self.dependencies
-        not_ready = self.not_ready
-        prof = _trace.active
-        slow = gt._slow_nodes() if prof is None else EVERY_NODE
-        # NOTE [Where a node runs]: with a scheduler, nodes off its home
-        # device or with large results go to it (two loads and compares).
-        sched = gt.sched
-        if sched is not None:
-            home = sched.home
-            offload_min = sched.offload_min
+        heappop, heappush, tie = heapq.heappop, heapq.heappush, gt.ready.tie
+        deps, not_ready = self.dependencies, self.not_ready
+        slow, sched = slow_nodes(gt), gt.sched  # NOTE [Where a node runs]
+        home, offload_min = (None, 0) if sched is None else (sched.home, sched.offload_min)
         other = slow is not None or sched is not None  # one test per node when neither
         # grad() / backward(inputs=...): only nodes on a path to an input run
         # (``run_set``); those without captures take the inlined path too.
-        run_set = gt.run_set
-        create_graph = gt.create_graph
-        release = not gt.keep_graph
+        run_set, create_graph, release = gt.run_set, gt.create_graph, not gt.keep_graph
         perf = time.perf_counter
         count = 0
         token = _current.set(gt)
@@ -116,8 +105,7 @@ class GeneralRun:
                         raise
                     # ---- route outputs: ``route``, with ``new_buffer`` and
                     # ``accumulate`` inlined (a call per edge costs measurably here)
-                    nxt_run = None
-                    nxt_buf = None
+                    nxt_run = nxt_buf = None
                     for nxt, nr, g in zip(node, node.next_nrs, outs):
                         if nxt is None:
                             continue
@@ -150,12 +138,11 @@ class GeneralRun:
                         # Run it directly when it would be popped next anyway.
                         if nxt_run is None and (not heap or -heap[0][0] < nxt.sequence_nr):
                             nxt_run, nxt_buf = nxt, buf
+                        elif nxt_run is not None and nxt.sequence_nr > nxt_run.sequence_nr:
+                            heappush(heap, (-nxt_run.sequence_nr, tie(), nxt_run, nxt_buf))
+                            nxt_run, nxt_buf = nxt, buf
                         else:
-                            if nxt_run is not None and nxt.sequence_nr > nxt_run.sequence_nr:
-                                heappush(heap, (-nxt_run.sequence_nr, tie(), nxt_run, nxt_buf))
-                                nxt_run, nxt_buf = nxt, buf
-                            else:
-                                heappush(heap, (-nxt.sequence_nr, tie(), nxt, buf))
+                            heappush(heap, (-nxt.sequence_nr, tie(), nxt, buf))
                     node, buffer = nxt_run, nxt_buf
                     if node is not None:
                         count += 1

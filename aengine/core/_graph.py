@@ -43,8 +43,22 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ERR_BACKWARD_TWICE, AutogradError
-from ._modes import _grad_enabled, is_anomaly_enabled
+from ._errors import AutogradError
+from ._handles import RemovableHandle, TensorPreHook, add_hook
+from ._modes import _grad_enabled
+from ._versions import (
+    DETACHED,
+    ERR_DETACHED_SAVED,
+    ZERO_VC,
+    DetachedVC,
+    current_version,
+    describe,
+    detach_vc,
+    freed_error,
+    inference_saved_error,
+    own_vc,
+    version_error,
+)
 
 __all__ = [
     "TensorBase",
@@ -69,9 +83,17 @@ __all__ = [
     "DetachedVC",
     "detach_vc",
     "current_version",
+    "DETACHED",
+    "ERR_DETACHED_SAVED",
+    "freed_error",
+    "inference_saved_error",
+    "version_error",
 ]
 
 Edge = tuple["Node", int]
+
+#: (the name the tensor layer imports)
+_add_hook = add_hook
 
 
 class TensorBase:
@@ -157,7 +179,7 @@ def to_tensor(g: Any, dev: Any) -> Any:
     """A raw gradient array as a Tensor (no graph) on ``dev``; Tensors and None pass through."""
     if g is None or isinstance(g, TensorBase):
         return g
-    backend = dev.backend
+    backend = dev._backend or dev.backend  # (the property when not loaded yet)
     if not isinstance(g, backend.array_types):
         g = backend.asarray(g)
     return _bound.tensor._make(g, False, dev)
@@ -173,12 +195,6 @@ def to_raw(g: Any) -> Any:
 def host_device() -> Any:
     """The device whose nodes the caller's own loop runs (cpu)."""
     return _bound.host
-
-
-def describe(array: Any) -> str:
-    """``float32 tensor [2, 3]``: a tensor's dtype and shape, for messages."""
-    shape = ", ".join(str(s) for s in array.shape)
-    return f"{array.dtype} tensor [{shape}]"
 
 
 #: AccumulateGrad nodes run first in a ready queue (PyTorch gives them UINT64_MAX).
@@ -214,79 +230,6 @@ def observe_sequence(observer: Callable[[int], object] | None) -> None:
     next_sequence_nr = observed
 
 
-# NOTE [The shared zero version counter]
-# Most tensors are never modified in place nor viewed: they all hold the one
-# immutable ``ZERO_VC`` = (0,) as version counter, and get a list of their
-# own (``own_vc``) the first time something must share or bump it: a view or
-# ``detach()`` (they share the base's counter), an in-place op, a saved output
-# (its SavedTensor keeps the counter, not the tensor).  A saved *input* is
-# kept as the tensor itself (NOTE [Saved tensors of built-in ops]), so the
-# check reads its counter at backward time, whichever it is by then.  A list
-# per tensor was one more allocation per op, and for every saved input one
-# more object for the garbage collector to walk while the graph lives.
-# ``ZERO_VC`` being a tuple, a write that skipped ``own_vc`` fails loudly
-# instead of bumping every tensor's version.
-ZERO_VC: tuple[int] = (0,)
-
-
-def own_vc(t: TensorBase) -> list[int]:
-    """``t``'s version counter as a list of its own, to share, keep or bump."""
-    vc = t._vc
-    if vc.__class__ is not list:
-        if vc.__class__ is DetachedVC:
-            return vc.shared
-        vc = t._vc = [vc[0]]  # ZERO_VC (or a copy of it, e.g. unpickled)
-    return vc
-
-
-# NOTE [Saved tensors detached in place]
-# PyTorch refuses to unpack a saved input that had a grad_fn when it was
-# saved and lost it since to ``detach_()`` ("Trying to use a saved tensor
-# that has been detached in-place").  The saved-value check of a built-in op
-# reads only the saved tensor's version counter (``t._vc[0]``, NOTE [Saved
-# tensors of built-in ops]), so ``detach_`` of a tensor with a grad_fn gives
-# the tensor a ``DetachedVC``: a view of its counter that reads DETACHED more
-# than the counter itself.  A version recorded before ``detach_`` never
-# matches it again, so the check fails on its existing (rare) error path,
-# where ``version_error`` tells the two causes apart by the class; a save
-# after ``detach_`` records the shifted value and matches as long as the
-# tensor is not modified.  The counter stays shared: ``own_vc`` hands out the
-# shared list (views, ``detach()``, in-place bumps), so the tensor's aliases
-# see no change, and the plain backward pays nothing for the check.  As in
-# PyTorch, only a saved input that had a grad_fn is refused: a leaf detached
-# in place, a saved output and a custom Function's saved tensor (a
-# SavedTensor keeps the shared counter) unpack fine.
-DETACHED = 1 << 40
-
-
-class DetachedVC(list):  # type: ignore[type-arg]
-    """The version counter of a tensor detached in place (NOTE [Saved tensors detached in place])."""
-
-    __slots__ = ("shared",)
-
-    def __init__(self, shared: list[int]) -> None:
-        super().__init__(shared)
-        self.shared = shared
-
-    def __getitem__(self, i: Any) -> Any:
-        return self.shared[i] + DETACHED
-
-    def __setitem__(self, i: Any, value: Any) -> None:
-        self.shared[i] = value - DETACHED
-
-
-def detach_vc(t: TensorBase) -> None:
-    """``detach_`` of ``t``, which has a grad_fn: mark its counter (NOTE [Saved tensors detached in place])."""
-    if t._vc.__class__ is not DetachedVC:
-        t._vc = DetachedVC(own_vc(t))
-
-
-def current_version(t: Any) -> int:
-    """The version of a tensor (or SavedTensor), unshifted by ``detach_``."""
-    vc = t._vc
-    return vc.shared[0] if vc.__class__ is DetachedVC else vc[0]
-
-
 #: fill a node with its next nodes as it is made (NOTE [A node is the list of
 #: its next nodes]: a made node's edges are fixed; ``list``'s own methods)
 add_edge = list.append
@@ -313,48 +256,6 @@ def split_edges(
         tuple(None if e is None else e[0] for e in edges),
         nrs(tuple(0 if e is None else e[1] for e in edges)),
     )
-
-
-class RemovableHandle:
-    """Handle returned by ``register_*hook``; ``handle.remove()`` unregisters.
-
-    Example::
-
-        >>> import aengine as ae
-        >>> x = ae.ones(2, requires_grad=True)
-        >>> h = x.register_hook(lambda g: g * 2)
-        >>> h.remove()
-    """
-
-    __slots__ = ("_hooks", "_key")
-    _ids = itertools.count()
-
-    def __init__(self, hooks: dict[int, Any]) -> None:
-        self._hooks: weakref.ref[dict[int, Any]] | dict[int, Any] = hooks
-        self._key = next(self._ids)
-
-    @property
-    def id(self) -> int:
-        return self._key
-
-    def remove(self) -> None:
-        """Unregister the hook; removing twice is harmless."""
-        self._hooks.pop(self._key, None)  # type: ignore[union-attr]
-
-    def __enter__(self) -> RemovableHandle:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
-
-def _add_hook(hooks: dict[int, Any], fn: Any) -> RemovableHandle:
-    # Not checked here: as PyTorch, any object registers, and one that is
-    # not callable fails when the backward calls it ("'int' object is not
-    # callable", raised in the backward of the node).
-    handle = RemovableHandle(hooks)
-    hooks[handle._key] = fn
-    return handle
 
 
 class Node(list["Node | None"]):
@@ -540,7 +441,7 @@ class Node(list["Node | None"]):
         if self._tensor_pre_hooks is None:
             self._tensor_pre_hooks = {}
         self._special = True
-        hook = _TensorPreHook(output_nr, fn)
+        hook = TensorPreHook(output_nr, fn)
         return _add_hook(self._tensor_pre_hooks, hook)
 
     def _retain_output(self, output_nr: int, t: TensorBase) -> None:
@@ -559,19 +460,6 @@ class Node(list["Node | None"]):
         return bool(
             self._pre_hooks or self._post_hooks or self._tensor_pre_hooks or self._retains_grad
         )
-
-
-class _TensorPreHook:
-    """A hook registered on a tensor: applies to one input slot of its node."""
-
-    __slots__ = ("fn", "output_nr")
-
-    def __init__(self, output_nr: int, fn: Any) -> None:
-        self.output_nr = output_nr
-        self.fn = fn
-
-    def __call__(self, grad: Any) -> Any:
-        return self.fn(grad)
 
 
 class AccumulateGrad(Node):
@@ -681,59 +569,3 @@ class SavedTensor:
         if self.requires_grad:
             set_history(t, node, self.output_nr)
         return t
-
-
-def inference_saved_error() -> AutogradError:
-    return AutogradError(
-        "Inference tensors cannot be saved for backward. To work around "
-        "you can make a clone to get a normal tensor and use it in autograd."
-    )
-
-
-#: PyTorch's text, word for word (saved_variable.cpp)
-ERR_DETACHED_SAVED = (
-    "Trying to use a saved tensor that has been detached in-place, i.e. with .detach_()."
-    "This is not supported, please use out-of-place `.detach()` instead"
-)
-
-
-def version_error(saved: Any, version: int, node: Node) -> str:
-    """The in-place error for ``saved`` (a SavedTensor or a saved input Tensor).
-
-    Or the error of a saved input detached in place since (NOTE [Saved
-    tensors detached in place]).
-    """
-    if saved._vc.__class__ is DetachedVC:  # a saved input Tensor, detached in place
-        if version >= DETACHED:  # saved after detach_: modified in place since
-            version -= DETACHED
-        elif saved._fn is None:  # saved before detach_, and still detached
-            return ERR_DETACHED_SAVED
-    where = ""
-    if getattr(saved, "is_output", False):
-        where = f", which is output {saved.output_nr} of {node.name()},"
-    else:
-        t = saved if saved.__class__ is not SavedTensor else saved.tensor
-        if t is not None and t.grad_fn is not None:
-            fn = t.grad_fn
-            where = f", which is output {t.output_nr} of {fn.name()},"
-    if is_anomaly_enabled():
-        hint = (
-            "Hint: the backtrace further above shows the operation that failed to compute "
-            "its gradient. The variable in question was changed in there or anywhere later. "
-            "Good luck!"
-        )
-    else:
-        hint = (
-            "Hint: enable anomaly detection to find the operation that failed to compute its "
-            "gradient, with ae.detect_anomaly()."
-        )
-    return (
-        "one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation: [{describe(saved.data)}]{where} is at version "
-        f"{current_version(saved)}; "
-        f"expected version {version} instead. {hint}"
-    )
-
-
-def freed_error() -> AutogradError:
-    return AutogradError(ERR_BACKWARD_TWICE)

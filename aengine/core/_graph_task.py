@@ -36,46 +36,41 @@
 # * The task is complete when its queue is empty and no node of it runs
 #   elsewhere (a device worker, an awaited hook): the async driver asks its
 #   scheduler (``Scheduler.busy``).
-#
-# NOTE [Where a node runs]
-# A node runs in the hot loop of ``run`` (apply, release, route: no
-# coroutine) unless it takes the general path: hooks, retained gradients,
-# grad() captures, anomaly mode, a node hook, a profile (NOTE [Profiling
-# seam] in _trace.py), or a node class that always does (AccumulateGrad,
-# async custom Functions).  Under an async driver the
-# scheduler (a runtime object, NOTE [The scheduler protocol]) also receives
-# every node that is not on its ``home`` device or whose result has at least
-# ``offload_min`` elements: the runtime alone decides where those run (a
-# device queue, a kernel thread, or here after all).  A sync backward has no
-# scheduler: every node runs in this thread.
 """
 
 from __future__ import annotations
 
 import contextvars
 import itertools
-import operator
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Any, Protocol, cast
 
 from . import _trace
 from ._errors import AutogradError
-from ._exec_info import EVERY_NODE, AllNodesBut, exec_info_steps
+from ._exec_info import (
+    AllNodesBut,
+    count_executed,
+    dependency_steps,
+    exec_info_steps,
+)
 from ._general_run import GeneralRun
 from ._graph import ACC_SEQ, GraphRoot, Node
 from ._node_hooks import Detach
 from ._node_path import evaluate_general, run_node, wrap_node_error
+from ._outcome import Outcome
 from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build_steps, match
 from ._planned_run import PlannedRun
 from ._running import (
     YIELD,
+    AsCurrent,
     InputBuffer,
     NodeTask,
     ReadyQueue,
     accumulate,
     current,
     leaves_hot_loop,
+    slow_nodes,
 )
 
 __all__ = [
@@ -95,12 +90,11 @@ __all__ = [
 _ids = itertools.count()
 #: the current graph task (``_running.current``), which only GraphTasks set
 _current = cast("contextvars.ContextVar[GraphTask | None]", current)
-_is_special = operator.attrgetter("_special")
 
 
-def current_graph_task() -> GraphTask | None:
-    """The graph task whose node is running in this task/thread, if any."""
-    return _current.get()
+#: the graph task whose node is running in this task/thread, if any: the
+#: context variable's own ``get`` (no Python frame: every entry point asks)
+current_graph_task: Callable[[], GraphTask | None] = _current.get
 
 
 def running_node() -> Node | None:
@@ -145,35 +139,18 @@ class Scheduler(Protocol):
         """``node.apply(inputs)`` run where heavy kernels run (a thread)."""
 
 
-# -- where a node runs -----------------------------------------------------------------------
-
-
 # -- GraphTask ------------------------------------------------------------------------------
 
 
-class _AsCurrent:
-    """The context of ``GraphTask.as_current``."""
+class GraphTask(Outcome):
+    """The state of one backward call (see NOTE [Scheduler invariants]).
 
-    __slots__ = ("gt", "token")
-
-    def __init__(self, gt: GraphTask) -> None:
-        self.gt = gt
-
-    def __enter__(self) -> GraphTask:
-        self.token = _current.set(self.gt)
-        return self.gt
-
-    def __exit__(self, *exc: object) -> None:
-        _current.reset(self.token)
-
-
-class GraphTask:
-    """The state of one backward call (see NOTE [Scheduler invariants])."""
+    What it leaves for its end (staged gradients, final callbacks, commit
+    guards) is ``Outcome``'s (_outcome.py).
+    """
 
     __slots__ = (
         "anomaly",
-        "before_commit",
-        "callbacks",
         "captured",
         "captures",
         "checkpoint_valid",
@@ -189,7 +166,6 @@ class GraphTask:
         "keep_graph",
         "needed",
         "node_hook",
-        "on_finish",
         "pending",
         "planned",
         "ready",
@@ -198,7 +174,6 @@ class GraphTask:
         "run_set",
         "running_node",
         "sched",
-        "staged",
     )
 
     @property
@@ -237,11 +212,11 @@ class GraphTask:
         self.depth = depth
         self.error: BaseException | None = None
         self.ready = ReadyQueue()
+        # Outcome's fields (no call of its own: a frame less per backward)
         self.staged: dict[Any, list[Any]] = {}
         self.callbacks: list[Callable[[], Any]] = []
-        #: NOTE [Commit guards]: awaited before the commit; called at finish
         self.before_commit: list[Callable[[], Any]] | None = None
-        self.on_finish: list[Callable[[GraphTask], None]] | None = None
+        self.on_finish: list[Callable[[Any], None]] | None = None
         self.anomaly = anomaly
         self.roots: tuple[Any, ...] = ()
         #: optional callable(node) called before each node runs (tests, tracing)
@@ -342,8 +317,8 @@ class GraphTask:
             if self.planned is not None:
                 return  # a plan runs it
         sinks: list[Node] | None = [] if outputs is not None else None
-        yield from self.general.count_steps(root, min_topo, sinks, self.reached)
         deps = self.general.dependencies
+        yield from dependency_steps(root, min_topo, deps, sinks, self.reached)
         if outputs is not None:
             assert sinks is not None
             result: list[Any] = []
@@ -409,7 +384,7 @@ class GraphTask:
 
     def _build_plan(self, out: list[BackwardPlan]) -> Iterator[None]:
         """Build the plan of this task's prepared graph (before any node ran) into ``out``."""
-        slow, sched = self._slow_nodes(), self.sched
+        slow, sched = slow_nodes(self), self.sched
         return build_steps(
             self.reached,
             self.dependencies,
@@ -495,7 +470,7 @@ class GraphTask:
         """Whether nodes wait in this task's own ReadyQueue."""
         return bool(self.ready.heap)
 
-    def as_current(self) -> _AsCurrent:
+    def as_current(self) -> AsCurrent:
         """``with gt.as_current():`` this is the current graph task inside the block.
 
         For the runtime, around what runs on behalf of this task outside
@@ -503,7 +478,7 @@ class GraphTask:
         worker's node, the final callbacks): ``current_graph_task`` and
         ``queue_callback`` see it there.
         """
-        return _AsCurrent(self)
+        return AsCurrent(self)
 
     # -- transitions ---------------------------------------------------------------------------
     def push(self, node: Node, buffer: InputBuffer) -> None:
@@ -551,81 +526,16 @@ class GraphTask:
         if children is not None and child in children:
             children.remove(child)
 
-    def add_callback(self, fn: Callable[[], Any]) -> None:
-        """Run ``fn()`` when this backward completes (``queue_callback``)."""
-        self.callbacks.append(fn)
-
-    # NOTE [Commit guards]
-    # Code that must see every leaf gradient of a backward before ``.grad``
-    # is written (a gradient all-reduce: aengine.distributed) registers
-    # ``add_before_commit(fn)``: the async driver awaits ``fn()`` after the
-    # last node ran and before the commit, and ``fn`` may replace staged
-    # gradients (``restage``); if it raises, nothing is committed.
-    # ``add_on_finish(fn)`` calls ``fn(graph_task)`` once when the driver is
-    # done with the task, whatever the outcome (``error`` says which), so
-    # that such code learns of a failure or a cancellation it never saw.
-    def add_before_commit(self, fn: Callable[[], Any]) -> None:
-        """Await ``fn()`` before the staged gradients are committed (NOTE [Commit guards])."""
-        if self.before_commit is None:
-            self.before_commit = []
-        self.before_commit.append(fn)
-
-    def take_before_commit(self) -> list[Callable[[], Any]]:
-        """The guards to await before the commit (and forgotten here)."""
-        guards, self.before_commit = self.before_commit, None
-        return guards or []
-
-    def add_on_finish(self, fn: Callable[[GraphTask], None]) -> None:
-        """Call ``fn(self)`` when the driver is done with this task (NOTE [Commit guards])."""
-        if self.on_finish is None:
-            self.on_finish = []
-        self.on_finish.append(fn)
-
-    def restage(self, key: Any, grad: Any) -> None:
-        """Stage ``grad`` for leaf ``key`` in place of what was staged (a commit guard's result)."""
-        entry = self.staged.get(key)
-        if entry is None:
-            self.staged[key] = [grad, "leaf"]
-        else:
-            entry[0] = grad
-
-    def stage(self, key: Any, grad: Any, kind: str) -> None:
-        """Stage a gradient for a leaf (``kind`` 'leaf') or retained non-leaf ('retain')."""
-        entry = self.staged.get(key)
-        if entry is None:
-            self.staged[key] = [grad, kind]
-        elif grad is not None:
-            entry[0] = grad if entry[0] is None else entry[0] + grad
-
-    def take_staged(self) -> dict[Any, list[Any]]:
-        """The staged gradients, handed to the commit (and forgotten here)."""
-        staged, self.staged = self.staged, {}
-        return staged
-
     def count_executed(self, nodes: list[Node]) -> int:
-        """How many of ``nodes`` this task runs (or runs the tensor hooks of).
-
-        Static: a node already queued on a device worker counts (NOTE
-        [Multi-grad hooks] in aengine/_hooks.py).
-        """
-        run_set = self.run_set
-        if run_set is not None:  # grad() / inputs= with pruning: these run if reached
-            # (an input that the root does not reach is in run_set, but never runs:
-            # PyTorch's _will_engine_execute_node asks nodes_in_graph too; every
-            # reached node but the root has a dependency count)
-            deps = self.dependencies
-            root = self.reached[0] if self.reached else None
-            return sum(node in run_set and (node in deps or node is root) for node in nodes)
-        reached = set(self.reached)  # every node reached runs (captured ones: their hooks)
-        needed = self.needed
-        skip = needed.skip if isinstance(needed, AllNodesBut) else ()
-        captures = self.captures or ()
-        return sum(node in reached and (node not in skip or node in captures) for node in nodes)
+        """How many of ``nodes`` this task runs (or runs the tensor hooks of: _exec_info.py)."""
+        return count_executed(
+            nodes, self.run_set, self.dependencies, self.reached, self.needed, self.captures
+        )
 
     def check_complete(self) -> None:
         if self.error is not None:
             raise self.error
-        if self.not_ready and self.needed is None:
+        if self.general.not_ready and self.needed is None:
             raise AutogradError("could not compute gradients for some functions")
 
     # -- the hot loop ------------------------------------------------------------------------
@@ -646,20 +556,6 @@ class GraphTask:
         if self.planned is not None:
             return self._run_plan(deadline)
         return self.general.run(self, deadline)
-
-    def _slow_nodes(self) -> Any:
-        """The nodes that take the general path though not ``_special`` (None: none).
-
-        Captured ones (unless all are special anyway: ``_special`` is never
-        cleared), or every node when anomaly mode or a node hook is on (or a
-        profile: the callers ask ``prof`` first).
-        """
-        if self.anomaly or self.node_hook is not None:
-            return EVERY_NODE
-        slow = self.captures or None
-        if slow is not None and all(map(_is_special, slow)):
-            return None
-        return slow
 
     def _general(self, node: Node, buffer: InputBuffer) -> Any:
         """A node that leaves the hot loop: to the scheduler, else the general path."""

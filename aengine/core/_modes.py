@@ -141,55 +141,10 @@ def _decorate(mode: _Mode, func: F) -> F:
             return await _StepUnderMode(state, coro)
 
         return coro_wrapper  # type: ignore[return-value]
-
     if inspect.isasyncgenfunction(func):
-
-        @functools.wraps(func)
-        async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
-            state = _ModeState(mode)
-            agen = state.step(func, *args, **kwargs)
-            method: Any = agen.asend
-            arg: Any = None
-            try:
-                while True:
-                    try:
-                        value = await _StepUnderMode(state, state.step(method, arg))
-                    except StopAsyncIteration:
-                        return
-                    try:
-                        arg = yield value
-                        method = agen.asend
-                    except GeneratorExit:
-                        raise
-                    except BaseException as exc:  # athrow: forwarded into the body
-                        method, arg = agen.athrow, exc
-            finally:
-                await _StepUnderMode(state, state.step(agen.aclose))
-
-        return agen_wrapper  # type: ignore[return-value]
-
+        return _wrap_async_generator(mode, func)
     if inspect.isgeneratorfunction(func):
-
-        @functools.wraps(func)
-        def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-            state = _ModeState(mode)
-            gen = state.step(func, *args, **kwargs)
-            method, arg = gen.send, None
-            while True:
-                try:
-                    value = state.step(method, arg)
-                except StopIteration as stop:
-                    return stop.value
-                try:
-                    arg = yield value
-                    method = gen.send
-                except GeneratorExit:
-                    state.step(gen.close)
-                    raise
-                except BaseException as exc:  # forwarded into the generator
-                    method, arg = gen.throw, exc
-
-        return gen_wrapper  # type: ignore[return-value]
+        return _wrap_generator(mode, func)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -197,6 +152,59 @@ def _decorate(mode: _Mode, func: F) -> F:
             return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _wrap_async_generator(mode: _Mode, func: F) -> F:
+    """``_decorate`` of an async generator function: each step of its body under ``mode``."""
+
+    @functools.wraps(func)
+    async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        state = _ModeState(mode)
+        agen = state.step(func, *args, **kwargs)
+        method: Any = agen.asend
+        arg: Any = None
+        try:
+            while True:
+                try:
+                    value = await _StepUnderMode(state, state.step(method, arg))
+                except StopAsyncIteration:
+                    return
+                try:
+                    arg = yield value
+                    method = agen.asend
+                except GeneratorExit:
+                    raise
+                except BaseException as exc:  # athrow: forwarded into the body
+                    method, arg = agen.athrow, exc
+        finally:
+            await _StepUnderMode(state, state.step(agen.aclose))
+
+    return agen_wrapper  # type: ignore[return-value]
+
+
+def _wrap_generator(mode: _Mode, func: F) -> F:
+    """``_decorate`` of a generator function: each step of its body under ``mode``."""
+
+    @functools.wraps(func)
+    def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        state = _ModeState(mode)
+        gen = state.step(func, *args, **kwargs)
+        method, arg = gen.send, None
+        while True:
+            try:
+                value = state.step(method, arg)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                arg = yield value
+                method = gen.send
+            except GeneratorExit:
+                state.step(gen.close)
+                raise
+            except BaseException as exc:  # forwarded into the generator
+                method, arg = gen.throw, exc
+
+    return gen_wrapper  # type: ignore[return-value]
 
 
 class _StepUnderMode:

@@ -1,7 +1,7 @@
 """The general path of one node: hooks, captures, staging, user code that may await.
 
 What a graph task does with a node that leaves a runner's hot loop (NOTE
-[Where a node runs] in _graph_task.py: ``GraphTask._general``) and what a
+[Where a node runs] in _running.py: ``GraphTask._general``) and what a
 device worker does with any node (``run_node``).  Functions over the task:
 they change it only through its methods (``enter_node``, ``capture``,
 ``stage``, ``fail``, its general runner's ``route``).
@@ -16,10 +16,9 @@ from typing import Any
 from . import _trace
 from ._anomaly import check_nan, report_error
 from ._errors import AutogradError, BackwardError
-from ._exec_info import EVERY_NODE
 from ._graph import AccumulateGrad, Node
 from ._node_hooks import post_hooks, pre_hooks, tensor_pre_hooks
-from ._running import InputBuffer, Task
+from ._running import InputBuffer, Task, slow_nodes
 
 __all__ = ["evaluate_general", "run_node", "wrap_node_error"]
 
@@ -34,7 +33,7 @@ def run_node(gt: Task, node: Node, buffer: InputBuffer) -> Awaitable[Any] | None
     """
     try:
         # the hot loop's rule, but for the device
-        slow = gt._slow_nodes() if _trace.active is None else EVERY_NODE
+        slow = slow_nodes(gt)
         if node._special or (slow is not None and node in slow) or _heavy(gt, node):
             return evaluate_general(gt, node, buffer)
         gt.enter_node(node)

@@ -1,19 +1,37 @@
 """What both runners of a graph task share: the step that ends a time slice, the
 clock rule, the current graph task, InputBuffers, the ReadyQueue, the scheduler
 they hand nodes to and the rule of where a node runs (NOTE [Scheduler
-invariants] in _graph_task.py)."""
+invariants] in _graph_task.py).
+
+# NOTE [Where a node runs]
+# A node runs in a runner's hot loop (apply, release, route: no
+# coroutine) unless it takes the general path: hooks, retained gradients,
+# grad() captures, anomaly mode, a node hook, a profile (NOTE [Profiling
+# seam] in _trace.py), or a node class that always does (AccumulateGrad,
+# async custom Functions).  Under an async driver the
+# scheduler (a runtime object, NOTE [The scheduler protocol] in
+# _graph_task.py) also receives
+# every node that is not on its ``home`` device or whose result has at least
+# ``offload_min`` elements: the runtime alone decides where those run (a
+# device queue, a kernel thread, or here after all).  A sync backward has no
+# scheduler: every node runs in this thread.
+"""
 
 from __future__ import annotations
 
 import contextvars
 import heapq
 import itertools
+import operator
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from . import _trace
+from ._exec_info import EVERY_NODE
 from ._graph import Node
 
 __all__ = [
+    "AsCurrent",
     "CLOCK_EVERY",
     "YIELD",
     "InputBuffer",
@@ -25,7 +43,10 @@ __all__ = [
     "current",
     "leaves_hot_loop",
     "new_buffer",
+    "slow_nodes",
 ]
+
+_is_special = operator.attrgetter("_special")
 
 #: returned by ``GraphTask.run`` when the time slice is over
 YIELD = object()
@@ -64,6 +85,22 @@ def new_buffer(node: Node, nr: int, g: Any) -> InputBuffer:
     buf: InputBuffer = [None] * node.num_outputs
     buf[nr] = g
     return buf
+
+
+class AsCurrent:
+    """The context of ``GraphTask.as_current``: ``current`` is the task inside it."""
+
+    __slots__ = ("gt", "token")
+
+    def __init__(self, gt: Task) -> None:
+        self.gt = gt
+
+    def __enter__(self) -> Task:
+        self.token = current.set(self.gt)
+        return self.gt
+
+    def __exit__(self, *exc: object) -> None:
+        current.reset(self.token)
 
 
 # -- the ReadyQueue ---------------------------------------------------------------
@@ -151,15 +188,29 @@ class Task(Protocol):
     def enter_node(self, node: Node) -> None: ...
     def capture(self, index: int, grad: Any) -> None: ...
     def kernel(self, node: Node, inputs: InputBuffer) -> Awaitable[Any]: ...
-    def _slow_nodes(self) -> Any: ...
     def _general(self, node: Node, buffer: InputBuffer) -> Any: ...
+
+
+def slow_nodes(gt: Task) -> Any:
+    """The nodes of ``gt`` that take the general path though not ``_special`` (None: none).
+
+    Captured ones (unless all are special anyway: ``_special`` is never
+    cleared), or every node when anomaly mode, a node hook or a profile is
+    on (NOTE [Where a node runs]).
+    """
+    if gt.anomaly or gt.node_hook is not None or _trace.active is not None:
+        return EVERY_NODE
+    slow = gt.captures or None
+    if slow is not None and all(map(_is_special, slow)):
+        return None
+    return slow
 
 
 def leaves_hot_loop(node: Node, slow: Any, sched: Placement | None) -> bool:
     """Whether the hot loop hands ``node`` on (NOTE [Where a node runs]).
 
     To the general path when it is ``_special`` or among ``slow``
-    (``GraphTask._slow_nodes``: captured nodes, or every node under anomaly
+    (``slow_nodes``: captured nodes, or every node under anomaly
     mode, a node hook or a profile); to the scheduler, when there is one,
     when it is off the scheduler's home device or its kernel is heavy
     (``numel`` at least ``offload_min``).  ``GraphTask.run`` inlines this

@@ -1,7 +1,8 @@
 """The two drivers of a GraphTask: a plain loop (``ae.sync``) and an anyio task.
 
-Both are short loops around ``GraphTask.run`` (see NOTE [Scheduler
-invariants] in aengine/core/_graph_task.py).  The async driver runs in the
+Both are short loops over steps around ``GraphTask.run`` (NOTE [The
+drivers' steps] below; NOTE [Scheduler invariants] in
+aengine/core/_graph_task.py).  The async driver runs in the
 awaiting task, as PyTorch's calling thread drains its graph task's CPU
 queue, and yields to the event loop once per time slice rather than per node.
 """
@@ -12,7 +13,7 @@ import inspect
 import math
 from collections.abc import Awaitable, Coroutine
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -24,16 +25,19 @@ from ._engine import (
     LAZY,
     NEED_ENGINE,
     Engine,
+    _engine_var,
     cancelled_graph_error,
     mark_released,
-    scheduler_for,
     worker_name,
 )
 from ._loop import end_checkpoint, loop_running, yield_slice
 from ._seeded import Explored
-from ._settings import DEFAULT_TIME_SLICE
-from ._share import loop_share
+from ._settings import DEFAULT_TIME_SLICE, engines_here
+from ._share import LoopShare, _here
 from ._threaded import BACK, TO_THREAD
+
+if TYPE_CHECKING:
+    from ._choice import Choices
 
 __all__ = ["run_sync", "run_async", "drive_sync", "run_detached"]
 
@@ -94,19 +98,44 @@ def _raise_node_error(gt: GraphTask, exc: BaseException) -> None:
     raise err from exc
 
 
+# NOTE [The drivers' steps]
+# Both drivers are one loop over steps.  ``GraphTask.run`` returns the
+# core's steps (None: drained; YIELD: the time slice is over; an awaitable:
+# a node waits for a kernel, a hook or a nested backward); the runtime adds
+# its own (``TO_THREAD``: go on in a compute thread; ``NEED_ENGINE``: the
+# first non-cpu node of a backward without an Engine) and the driver's
+# (``RUN``: run a slice; ``DONE``: drained and complete; ``ENDED``: a nested
+# driver finished the task).  Running a slice, the one step every backward
+# takes, is written in the loop; each other step is a small function taking
+# the step and returning the next one, found by identity in ``_ASYNC_STEPS``
+# (an awaitable: ``_await_node``).  Steps are values and the functions are
+# module-level: a driver object with a method per step cost measurably more
+# per backward (see docs/performance.md, "The walk of one gradient").
+
+#: the driver's steps (NOTE [The drivers' steps])
+RUN = object()
+DONE = object()
+ENDED = object()
+
+
 def run_sync(gt: GraphTask) -> None:
-    """Execute ``gt`` to completion on the calling thread."""
+    """Execute ``gt`` to completion on the calling thread (the async loop without awaits)."""
     # async user code runs in a loop of its own where none runs in this thread
     gt.attach(None, detach=detach_if_no_loop)
     token = _grad_enabled.set(gt.create_graph)
     try:
-        while True:
+        step: Any = RUN
+        while step is not DONE:
             try:
-                step = gt.run()
-                if step is None:
-                    break
-                if step is not YIELD:
+                if step is RUN:
+                    step = gt.run()
+                elif step is None:
+                    step = DONE
+                elif step is YIELD:
+                    step = RUN
+                else:  # a node's awaitable, which must not suspend here
                     drive_sync(step)
+                    step = RUN
             except BaseException as exc:
                 _raise_node_error(gt, exc)
         gt.check_complete()
@@ -117,49 +146,21 @@ def run_sync(gt: GraphTask) -> None:
         gt.finish()
 
 
-async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> None:
+async def run_async(gt: GraphTask, time_slice: float | None = None) -> None:
     """Execute ``gt`` in the current task, yielding to the loop per time slice.
 
     Its slices run while it holds the loop's share (NOTE [The loop's share]
-    in _share.py): one backward's slice at a time between two turns of the
-    loop, the backwards in flight taking turns.
+    in _share.py); ``time_slice``: the settings' here when None.
     """
-    # the Engine's device queues, or a lazy scheduler that asks for one when a
-    # non-cpu node shows up (NOTE [Device queues] in _engine.py)
-    sched = scheduler_for(gt)
-    share = loop_share()
-    choices = share.choices  # an explored run's (NOTE [Choice points]), else None
-    if choices is None:
-        gt.attach(sched, node_hook=sched.node_hook())
-    else:
-        # NOTE [Choice points] in _choice.py: every node goes through the
-        # seeded scheduler's boundary; slices end by its choice, not the clock
-        key = choices.label(gt)
-        gt.attach(Explored(sched, choices, key), node_hook=choices.node_hook(gt, worker_name))
-        time_slice = math.inf
-    first: Any = None  # the first step, when it is not a slice on the loop
-    if sched is not LAZY:
-        assert isinstance(sched, Engine)
-        admission = sched.admit(gt)  # NOTE [Admission] in _engine.py
-        if admission is not None:
-            try:
-                await admission
-            except BaseException as exc:  # cancelled while waiting: nothing ran
-                gt.fail(None, exc)
-                gt.finish()
-                raise
-        if choices is None and sched.starts_in_thread(gt):
-            first = TO_THREAD  # NOTE [A backward in a compute thread]
+    sched, time_slice, explored = _attach(gt, time_slice)
+    step: Any = RUN if sched is LAZY else await _admit(gt, sched, explored)
+    share = _here.share
     token = _grad_enabled.set(gt.create_graph)
-    held = False
-    yielded = False
+    held = yielded = False
     try:
-        while True:
+        while step is not DONE and step is not ENDED:
             try:
-                step: Any
-                if first is not None:
-                    step, first = first, None  # straight to the thread
-                else:
+                if step is RUN:
                     # not held and running: a nested backward started inside
                     # its parent's slice runs in it (NOTE [The loop's share])
                     if not held and not share.running:
@@ -168,86 +169,153 @@ async def run_async(gt: GraphTask, time_slice: float = DEFAULT_TIME_SLICE) -> No
                             await share.take()
                         held = True
                     start = perf_counter()
-                    outer = share.running
-                    share.running = True
+                    outer, share.running = share.running, True
                     try:
                         step = gt.run(start + time_slice)
                     finally:
                         share.running = outer
-                if step is YIELD:
-                    # the share is kept while the loop turns (NOTE [Yielding a
-                    # time slice]), then handed to the next backward, if any
+                    if held and step is not YIELD:  # hand the share over
+                        held = False
+                        share.hand_over(start, time_slice)
+                elif step is None:
+                    step = await _drained(gt, sched, explored, yielded, time_slice)
                     yielded = True
-                    if held:
-                        share.count(start, time_slice)
-                        await yield_slice()
-                        if share.waiters:
-                            held = False
-                            share.give()
-                    else:
-                        await yield_slice()
-                    continue
-                if held:
-                    held = False
-                    share.count(start, time_slice)
-                    share.give()
-                if step is TO_THREAD:
-                    # NOTE [A backward in a compute thread]: the rest runs there
-                    assert isinstance(sched, Engine)  # only an Engine moves backwards
+                elif step is YIELD:
                     yielded = True
-                    step = await sched.in_thread(gt)
-                    if step is None or step is BACK:
-                        continue  # drained, or a device node to dispatch from the loop
-                if step is None:
-                    if gt.error is not None:
-                        raise gt.error  # failed on a device worker, or the Engine closed
-                    if sched.busy(gt):
-                        yielded = True
-                        assert isinstance(sched, Engine)  # only an Engine has workers
-                        await sched.wait(gt)  # device workers hold the rest
-                        continue
-                    if not yielded:
-                        # NOTE [The checkpoint of a short backward]
-                        yielded = True
-                        if choices is None:
-                            await end_checkpoint(time_slice)
-                        else:
-                            await choices.end_checkpoint()
-                        if gt.has_ready() or sched.busy(gt):
-                            continue
-                    break
-                yielded = True
-                if step is NEED_ENGINE:
-                    # first non-cpu node and no Engine: run the rest in a short-lived one
-                    async with Engine(time_slice=time_slice, _ephemeral=True):
-                        await run_async(gt, time_slice)
-                    return
-                # async user code resumed here still runs inside gt (nested
-                # backward, queue_callback): GraphTask.run reset it on return
-                with gt.as_current():
-                    await step
-                if choices is not None:
-                    await choices.resume()  # waiters resume in a seeded order
+                    held = await _yield(share, held, start, time_slice)
+                    step = RUN
+                else:  # (a sentinel is a bare ``object()``; an awaitable is not looked up)
+                    yielded = True
+                    run = _ASYNC_STEPS[step] if step.__class__ is object else _await_node
+                    step = await run(gt, sched, explored, step, time_slice)
             except BaseException as exc:
                 if held:
                     held = False
                     share.give()
                 gt.fail(None, exc)  # a cancellation: stop scheduling this graph task
                 _raise_node_error(gt, exc)
-        gt.check_complete()
-        if gt.staged or gt.callbacks:
-            await _post(gt)
+        if step is DONE:
+            gt.check_complete()
+            if gt.staged or gt.callbacks:
+                await _post(gt)
     finally:
         if held:
             share.give()
         _grad_enabled.reset(token)
         gt.finish()
-        sched.release(gt)
+        if sched is not LAZY:
+            sched.release(gt)
+
+
+def _attach(gt: GraphTask, time_slice: float | None) -> tuple[Any, float, Choices | None]:
+    """Attach ``gt``'s scheduler: (that scheduler, the time slice, the explored run's choices).
+
+    The Engine's device queues, or a lazy scheduler that asks for one when
+    a non-cpu node shows up (NOTE [Device queues] in _engine.py).
+    """
+    eng, settings = engines_here(_engine_var.get())
+    if time_slice is None:
+        time_slice = DEFAULT_TIME_SLICE if settings is None else settings.time_slice
+    sched = LAZY if eng is None else eng
+    choices = _here.share.choices  # an explored run's (NOTE [Choice points]), else None
+    if choices is None:
+        gt.attach(sched, node_hook=None if eng is None else eng.node_hook())
+        return sched, time_slice, None
+    # NOTE [Choice points] in _choice.py: every node goes through the seeded
+    # scheduler's boundary; slices end by its choice, not the clock
+    key = choices.label(gt)
+    gt.attach(Explored(sched, choices, key), node_hook=choices.node_hook(gt, worker_name))
+    return sched, math.inf, choices
+
+
+async def _admit(gt: GraphTask, sched: Engine, explored: Choices | None) -> Any:
+    """Wait for the Engine's admission (NOTE [Admission]); the first step."""
+    admission = sched.admit(gt)
+    if admission is not None:
+        try:
+            await admission
+        except BaseException as exc:  # cancelled while waiting: nothing ran
+            gt.fail(None, exc)
+            gt.finish()
+            raise
+    if explored is None and sched.starts_in_thread(gt):
+        return TO_THREAD  # NOTE [A backward in a compute thread]
+    return RUN
+
+
+async def _yield(share: LoopShare, held: bool, start: float, time_slice: float) -> bool:
+    """Let the loop turn after a slice; whether the share is still held after.
+
+    The share is kept while the loop turns (NOTE [Yielding a time slice]),
+    then handed to the next backward, if any.
+    """
+    if held:
+        share.count(start, time_slice)
+    await yield_slice()
+    if held and share.waiters:
+        share.give()
+        return False
+    return held
+
+
+async def _drained(
+    gt: GraphTask, sched: Any, explored: Choices | None, yielded: bool, time_slice: float
+) -> Any:
+    """The task's own queue is empty: wait for device workers, or take the end checkpoint."""
+    if gt.error is not None:
+        raise gt.error  # failed on a device worker, or the Engine closed
+    if sched is not LAZY and sched.busy(gt):
+        await sched.wait(gt)  # device workers hold the rest
+        return RUN
+    if yielded:
+        return DONE
+    # NOTE [The checkpoint of a short backward]
+    if explored is None:
+        await end_checkpoint(time_slice)
+    else:
+        await explored.end_checkpoint()
+    if gt.has_ready() or (sched is not LAZY and sched.busy(gt)):
+        return RUN
+    return DONE
+
+
+async def _await_node(
+    gt: GraphTask, sched: Any, explored: Choices | None, step: Any, time_slice: float
+) -> Any:
+    """Await what a node waits for: a kernel, async user code, a nested backward."""
+    # async user code resumed here still runs inside gt (nested backward,
+    # queue_callback): GraphTask.run reset it on return
+    with gt.as_current():
+        await step
+    if explored is not None:
+        await explored.resume()  # waiters resume in a seeded order
+    return RUN
+
+
+async def _to_thread(
+    gt: GraphTask, sched: Any, explored: Choices | None, step: Any, time_slice: float
+) -> Any:
+    """NOTE [A backward in a compute thread]: the rest runs there, until it needs the loop."""
+    step = await sched.in_thread(gt)  # (only an Engine moves backwards)
+    return RUN if step is None or step is BACK else step  # BACK: a device node to dispatch
+
+
+async def _need_engine(
+    gt: GraphTask, sched: Any, explored: Choices | None, step: Any, time_slice: float
+) -> Any:
+    """The first non-cpu node and no Engine: run the rest in a short-lived one."""
+    async with Engine(time_slice=time_slice, _ephemeral=True):
+        await run_async(gt, time_slice)
+    return ENDED
+
+
+#: the steps other than running a slice, YIELD and None (NOTE [The drivers' steps])
+_ASYNC_STEPS = {TO_THREAD: _to_thread, NEED_ENGINE: _need_engine}
 
 
 async def _post(gt: GraphTask) -> None:
     """Await the commit guards, commit staged gradients, then post-accumulate hooks and final callbacks."""
-    for guard in gt.take_before_commit():  # NOTE [Commit guards] in core/_graph_task.py
+    for guard in gt.take_before_commit():  # NOTE [Commit guards] in core/_outcome.py
         res = guard()
         if inspect.isawaitable(res):
             await await_user(res, gt.detach)

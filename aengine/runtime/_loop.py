@@ -15,6 +15,7 @@ import contextvars
 import math
 import sys
 from time import perf_counter
+from typing import Any
 
 import sniffio
 from anyio.lowlevel import checkpoint as _checkpoint
@@ -116,9 +117,15 @@ async def end_checkpoint(time_slice: float) -> None:
     # above, so no task holds the loop longer than a slice (plus one
     # backward) this way.
     """
-    if perf_counter() - _last_yield.get() < time_slice and not asyncio_cancelling():
-        await _checkpoint_if_cancelled()
-        return
+    if perf_counter() - _last_yield.get() < time_slice:
+        # not asyncio's Task.cancel either (``asyncio_cancelling``, inlined: the
+        # end of every short ``await ae.grad``)
+        asyncio: Any = sys.modules.get("asyncio")
+        loop = None if asyncio is None else asyncio._get_running_loop()
+        task = None if loop is None else asyncio.current_task(loop)
+        if task is None or not task.cancelling():
+            await _checkpoint_if_cancelled()
+            return
     # as between slices: the tasks woken meanwhile (a timer, I/O) run first
     await yield_slice()
 

@@ -61,6 +61,7 @@ from ..core import AutogradError, GraphTask, current_graph_task
 from ._drivers import run_async, run_sync
 from ._engine import _engine_var
 from ._settings import reentrant_depth_limit, reentrant_overflow
+from ._settings import time_slice as current_time_slice
 
 __all__ = ["drive_sync_entry", "drive_async_entry"]
 
@@ -149,8 +150,12 @@ def _raise_first(failure: list[BaseException]) -> None:
             del err
 
 
-async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
-    """Run ``gt`` for an async entry point (top-level or nested)."""
+async def drive_async_entry(gt: GraphTask, time_slice: float | None = None) -> None:
+    """Run ``gt`` for an async entry point (top-level or nested).
+
+    ``time_slice``: the settings' here when None (NOTE [Which Engine's
+    settings apply]); a nested backward moved off this stack takes them here.
+    """
     parent = current_graph_task()
     if parent is None:
         t1 = _stack.set(1)
@@ -169,6 +174,8 @@ async def drive_async_entry(gt: GraphTask, time_slice: float) -> None:
         n = _stack.get()
         limit = int(sys.getrecursionlimit() * _STACK_SHARE)
         if n >= reentrant_depth_limit() or _frames_deep(limit):
+            if time_slice is None:  # (a thread's loop has no Engine of ours)
+                time_slice = current_time_slice()
             if reentrant_overflow() == "thread":
                 await _run_in_thread_loop(gt, time_slice)
             else:

@@ -21,6 +21,7 @@ from anyio.lowlevel import RunVar
 __all__ = [
     "DEFAULT_REENTRANT_DEPTH_LIMIT",
     "DEFAULT_TIME_SLICE",
+    "engines_here",
     "loop_engine",
     "set_loop_engine",
     "reentrant_depth_limit",
@@ -78,6 +79,25 @@ def settings_here() -> EngineSettings | None:
     if eng is not None and not eng._closed:
         return eng  # type: ignore[no-any-return]
     return loop_engine()  # type: ignore[no-any-return]
+
+
+def engines_here(queues: Any) -> tuple[Any, EngineSettings | None]:
+    """(the Engine whose queues serve a backward started here, the one whose settings apply).
+
+    ``queues``: the innermost Engine block's of this task (``_engine_var``
+    in _engine.py), None outside any; either answer falls back on the
+    loop's Engine (NOTE [Which Engine's settings apply]).  One call for
+    what the async driver asks of every backward.
+    """
+    block = _block.get()
+    if queues is not None and queues._closed:
+        queues = None
+    if block is not None and block._closed:
+        block = None
+    if (queues is None or block is None) and _LOOP_ENGINE_VAR is not None:
+        loop = loop_engine()
+        return (loop if queues is None else queues), (loop if block is None else block)
+    return queues, block
 
 
 def time_slice() -> float:
