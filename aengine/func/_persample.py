@@ -1,0 +1,110 @@
+"""Linear and convolution layers with a weight shared by every sample, per-sample gradients.
+
+# NOTE [Per-sample gradients of a shared weight]
+# Under ``vmap(grad(f))`` a parameter that every sample shares is expanded
+# into one stride-0 copy per sample (NOTE [vmap by physical translation]).
+# Computing ``x @ w_b.T`` sample by sample would be B matrix-vector products;
+# these Functions compute the forward once for the batch with the shared
+# weight (one matrix product, one convolution) and give, in backward, the
+# input's gradient the same way and each sample's weight gradient in one
+# batched product (``g_b^T x_b``; for a convolution ``g_b @ unfold(x_b)^T``).
+# They are chosen only when no outer transform differentiates the backward
+# (``create_graph`` off): their backward is written for first derivatives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._function import Function
+from ..ops import matmul
+from ..ops._conv import conv2d, conv_transpose2d, unfold
+from ..ops._norm import linear
+from ..tensors import Tensor
+
+__all__ = ["shared_linear", "shared_conv2d"]
+
+
+def _first(t: Tensor) -> Tensor:
+    """Sample 0's copy of an expanded tensor, as a constant (every sample's is the same)."""
+    return Tensor._make(t.data[0], False, t._device)
+
+
+class _SharedLinear(Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, w)
+        ctx.bias_batched = b is not None and b.ndim == 2
+        b0 = None if b is None else (_first(b) if ctx.bias_batched else b)
+        return linear(x, _first(w), b0)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Any:
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        B = x.shape[0]
+        w0 = _first(w)
+        gx = matmul(g, w0) if need_x else None
+        gw = gb = None
+        if need_w or need_b:
+            g3 = g.reshape(B, -1, g.shape[-1])
+            if need_w:
+                x3 = x.reshape(B, -1, x.shape[-1])
+                if g3.shape[1] == 1:  # one row per sample: outer products
+                    gw = g3.reshape(B, -1, 1) * x3
+                else:
+                    gw = matmul(g3.transpose(1, 2), x3)
+            if need_b:
+                gb = g3.sum(1) if ctx.bias_batched else g3.sum((0, 1))
+        return gx, gw, gb
+
+
+def shared_linear(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    """``linear`` of a batch ``x`` (B, ..., in) with per-sample copies ``w`` (B, out, in) of one weight."""
+    return _SharedLinear.apply(x, w, b)  # type: ignore[no-any-return]
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+class _SharedConv2d(Function):
+    @staticmethod
+    def forward(
+        ctx: Any, x: Tensor, w: Tensor, b: Tensor | None, stride: Any, padding: Any, dilation: Any
+    ) -> Tensor:
+        ctx.save_for_backward(x, w)
+        ctx.conf = (_pair(stride), _pair(padding), _pair(dilation))
+        ctx.bias_batched = b is not None and b.ndim == 2
+        b0 = None if b is None else (_first(b) if ctx.bias_batched else b)
+        return conv2d(x, _first(w), b0, stride, padding, dilation)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Any:
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        stride, padding, dilation = ctx.conf
+        B, cout = g.shape[0], g.shape[1]
+        w0 = _first(w)
+        gx = gw = gb = None
+        if need_x:
+            k = w0.shape[2:]
+            extra = tuple(
+                x.shape[2 + i]
+                - ((g.shape[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k[i] - 1) + 1)
+                for i in range(2)
+            )
+            gx = conv_transpose2d(g, w0, None, stride, padding, extra, 1, dilation)
+        if need_w:
+            cols = unfold(x, tuple(w0.shape[2:]), dilation, padding, stride)  # (B, C*kh*kw, L)
+            gw = matmul(g.reshape(B, cout, -1), cols.transpose(1, 2)).reshape(w.shape)
+        if need_b:
+            gb = g.sum((2, 3)) if ctx.bias_batched else g.sum((0, 2, 3))
+        return gx, gw, gb, None, None, None
+
+
+def shared_conv2d(
+    x: Tensor, w: Tensor, b: Tensor | None, stride: Any, padding: Any, dilation: Any
+) -> Tensor:
+    """``conv2d`` of a batch ``x`` (B, C, H, W) with per-sample copies ``w`` (B, O, C, kh, kw) of one weight."""
+    return _SharedConv2d.apply(x, w, b, stride, padding, dilation)  # type: ignore[no-any-return]
