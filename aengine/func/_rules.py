@@ -384,9 +384,11 @@ def _conv2d(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         from ._persample import shared_conv2d  # (see _matmul)
 
         b = bias._v if _is(bias, lvl) else bias
-        v = x._v if three else None
-        if v is not None:
-            return wrap(shared_conv2d(v, w._v, b, stride, padding, dilation), lvl)
+        v = x._v
+        shape = tuple(v.shape)
+        v4 = v if three else v.reshape(-1, *shape[2:])
+        out = shared_conv2d(v4, w._v, b, stride, padding, dilation, lvl.size)
+        return wrap(out if three else out.reshape(*shape[:2], *out.shape[1:]), lvl)
     # weights per sample: one grouped convolution over the samples (torch's rule)
     B = lvl.size
     xv = _expanded(x, lvl)  # (B, C, H, W) or (B, N, C, H, W)
