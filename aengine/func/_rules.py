@@ -223,10 +223,18 @@ def _loss(info: OpInfo | None, params: str) -> Rule:
         ba.arguments["reduction"] = "none"
         for legacy in ("size_average", "reduce"):
             ba.arguments.pop(legacy, None)
+        for k in ("input", "target"):  # of one shape, as the loss checks
+            v = ba.arguments.get(k)
+            if isinstance(v, Tensor) and not _is(v, lvl):
+                ba.arguments[k] = _wrap1(_expanded(v, lvl), lvl)
         out = pointwise(lvl, ba.args, ba.kwargs)
         return wrap(_reduce_per_sample(out._v, reduction), lvl)
 
     return rule
+
+
+def _wrap1(v: Any, lvl: Level) -> Any:
+    return wrap(v, lvl)
 
 
 def _reduction(arguments: dict[str, Any]) -> str:

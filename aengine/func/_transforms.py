@@ -679,7 +679,7 @@ def _cat_chunks(chunks: list[Any], out_dims: Any) -> Any:
     flat = [tree_flatten(c) for c in chunks]
     spec = flat[0][1]
     n = len(flat[0][0])
-    dims = _out_dims_flat(out_dims, n)
+    dims = _out_dims_flat(out_dims, n, chunks[0])
     out = []
     for i in range(n):
         parts = [f[0][i] for f in flat]
@@ -717,16 +717,27 @@ def _in_leaves(args: tuple[Any, ...], in_dims: Any, where: str) -> tuple[list[An
     return leaves, dims
 
 
-def _out_dims_flat(out_dims: Any, n: int) -> list[Any]:
-    if isinstance(out_dims, int) or out_dims is None:
+def _prefix_dims(dims: Any, tree: Any, what: str) -> list[Any]:
+    """One dim per leaf of ``tree``: ``dims`` is an int, None, or a structure that is a prefix of it."""
+    if dims is None or isinstance(dims, int):
+        return [dims] * len(tree_flatten(tree)[0])
+    if isinstance(dims, (tuple, list)):
+        if isinstance(tree, (tuple, list)) and len(tree) == len(dims):
+            return [d for sub_d, sub in zip(dims, tree, strict=True) for d in _prefix_dims(sub_d, sub, what)]
+        if len(dims) == 1 and not isinstance(tree, (tuple, list)):
+            return _prefix_dims(dims[0], tree, what)
+    if isinstance(dims, dict) and isinstance(tree, dict) and set(dims) == set(tree):
+        return [d for k in tree for d in _prefix_dims(dims[k], tree[k], what)]
+    raise ValueError(
+        f"vmap: {what} is not compatible with the structure of the {what.split('_')[0]}puts: "
+        f"{dims!r} does not match it (give an int, None, or a structure with one entry per part)"
+    )
+
+
+def _out_dims_flat(out_dims: Any, n: int, tree: Any = None) -> list[Any]:
+    if tree is None:
         return [out_dims] * n
-    flat, _ = tree_flatten(tuple(out_dims))
-    if len(flat) != n:
-        raise ValueError(
-            f"vmap: out_dims is not compatible with the structure of `outputs`: {len(flat)} "
-            f"out_dims for {n} outputs"
-        )
-    return flat
+    return _prefix_dims(out_dims, tree, "out_dims")
 
 
 def _vmap_once(
@@ -752,7 +763,7 @@ def _vmap_once(
         new_args = tree_unflatten(new_leaves, spec)
         out = yield from call(func, new_args, kwargs)
     out_leaves, out_spec = tree_flatten(out)
-    odims = _out_dims_flat(out_dims, len(out_leaves))
+    odims = _out_dims_flat(out_dims, len(out_leaves), out)
     res = []
     for o, d in zip(out_leaves, odims, strict=True):
         if not isinstance(o, Tensor):
