@@ -126,14 +126,49 @@ def _pointwise(info: OpInfo | None, params: str) -> Rule:
     return rule
 
 
-def _bind(info: OpInfo) -> inspect.Signature:
-    return inspect.signature(info.fn)
+class _Binder:
+    """``inspect.Signature.bind(...).arguments`` without its cost (a rule's hot path).
+
+    The arguments given, by parameter name (defaults are not filled in); a
+    call the signature does not take is bound by ``inspect`` to raise its
+    TypeError.
+    """
+
+    __slots__ = ("sig", "positional", "names")
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.sig = inspect.signature(fn)
+        self.positional: list[str] = []
+        for p in self.sig.parameters.values():
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                break
+            self.positional.append(p.name)
+        self.names = set(self.sig.parameters)
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if len(args) > len(self.positional) or not self.names.issuperset(kwargs):
+            return dict(self.sig.bind(*args, **kwargs).arguments)
+        out = dict(zip(self.positional, args))
+        for k, v in kwargs.items():
+            if k in out:
+                self.sig.bind(*args, **kwargs)  # raises "multiple values for argument"
+            out[k] = v
+        return out
+
+    def default(self, name: str) -> Any:
+        p = self.sig.parameters.get(name)
+        return inspect.Parameter.empty if p is None else p.default
+
+
+def _bind(info: OpInfo) -> _Binder:
+    return _Binder(info.fn)
 
 
 def _dims(info: OpInfo | None, params: str, insert: bool = False) -> Rule:
     assert info is not None
     name = info.name
-    sig = _bind(info)
+    bind = _bind(info)
+    sig = bind.sig
     first = next(iter(sig.parameters))
     # "dim" (None: every dim) or "dim=0" (None: that default, as torch's)
     fallback: dict[str, Any] = {}
@@ -148,29 +183,29 @@ def _dims(info: OpInfo | None, params: str, insert: bool = False) -> Rule:
     defaults = {n: sig.parameters[n].default for n in names if n in sig.parameters}
 
     def rule(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        ba = sig.bind(*args, **kwargs)
-        x = ba.arguments[first]
-        _no_other_batched(name, lvl, [v for k, v in ba.arguments.items() if k != first])
+        arguments = bind(args, kwargs)
+        x = arguments[first]
+        _no_other_batched(name, lvl, [v for k, v in arguments.items() if k != first])
         if not _is(x, lvl):
             raise VmapError(f"vmap: {name}() needs its first argument batched here")
         v = x._v
         nd = x.ndim + (1 if insert else 0)
         flat = False
         for n in names:
-            d = ba.arguments.get(n, defaults.get(n))
+            d = arguments.get(n, defaults.get(n))
             if d is inspect.Parameter.empty or (n == "axis" and d is None):
                 continue
             if d is None and n in fallback:
                 d = fallback[n]
             if d is None:  # over every dim: the sample's dims folded into one
                 v = v.reshape(v.shape[0], -1)
-                ba.arguments[n] = 1
+                arguments[n] = 1
                 flat = True
                 continue
-            ba.arguments[n] = _shift(d, nd)
-        ba.arguments[first] = v
-        out = _op(name, *ba.args, **ba.kwargs)
-        if flat and ba.arguments.get("keepdim"):
+            arguments[n] = _shift(d, nd)
+        arguments[first] = v
+        out = _op(name, **arguments)
+        if flat and arguments.get("keepdim"):
             out = out.reshape(out.shape[0], *([1] * x.ndim))
         return wrap(out, lvl)
 
@@ -214,20 +249,20 @@ def _reduce_per_sample(loss: Any, reduction: str) -> Any:
 def _loss(info: OpInfo | None, params: str) -> Rule:
     assert info is not None
     name = info.name
-    sig = _bind(info)
+    bind = _bind(info)
     pointwise = _pointwise(info, params)
 
     def rule(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        ba = sig.bind(*args, **kwargs)
-        reduction = _reduction(ba.arguments)
-        ba.arguments["reduction"] = "none"
+        arguments = bind(args, kwargs)
+        reduction = _reduction(arguments)
+        arguments["reduction"] = "none"
         for legacy in ("size_average", "reduce"):
-            ba.arguments.pop(legacy, None)
+            arguments.pop(legacy, None)
         for k in ("input", "target"):  # of one shape, as the loss checks
-            v = ba.arguments.get(k)
+            v = arguments.get(k)
             if isinstance(v, Tensor) and not _is(v, lvl):
-                ba.arguments[k] = _wrap1(_expanded(v, lvl), lvl)
-        out = pointwise(lvl, ba.args, ba.kwargs)
+                arguments[k] = _wrap1(_expanded(v, lvl), lvl)
+        out = pointwise(lvl, (), arguments)
         return wrap(_reduce_per_sample(out._v, reduction), lvl)
 
     return rule
@@ -376,8 +411,7 @@ def _linear(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 @custom("nn.functional.conv2d")
 def _conv2d(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    ba = _CONV2D.bind(*args, **kwargs)
-    a = ba.arguments
+    a = _CONV2D(args, kwargs)
     x, w, bias = a["input"], a["weight"], a.get("bias")
     stride, padding, dilation = a.get("stride", 1), a.get("padding", 0), a.get("dilation", 1)
     groups = a.get("groups", 1)
@@ -413,15 +447,14 @@ def _conv2d(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return wrap(out.squeeze(1) if three else out, lvl)
 
 
-_CONV2D = inspect.signature(TABLE["nn.functional.conv2d"].fn)
+_CONV2D = _Binder(TABLE["nn.functional.conv2d"].fn)
 
 
 def _class_loss(name: str) -> Rule:
-    sig = inspect.signature(TABLE[name].fn)
+    bind = _Binder(TABLE[name].fn)
 
     def rule(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        ba = sig.bind(*args, **kwargs)
-        a = ba.arguments
+        a = bind(args, kwargs)
         reduction = _reduction(a)
         inp, target = a["input"], a["target"]
         weight = a.get("weight")
@@ -468,8 +501,7 @@ CUSTOM["nn.functional.nll_loss"] = _class_loss("nn.functional.nll_loss")
 
 @custom("nn.functional.dropout")
 def _dropout(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    sig = inspect.signature(TABLE["nn.functional.dropout"].fn)
-    a = sig.bind(*args, **kwargs).arguments
+    a = _Binder(TABLE["nn.functional.dropout"].fn)(args, kwargs)
     x, p, training = a["input"], a.get("p", 0.5), a.get("training", True)
     if a.get("inplace"):
         raise VmapError("vmap: dropout(inplace=True) on a batched tensor; use inplace=False")
@@ -524,8 +556,7 @@ def _outer(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 @custom("gather")
 def _gather(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    sig = inspect.signature(TABLE["gather"].fn)
-    a = sig.bind(*args, **kwargs).arguments
+    a = _Binder(TABLE["gather"].fn)(args, kwargs)
     x, index = a["x"], a["index"]
     dim = a.get("dim", a.get("axis"))
     return wrap(_op("gather", _expanded(x, lvl), _shift(dim, x.ndim), _expanded(index, lvl)), lvl)
