@@ -52,7 +52,12 @@ __all__ = ["main", "measure"]
 def _mlp(lib: Any) -> Any:
     nn = lib.nn
     return nn.Sequential(
-        nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10)
+        nn.Flatten(),
+        nn.Linear(64, 128),
+        nn.ReLU(),
+        nn.Linear(128, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
     )
 
 

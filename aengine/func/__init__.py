@@ -166,7 +166,9 @@ _VMAP_DOC = """Return ``func`` mapped over a dimension of its inputs: vectorized
 """
 
 grad, _sync_grad = make("grad", _grad_gen, _GRAD_DOC)
-grad_and_value, _sync_grad_and_value = make("grad_and_value", _grad_and_value_gen, _GRAD_AND_VALUE_DOC)
+grad_and_value, _sync_grad_and_value = make(
+    "grad_and_value", _grad_and_value_gen, _GRAD_AND_VALUE_DOC
+)
 jacrev, _sync_jacrev = make("jacrev", _jacrev_gen, _JACREV_DOC)
 jacfwd, _sync_jacfwd = make("jacfwd", _jacfwd_gen, _JACFWD_DOC)
 hessian, _sync_hessian = make("hessian", _hessian_gen, _HESSIAN_DOC)

@@ -187,22 +187,26 @@ class BatchedTensor(Tensor):
         return self._v._device
 
     @property
-    def requires_grad(self) -> bool:  # type: ignore[override]
+    def requires_grad(self) -> bool:
         return self._v.requires_grad
 
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
     @property
-    def grad_fn(self) -> Any:  # type: ignore[override]
+    def grad_fn(self) -> Any:
         return self._v.grad_fn
 
     @property
-    def is_leaf(self) -> bool:  # type: ignore[override]
+    def is_leaf(self) -> bool:
         return self._v.is_leaf
 
     def is_floating_point(self) -> bool:
         return self._v.is_floating_point()
 
     @property
-    def data(self) -> Any:  # type: ignore[override]
+    def data(self) -> Any:
         # an operator reached without dispatch (see NOTE [vmap by physical translation])
         op = sys._getframe(1).f_code.co_name
         raise VmapError(
@@ -269,7 +273,7 @@ class BatchedTensor(Tensor):
         )
 
     __setitem__ = _inplace
-    __iadd__ = __isub__ = __imul__ = __itruediv__ = _inplace  # type: ignore[assignment]
+    __iadd__ = __isub__ = __imul__ = __itruediv__ = _inplace
 
     # dunders: the ops' batching rules (reflected ones with the operands swapped)
     def __add__(self, other: Any, *, alpha: Any = 1) -> Any:  # type: ignore[override]
@@ -281,104 +285,104 @@ class BatchedTensor(Tensor):
     def __sub__(self, other: Any, *, alpha: Any = 1) -> Any:  # type: ignore[override]
         return dispatch("sub", (self, other), {"alpha": alpha} if alpha != 1 else {})
 
-    def __rsub__(self, other: Any) -> Any:  # type: ignore[override]
+    def __rsub__(self, other: Any) -> Any:
         return dispatch("sub", (_const(other, self), self), {})
 
-    def __mul__(self, other: Any) -> Any:  # type: ignore[override]
+    def __mul__(self, other: Any) -> Any:
         return dispatch("mul", (self, other), {})
 
-    def __rmul__(self, other: Any) -> Any:  # type: ignore[override]
+    def __rmul__(self, other: Any) -> Any:
         return dispatch("mul", (other, self), {})
 
     def __truediv__(self, other: Any, *, rounding_mode: str | None = None) -> Any:  # type: ignore[override]
         kw = {"rounding_mode": rounding_mode} if rounding_mode is not None else {}
         return dispatch("div", (self, other), kw)
 
-    def __rtruediv__(self, other: Any) -> Any:  # type: ignore[override]
+    def __rtruediv__(self, other: Any) -> Any:
         return dispatch("div", (_const(other, self), self), {})
 
-    def __pow__(self, exponent: Any) -> Any:  # type: ignore[override]
+    def __pow__(self, exponent: Any) -> Any:
         return dispatch("pow", (self, exponent), {})
 
-    def __rpow__(self, other: Any) -> Any:  # type: ignore[override]
+    def __rpow__(self, other: Any) -> Any:
         return dispatch("pow", (_const(other, self), self), {})
 
-    def __matmul__(self, other: Any) -> Any:  # type: ignore[override]
+    def __matmul__(self, other: Any) -> Any:
         return dispatch("matmul", (self, other), {})
 
-    def __rmatmul__(self, other: Any) -> Any:  # type: ignore[override]
+    def __rmatmul__(self, other: Any) -> Any:
         return dispatch("matmul", (other, self), {})
 
-    def __neg__(self) -> Any:  # type: ignore[override]
+    def __neg__(self) -> Any:
         return dispatch("neg", (self,), {})
 
-    def __abs__(self) -> Any:  # type: ignore[override]
+    def __abs__(self) -> Any:
         return dispatch("abs", (self,), {})
 
-    def __invert__(self) -> Any:  # type: ignore[override]
+    def __invert__(self) -> Any:
         return dispatch("logical_not", (self,), {})
 
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, other: Any) -> Any:
         return dispatch("eq", (self, other), {})
 
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, other: Any) -> Any:
         return dispatch("ne", (self, other), {})
 
-    def __lt__(self, other: Any) -> Any:  # type: ignore[override]
+    def __lt__(self, other: Any) -> Any:
         return dispatch("lt", (self, other), {})
 
-    def __le__(self, other: Any) -> Any:  # type: ignore[override]
+    def __le__(self, other: Any) -> Any:
         return dispatch("le", (self, other), {})
 
-    def __gt__(self, other: Any) -> Any:  # type: ignore[override]
+    def __gt__(self, other: Any) -> Any:
         return dispatch("gt", (self, other), {})
 
-    def __ge__(self, other: Any) -> Any:  # type: ignore[override]
+    def __ge__(self, other: Any) -> Any:
         return dispatch("ge", (self, other), {})
 
-    def __and__(self, other: Any) -> Any:  # type: ignore[override]
+    def __and__(self, other: Any) -> Any:
         return dispatch("logical_and", (self, other), {})
 
-    def __or__(self, other: Any) -> Any:  # type: ignore[override]
+    def __or__(self, other: Any) -> Any:
         return dispatch("logical_or", (self, other), {})
 
-    def __getitem__(self, index: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, index: Any) -> Any:
         return dispatch("__getitem__", (self, index), {})
 
     # hand-written Tensor methods with a rule here
-    def view(self, *shape: Any) -> Any:  # type: ignore[override]
+    def view(self, *shape: Any) -> Any:
         return dispatch("view", (self, *shape), {})
 
-    def reshape(self, *shape: Any) -> Any:  # type: ignore[override]
+    def reshape(self, *shape: Any) -> Any:
         return dispatch("reshape", (self, *shape), {})
 
-    def view_as(self, other: Any) -> Any:  # type: ignore[override]
+    def view_as(self, other: Any) -> Any:
         return dispatch("reshape", (self, tuple(other.shape)), {})
 
-    def reshape_as(self, other: Any) -> Any:  # type: ignore[override]
+    def reshape_as(self, other: Any) -> Any:
         return dispatch("reshape", (self, tuple(other.shape)), {})
 
-    def expand_as(self, other: Any) -> Any:  # type: ignore[override]
+    def expand_as(self, other: Any) -> Any:
         return dispatch("expand", (self, tuple(other.shape)), {})
 
-    def to(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def to(self, *args: Any, **kwargs: Any) -> Any:
         return _new(self._v.to(*args, **kwargs), self._lvl, self._same)
 
-    def float(self) -> Any:  # type: ignore[override]
+    def float(self) -> Any:
         return _new(self._v.float(), self._lvl, self._same)
 
-    def double(self) -> Any:  # type: ignore[override]
+    def double(self) -> Any:
         return _new(self._v.double(), self._lvl, self._same)
 
-    def type_as(self, other: Any) -> Any:  # type: ignore[override]
+    def type_as(self, other: Any) -> Any:
         return _new(self._v.to(dtype=other.dtype), self._lvl, self._same)
 
     @property
-    def T(self) -> Any:  # type: ignore[override]
+    def T(self) -> Any:
         return dispatch("permute", (self, tuple(range(self.ndim - 1, -1, -1))), {})
 
     @property
-    def mT(self) -> Any:  # type: ignore[override]
+    def mT(self) -> Any:
         return dispatch("transpose", (self, -2, -1), {})
 
 
@@ -433,7 +437,7 @@ def to_levels(x: Tensor, levels: Sequence[Level]) -> Tensor:
     present = levels_of(x)
     core = x
     while core.__class__ is BatchedTensor:
-        core = core._v  # type: ignore[attr-defined]
+        core = core._v
     for lvl in present:
         if lvl not in levels:
             raise VmapError(

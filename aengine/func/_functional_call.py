@@ -132,7 +132,9 @@ def functional_call(
             if missing or unexpected:
                 parts = []
                 if unexpected:
-                    parts.append("Unexpected key(s): " + ", ".join(repr(k) for k in unexpected) + ".")
+                    parts.append(
+                        "Unexpected key(s): " + ", ".join(repr(k) for k in unexpected) + "."
+                    )
                 if missing:
                     parts.append("Missing key(s): " + ", ".join(repr(k) for k in missing) + ".")
                 raise RuntimeError(
@@ -154,7 +156,9 @@ def functional_call(
                         store[attr] = value
                         break
                 else:
-                    undo.append((owner.__dict__, attr, owner.__dict__.get(attr), attr in owner.__dict__))
+                    undo.append(
+                        (owner.__dict__, attr, owner.__dict__.get(attr), attr in owner.__dict__)
+                    )
                     owner.__dict__[attr] = value
             return module(*args, **kwargs)
         finally:

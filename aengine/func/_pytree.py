@@ -58,7 +58,11 @@ def _build(it: Any, spec: Spec) -> Any:
     if kind == "namedtuple":
         return spec[1](*children)
     cls, keys = spec[1]
-    return cls(zip(keys, children, strict=True)) if cls is not dict else dict(zip(keys, children, strict=True))
+    return (
+        cls(zip(keys, children, strict=True))
+        if cls is not dict
+        else dict(zip(keys, children, strict=True))
+    )
 
 
 def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:

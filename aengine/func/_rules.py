@@ -71,12 +71,7 @@ def _expanded(x: Any, lvl: Level) -> Any:
 
 def _fast(w: Any, lvl: Level) -> bool:
     """Whether ``w`` is a weight every sample shares, for NOTE [Per-sample gradients of a shared weight]."""
-    return (
-        _is(w, lvl)
-        and w._same
-        and w._v.__class__ is Tensor
-        and not CREATE_GRAPH.get()
-    )
+    return _is(w, lvl) and w._same and w._v.__class__ is Tensor and not CREATE_GRAPH.get()
 
 
 def _fast_bias(b: Any, lvl: Level) -> bool:
@@ -100,9 +95,7 @@ def _shift(d: Any, nd: int) -> Any:
 
 def _no_other_batched(name: str, lvl: Level, items: Sequence[Any]) -> None:
     for a in items:
-        if _is(a, lvl) or (
-            isinstance(a, (list, tuple)) and any(_is(b, lvl) for b in a)
-        ):
+        if _is(a, lvl) or (isinstance(a, (list, tuple)) and any(_is(b, lvl) for b in a)):
             raise VmapError(
                 f"vmap: {name}() is batched only over its first argument; another of its "
                 "tensor arguments is batched here (compute it outside vmap, or pass that "
@@ -248,7 +241,6 @@ def _reduce_per_sample(loss: Any, reduction: str) -> Any:
 
 def _loss(info: OpInfo | None, params: str) -> Rule:
     assert info is not None
-    name = info.name
     bind = _bind(info)
     pointwise = _pointwise(info, params)
 
@@ -387,7 +379,9 @@ def _matmul(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if b.ndim == 1:
         return _matmul(lvl, (a, b.unsqueeze(-1)), kwargs).squeeze(-1)
     if _is(a, lvl) and _fast(b, lvl) and b.ndim == 2:
-        from ._persample import shared_linear  # (the per-sample Functions import the rules' helpers)
+        from ._persample import (
+            shared_linear,
+        )  # (the per-sample Functions import the rules' helpers)
 
         return wrap(shared_linear(a._v, b._v.transpose(1, 2), None), lvl)
     nd = max(a.ndim, b.ndim)
@@ -403,7 +397,7 @@ def _linear(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if _is(x, lvl) and _fast(w, lvl) and w.ndim == 2 and _fast_bias(bias, lvl):
         from ._persample import shared_linear  # (see _matmul)
 
-        b = bias._v if _is(bias, lvl) else bias
+        b = bias._v if bias is not None and _is(bias, lvl) else bias
         return wrap(shared_linear(x._v, w._v, b), lvl)
     out = _matmul(lvl, (x, w.mT if w.ndim == 2 else w), {})
     return out if bias is None else out + bias
@@ -425,7 +419,7 @@ def _conv2d(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if _is(x, lvl) and _fast(w, lvl) and groups == 1 and _fast_bias(bias, lvl):
         from ._persample import shared_conv2d  # (see _matmul)
 
-        b = bias._v if _is(bias, lvl) else bias
+        b = bias._v if bias is not None and _is(bias, lvl) else bias
         v = x._v
         shape = tuple(v.shape)
         v4 = v if three else v.reshape(-1, *shape[2:])

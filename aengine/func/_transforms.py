@@ -29,7 +29,7 @@ import functools
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from .._autograd import _Call, _async_runner, _grad, _new_call, _no_loop_here, _warn_if_in_loop
+from .._autograd import _async_runner, _Call, _grad, _new_call, _no_loop_here, _warn_if_in_loop
 from ..core import GraphTask
 from ..core._modes import enable_grad
 from ..ops import stack
@@ -41,7 +41,6 @@ from ._batched import (
     GRAD_DEPTH,
     BatchedTensor,
     Level,
-    VmapError,
     active_levels,
     install,
     levels_of,
@@ -121,7 +120,9 @@ def call(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Gen:
     return out
 
 
-def make(name: str, gen: Callable[..., Gen], doc: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+def make(
+    name: str, gen: Callable[..., Callable[..., Gen]], doc: str
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The async and sync flavours of a transform ``gen(func, ...) -> generator function``."""
     public = f"func.{name}"
 
@@ -150,9 +151,7 @@ def _check_argnums(argnums: Any, n: int, where: str) -> tuple[int, ...] | int:
             raise RuntimeError(f"{where}: argnums must be unique, got {argnums}")
         return argnums
     if not -n <= argnums < n:
-        raise RuntimeError(
-            f"{where}: Got argnums={argnums}, but only {n} positional inputs"
-        )
+        raise RuntimeError(f"{where}: Got argnums={argnums}, but only {n} positional inputs")
     return argnums
 
 
@@ -307,12 +306,16 @@ def _tree_finish(tree: Any, create_graph: bool) -> Any:
     return tree_unflatten([_finish(x, create_graph) for x in leaves], spec)
 
 
-def _grad_gen(func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False) -> Callable[..., Gen]:
+def _grad_gen(
+    func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False
+) -> Callable[..., Gen]:
     return _grad_and_value_gen(func, argnums, has_aux, _value=False)
 
 
 # -- vjp ---------------------------------------------------------------------------------------------
-def _vjp_gen(func: Callable[..., Any], *primals: Any, has_aux: bool = False, _sync: bool = False) -> Gen:
+def _vjp_gen(
+    func: Callable[..., Any], *primals: Any, has_aux: bool = False, _sync: bool = False
+) -> Gen:
     where = "vjp(f, *primals)"
     ins = _Inputs(primals, where)
     with _Depth(ins.create_graph):
@@ -335,8 +338,10 @@ def _vjp_gen(func: Callable[..., Any], *primals: Any, has_aux: bool = False, _sy
     levels = ins.levels
     create_graph = ins.create_graph
 
-    def vjp_fn_gen(cotangents: Any, *, retain_graph: bool = True, create_graph: bool = create_graph) -> Gen:
-        ct_leaves, ct_spec = tree_flatten(cotangents)
+    def vjp_fn_gen(
+        cotangents: Any, *, retain_graph: bool = True, create_graph: bool = create_graph
+    ) -> Gen:
+        ct_leaves, _ = tree_flatten(cotangents)
         if len(ct_leaves) != len(out_cores):
             raise RuntimeError(
                 "Expected pytree structure of cotangents to be the same as pytree structure of "
@@ -517,7 +522,12 @@ def _jacrev_gen(
 
 
 def _assemble(
-    cols: list[Tensor], like: Tensor, out_shape: tuple[int, ...], nl: int, ins: _Inputs, at: int | None = None
+    cols: list[Tensor],
+    like: Tensor,
+    out_shape: tuple[int, ...],
+    nl: int,
+    ins: _Inputs,
+    at: int | None = None,
 ) -> Any:
     """Stack per-element derivatives (physical) into a Jacobian block, wrapped at the levels.
 
@@ -657,7 +667,11 @@ def _vmap_gen(
                 "Tensor input to vmap over"
             )
         if chunk_size is None or chunk_size >= size:
-            return (yield from _vmap_once(func, args, kwargs, leaves, dims, size, out_dims, randomness, where))
+            return (
+                yield from _vmap_once(
+                    func, args, kwargs, leaves, dims, size, out_dims, randomness, where
+                )
+            )
         chunks = []
         for start in range(0, size, chunk_size):
             stop = min(start + chunk_size, size)
@@ -666,7 +680,11 @@ def _vmap_gen(
                 for x, d in zip(leaves, dims, strict=True)
             ]
             chunks.append(
-                (yield from _vmap_once(func, args, kwargs, sl, dims, stop - start, out_dims, randomness, where))
+                (
+                    yield from _vmap_once(
+                        func, args, kwargs, sl, dims, stop - start, out_dims, randomness, where
+                    )
+                )
             )
         return _cat_chunks(chunks, out_dims)
 
@@ -701,20 +719,18 @@ def _in_leaves(args: tuple[Any, ...], in_dims: Any, where: str) -> tuple[list[An
             f"{where}: in_dims is not compatible with the structure of `inputs`. in_dims has "
             f"structure {len(in_dims)} but inputs has structure {len(args)}."
         )
-    leaves: list[Any] = []
+    out: list[Any] = []
     dims: list[Any] = []
     for a, d in zip(args, in_dims, strict=True):
-        sub, _ = tree_flatten(a)
-        if isinstance(d, int) or d is None:
-            leaves += sub
-            dims += [d] * len(sub)
-        else:
-            dsub, _ = tree_flatten(d)
-            if len(dsub) != len(sub):
-                raise ValueError(f"{where}: in_dims is not compatible with the structure of `inputs`.")
-            leaves += sub
-            dims += dsub
-    return leaves, dims
+        out += tree_flatten(a)[0]
+        try:
+            dims += _prefix_dims(d, a, "in_dims")
+        except ValueError:
+            raise ValueError(
+                f"{where}: in_dims is not compatible with the structure of `inputs`: {d!r} does "
+                "not match its argument (give an int, None, or a structure with one entry per part)"
+            ) from None
+    return out, dims
 
 
 def _prefix_dims(dims: Any, tree: Any, what: str) -> list[Any]:
@@ -723,7 +739,11 @@ def _prefix_dims(dims: Any, tree: Any, what: str) -> list[Any]:
         return [dims] * len(tree_flatten(tree)[0])
     if isinstance(dims, (tuple, list)):
         if isinstance(tree, (tuple, list)) and len(tree) == len(dims):
-            return [d for sub_d, sub in zip(dims, tree, strict=True) for d in _prefix_dims(sub_d, sub, what)]
+            return [
+                d
+                for sub_d, sub in zip(dims, tree, strict=True)
+                for d in _prefix_dims(sub_d, sub, what)
+            ]
         if len(dims) == 1 and not isinstance(tree, (tuple, list)):
             return _prefix_dims(dims[0], tree, what)
     if isinstance(dims, dict) and isinstance(tree, dict) and set(dims) == set(tree):
@@ -773,7 +793,7 @@ def _vmap_once(
                 if d is not None
                 else f"{where}: got a non-Tensor output {type(o)}"
             )
-        batched = o.__class__ is BatchedTensor and o._lvl is lvl  # type: ignore[attr-defined]
+        batched = o.__class__ is BatchedTensor and o._lvl is lvl
         if d is None:
             if batched:
                 raise ValueError(
@@ -790,5 +810,3 @@ def _vmap_once(
             )
         res.append(v if d % nd == 0 else v.movedim(0, d))
     return tree_unflatten(res, out_spec)
-
-

@@ -25,7 +25,9 @@ from tests.oracle import torch_or_skip
 from tests.paths import ROOT
 
 httpx = pytest.importorskip("httpx", reason="the web extra (httpx) is not installed")
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,9 @@ def checkpoint(mod: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> pat
     return path
 
 
-def torch_answer(checkpoint: pathlib.Path, images: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+def torch_answer(
+    checkpoint: pathlib.Path, images: np.ndarray, labels: np.ndarray
+) -> dict[str, Any]:
     torch = torch_or_skip()
     nn = torch.nn
     model = nn.Sequential(
@@ -75,7 +79,9 @@ def test_per_sample_norms_match_torch(mod: ModuleType, checkpoint: pathlib.Path)
     want = torch_answer(checkpoint, images, labels)
     with uvicorn_in_thread(mod.create_app(checkpoint)) as url, httpx.Client(timeout=WAIT) as client:
         assert client.get(f"{url}/health").json() == {"ok": True}
-        r = client.post(f"{url}/per_sample", json={"images": images.tolist(), "labels": labels.tolist()})
+        r = client.post(
+            f"{url}/per_sample", json={"images": images.tolist(), "labels": labels.tolist()}
+        )
         assert r.status_code == 200, r.text
         got = r.json()
         np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-4, atol=1e-5)
@@ -83,7 +89,9 @@ def test_per_sample_norms_match_torch(mod: ModuleType, checkpoint: pathlib.Path)
         for k, v in want["layer_norms"].items():
             np.testing.assert_allclose(got["layer_norms"][k], v, rtol=1e-4, atol=1e-5)
         # one image alone gets the gradient norm it got in the batch
-        r1 = client.post(f"{url}/per_sample", json={"images": images[3:4].tolist(), "labels": [int(labels[3])]})
+        r1 = client.post(
+            f"{url}/per_sample", json={"images": images[3:4].tolist(), "labels": [int(labels[3])]}
+        )
         np.testing.assert_allclose(r1.json()["grad_norms"][0], want["grad_norms"][3], rtol=1e-4)
 
 

@@ -16,7 +16,9 @@ import aengine as ae
 from tests.oracle import torch_or_skip
 
 # torch's forward-mode transforms import code that warns on this torch
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
 sf = ae.sync.func
 RNG = np.random.default_rng(0)
 
@@ -99,7 +101,10 @@ def test_grad_argnums_and_pytrees() -> None:
     got = sf.grad(f, argnums=(0, 1))({"a": x, "b": [y]}, x)
     want = torch.func.grad(f, argnums=(0, 1))({"a": tx, "b": [ty]}, tx)
     close(got, want)
-    close(sf.grad(f, argnums=-1)({"a": x, "b": [y]}, y), torch.func.grad(f, argnums=-1)({"a": tx, "b": [ty]}, ty))
+    close(
+        sf.grad(f, argnums=-1)({"a": x, "b": [y]}, y),
+        torch.func.grad(f, argnums=-1)({"a": tx, "b": [ty]}, ty),
+    )
 
 
 def test_grad_has_aux_and_value() -> None:
@@ -135,7 +140,7 @@ def test_grad_of_closure_over_outer_input() -> None:
     (x, tx), (y, ty) = both(arr()), both(arr())
 
     def outer(lib: Any, G: Any) -> Any:
-        return lambda x, y: G(lambda y: (x * y**2))(y) * x
+        return lambda x, y: G(lambda y: x * y**2)(y) * x
 
     close(sf.grad(outer(ae, sf.grad))(x, y), torch.func.grad(outer(torch, torch.func.grad))(tx, ty))
 
@@ -163,7 +168,10 @@ def test_grad_of_tensor_that_requires_grad_stays_differentiable() -> None:
 def test_grad_errors_match_torch() -> None:
     torch = torch_or_skip()
     a, t = both(arr(3))
-    with pytest.raises(RuntimeError, match="Expected f\\(\\*args\\) to return a scalar Tensor, got tensor with 1 dims"):
+    with pytest.raises(
+        RuntimeError,
+        match="Expected f\\(\\*args\\) to return a scalar Tensor, got tensor with 1 dims",
+    ):
         sf.grad(lambda x: x)(a)
     with pytest.raises(RuntimeError):
         torch.func.grad(lambda x: x)(t)
@@ -203,7 +211,9 @@ def test_vjp_pytree_and_aux() -> None:
     tout, tfn, taux = torch.func.vjp(f(torch), {"w": tx}, has_aux=True)
     close(out, tout)
     close(aux, taux)
-    close(fn((c, ae.ones(2, 3, dtype=ae.float64))), tfn((tc, torch.ones(2, 3, dtype=torch.float64))))
+    close(
+        fn((c, ae.ones(2, 3, dtype=ae.float64))), tfn((tc, torch.ones(2, 3, dtype=torch.float64)))
+    )
 
 
 def test_vjp_wrong_cotangent_shape() -> None:

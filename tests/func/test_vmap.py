@@ -17,7 +17,9 @@ from aengine.ops._table import TABLE
 from tests.func.test_transforms import arr, both, close
 from tests.oracle import torch_or_skip
 
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
 sf = ae.sync.func
 
 
@@ -29,12 +31,16 @@ def lib_fns(lib: Any) -> dict[str, Any]:
         "softmax": lambda x, y: F.log_softmax(x, dim=-1) + x.softmax(0),
         "matmul": lambda x, y: (x @ y.T).sum() + (y @ x.T).sum() + x.T.matmul(y[0]).sum(),
         "shape": lambda x, y: x.reshape(-1).unsqueeze(0).expand(2, -1).transpose(0, 1).flatten(),
-        "index": lambda x, y: x[1:, ::2].sum() + y[0] * x[0, 0] + x.select(1, 1) + x[..., None, 0].sum(-1),
+        "index": lambda x, y: (
+            x[1:, ::2].sum() + y[0] * x[0, 0] + x.select(1, 1) + x[..., None, 0].sum(-1)
+        ),
         "cat": lambda x, y: lib.cat([x, y * 2], 0).cumsum(1) + lib.stack([x, y], -1).sum(-1).sum(0),
         "permute": lambda x, y: x.permute(1, 0).movedim(0, 1) + y.flip(0),
         "linear": lambda x, y: F.linear(x, y, y[0, :3]),
         "where": lambda x, y: lib.where(x > 0, x, y).clamp(-0.5, 0.5),
-        "losses": lambda x, y: F.mse_loss(x, y) + F.l1_loss(x, y, reduction="sum") + F.smooth_l1_loss(x, y),
+        "losses": lambda x, y: (
+            F.mse_loss(x, y) + F.l1_loss(x, y, reduction="sum") + F.smooth_l1_loss(x, y)
+        ),
         "maxmin": lambda x, y: x.max(1).values + x.min(0)[0][:3] + x.max(),
     }
 
@@ -89,13 +95,19 @@ def test_vmap_nested() -> None:
 def test_vmap_chunk_size() -> None:
     torch = torch_or_skip()
     x, tx = both(arr(7, 3))
-    close(sf.vmap(lambda a: a.sin().sum(), chunk_size=3)(x), torch.func.vmap(lambda a: a.sin().sum(), chunk_size=3)(tx))
+    close(
+        sf.vmap(lambda a: a.sin().sum(), chunk_size=3)(x),
+        torch.func.vmap(lambda a: a.sin().sum(), chunk_size=3)(tx),
+    )
 
 
 def test_vmap_unbatched_output_is_expanded() -> None:
     torch = torch_or_skip()
     (x, tx), (y, ty) = both(arr(4, 2)), both(arr(2))
-    close(sf.vmap(lambda a, b: b * 2, in_dims=(0, None))(x, y), torch.func.vmap(lambda a, b: b * 2, in_dims=(0, None))(tx, ty))
+    close(
+        sf.vmap(lambda a, b: b * 2, in_dims=(0, None))(x, y),
+        torch.func.vmap(lambda a, b: b * 2, in_dims=(0, None))(tx, ty),
+    )
 
 
 def test_vmap_randomness() -> None:
@@ -107,7 +119,9 @@ def test_vmap_randomness() -> None:
     same = sf.vmap(lambda a: F.dropout(a, 0.5), randomness="same")(x)
     assert not np.array_equal(diff.numpy()[0], diff.numpy()[1])
     assert np.array_equal(same.numpy()[0], same.numpy()[1])
-    assert np.array_equal(sf.vmap(lambda a: F.dropout(a, 0.5, training=False))(x).numpy(), x.numpy())
+    assert np.array_equal(
+        sf.vmap(lambda a: F.dropout(a, 0.5, training=False))(x).numpy(), x.numpy()
+    )
     with pytest.raises(RuntimeError, match="randomness"):
         sf.vmap(lambda a: a, randomness="sometimes")
 
@@ -208,7 +222,10 @@ def test_per_sample_gradients_with_batched_params() -> None:
     torch = torch_or_skip()
     am, tm = _models("cnn")
     (x, tx) = both(arr(4, 1, 8, 8))
-    p = {k: ae.tensor(np.stack([v.detach().numpy()] * 4) + arr(4, *v.shape) * 0.1) for k, v in tm.named_parameters()}
+    p = {
+        k: ae.tensor(np.stack([v.detach().numpy()] * 4) + arr(4, *v.shape) * 0.1)
+        for k, v in tm.named_parameters()
+    }
     tp = {k: torch.tensor(v.numpy()) for k, v in p.items()}
 
     def loss(lib: Any, m: Any) -> Any:
