@@ -110,7 +110,10 @@ def _setup(name: str, batch: int) -> dict[str, Callable[[], Any]]:
 
     got, want = a_psg(ap, ax, ay), t_psg(tp, tx, ty)
     diff = max(float(np.abs(got[k].numpy() - want[k].numpy()).max()) for k in got)
-    print(f"{name}: max |ae - torch| of the per-sample gradients: {diff:.2e}")
+    size = sum(g.numpy().nbytes for g in got.values())
+    print(
+        f"{name}: max |ae - torch| of the per-sample gradients: {diff:.2e}; they hold {size / 2**20:.1f} MiB"
+    )
     return {
         "ae vmap(grad)": lambda: a_psg(ap, ax, ay),
         "ae per-sample loop": a_loop,

@@ -374,10 +374,12 @@ CUSTOM["cat"] = CUSTOM["concat"] = CUSTOM["concatenate"] = _join(False)
 @custom("matmul", "linalg.matmul", "mm", "bmm", "mv", "dot")
 def _matmul(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     a, b = args[0], args[1]
-    if a.ndim == 1:
-        return _matmul(lvl, (a.unsqueeze(0), b), kwargs).squeeze(-2)
-    if b.ndim == 1:
-        return _matmul(lvl, (a, b.unsqueeze(-1)), kwargs).squeeze(-1)
+    a1, b1 = a.ndim == 1, b.ndim == 1
+    if a1 or b1:  # vectors as matrices of one row / one column, squeezed after
+        r = _matmul(lvl, (a.unsqueeze(0) if a1 else a, b.unsqueeze(-1) if b1 else b), kwargs)
+        if b1:
+            r = r.squeeze(-1)
+        return r.squeeze(-1 if b1 else -2) if a1 else r
     if _is(a, lvl) and _fast(b, lvl) and b.ndim == 2:
         from ._persample import (
             shared_linear,

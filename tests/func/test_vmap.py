@@ -41,6 +41,7 @@ def lib_fns(lib: Any) -> dict[str, Any]:
         "losses": lambda x, y: (
             F.mse_loss(x, y) + F.l1_loss(x, y, reduction="sum") + F.smooth_l1_loss(x, y)
         ),
+        "vectors": lambda x, y: x[0] @ y[0] + (x @ y[0]).sum() + (y[0] @ x).sum() + x[0].dot(y[1]),
         "maxmin": lambda x, y: x.max(1).values + x.min(0)[0][:3] + x.max(),
     }
 
