@@ -550,6 +550,53 @@ def _outer(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return a.unsqueeze(-1) * b
 
 
+@custom("take_along_dim")
+def _take_along_dim(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    a = _Binder(TABLE["take_along_dim"].fn)(args, kwargs)
+    x, indices = a["x"], a["indices"]
+    dim = a.get("dim", a.get("axis"))
+    if dim is None:
+        raise VmapError("vmap: take_along_dim without dim (over the flattened tensor): give dim")
+    nd = max(x.ndim, indices.ndim)
+    d = _shift(dim, nd)
+    return wrap(_op("take_along_dim", _lift(x, lvl, nd), _lift(indices, lvl, nd), d), lvl)
+
+
+@custom("einsum")
+def _einsum(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    eq, *ops = args
+    if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+        ops = list(ops[0])
+    eq = eq.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if not arrow:  # torch's implicit output: the letters seen once, in order
+        letters = [c for c in lhs if c.isalpha()]
+        out = ("..." if "..." in lhs else "") + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1)
+        )
+    free = next(c for c in "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba" if c not in eq)
+    new_terms = [free + t if _is(o, lvl) else t for t, o in zip(terms, ops, strict=True)]
+    phys = [o._v if _is(o, lvl) else o for o in ops]
+    return wrap(_op("einsum", ",".join(new_terms) + "->" + free + out, *phys), lvl)
+
+
+@custom("trace")
+def _trace(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return args[0].diagonal().sum(-1)
+
+
+@custom("nn.functional.cosine_similarity")
+def _cosine_similarity(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    a = _Binder(TABLE["nn.functional.cosine_similarity"].fn)(args, kwargs)
+    x1, x2 = a.pop("x1"), a.pop("x2")
+    nd = max(x1.ndim, x2.ndim)
+    a["dim"] = _shift(a.get("dim", 1), nd)
+    return wrap(
+        _op("nn.functional.cosine_similarity", _lift(x1, lvl, nd), _lift(x2, lvl, nd), **a), lvl
+    )
+
+
 @custom("gather")
 def _gather(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     a = _Binder(TABLE["gather"].fn)(args, kwargs)

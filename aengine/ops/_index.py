@@ -813,5 +813,6 @@ batching(
         "index_select": "dim:dim=0",
         "gather": "custom",
         "masked_fill": "pointwise",
+        "take_along_dim": "custom",
     }
 )

@@ -999,5 +999,7 @@ batching(
         "bmm": "custom",
         "mv": "custom",
         "outer": "custom",
+        "einsum": "custom",
+        "trace": "custom",
     }
 )

@@ -1557,5 +1557,8 @@ batching(
         "nn.functional.embedding": "leading:-1",
         "nn.functional.one_hot": "leading:-1",
         "nn.functional.dropout": "custom",
+        "nn.functional.cosine_similarity": "custom",
+        "nn.functional.pairwise_distance": "pointwise",
+        "nn.functional.scaled_dot_product_attention": "pointwise",
     }
 )

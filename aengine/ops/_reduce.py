@@ -1688,5 +1688,7 @@ batching(
         "log_softmax": "dim:dim=0",
         "max": "custom",
         "min": "custom",
+        "kthvalue": "dim:dim",
+        "mode": "dim:dim",
     }
 )

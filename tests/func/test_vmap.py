@@ -42,6 +42,13 @@ def lib_fns(lib: Any) -> dict[str, Any]:
             F.mse_loss(x, y) + F.l1_loss(x, y, reduction="sum") + F.smooth_l1_loss(x, y)
         ),
         "vectors": lambda x, y: x[0] @ y[0] + (x @ y[0]).sum() + (y[0] @ x).sum() + x[0].dot(y[1]),
+        "sort": lambda x, y: x.sort(0).values + x.argsort(-1) + x.topk(2, 1).values.sum(),
+        "einsum": lambda x, y: lib.einsum("ij,jk->ik", x, y) + lib.einsum("ii", x) + lib.trace(y),
+        "similarity": lambda x, y: F.cosine_similarity(x, y, 0) + F.pairwise_distance(x, y),
+        "attention": lambda x, y: F.scaled_dot_product_attention(x, y, x.exp()).sum(0),
+        "take": lambda x, y: (
+            lib.take_along_dim(x, x.argsort(1), 1) + lib.gather(y, 0, x.argsort(0))
+        ),
         "maxmin": lambda x, y: x.max(1).values + x.min(0)[0][:3] + x.max(),
     }
 
