@@ -19,7 +19,7 @@ from typing import Any
 from .._function import Function
 from ..core._modes import is_grad_enabled
 from ..ops import matmul
-from ..ops._conv import conv2d, conv_transpose2d, unfold
+from ..ops._conv import conv2d, unfold
 from ..ops._norm import linear
 from ..tensors import Tensor
 
@@ -73,10 +73,19 @@ def _pair(v: Any) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
-class _SharedConv2d(Function):
+class _ConvWeightGrads(Function):
+    """The identity on a convolution's output, whose backward adds the per-sample weight gradients.
+
+    The convolution itself is computed with the shared weight as a constant
+    (``conv2d``'s own backward then gives the input's gradient as for any
+    batch); this node gives the weight's and bias's per-sample gradients
+    from the same output gradient: ``g_b @ unfold(x_b)^T``.
+    """
+
     @staticmethod
     def forward(
         ctx: Any,
+        out: Tensor,
         x: Tensor,
         w: Tensor,
         b: Tensor | None,
@@ -85,47 +94,36 @@ class _SharedConv2d(Function):
         dilation: Any,
         batch: int,
     ) -> Tensor:
-        # x: (B * N, C, H, W), the N images of each of the B samples in a row
         ctx.save_for_backward(x, w)
-        ctx.conf = (_pair(stride), _pair(padding), _pair(dilation), batch)
+        ctx.conf = (stride, padding, dilation, batch)
         ctx.bias_batched = b is not None and b.ndim == 2
-        b0 = None if b is None else (_first(b) if ctx.bias_batched else b)
-        return conv2d(x, _first(w), b0, stride, padding, dilation)
+        return out.view_as(out)
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> Any:
         x, w = ctx.saved_tensors
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        _, _, need_w, need_b = ctx.needs_input_grad[:4]
         stride, padding, dilation, B = ctx.conf
         cout = g.shape[1]
         n = g.shape[0] // B
-        w0 = _first(w)
-        gx = gw = gb = None
-        if need_x:
-            k = w0.shape[2:]
-            extra = tuple(
-                x.shape[2 + i]
-                - ((g.shape[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k[i] - 1) + 1)
-                for i in range(2)
-            )
-            gx = conv_transpose2d(g, w0, None, stride, padding, extra, 1, dilation)
+        gw = gb = None
         if need_w:
-            cols = unfold(x, tuple(w0.shape[2:]), dilation, padding, stride)  # (B*N, CKK, L)
+            cols = unfold(x, tuple(w.shape[3:]), dilation, padding, stride)  # (B*N, CKK, L)
             g3 = g.reshape(B * n, cout, -1)
-            if n > 1:  # each sample's N images side by side: (B, C, N * L)
-                cols = cols.reshape(B, n, cols.shape[1], -1).transpose(1, 2)
-                g3 = g3.reshape(B, n, cout, -1).transpose(1, 2)
-            cols = cols.reshape(B, cols.shape[-2] if n == 1 else cols.shape[1], -1)
-            g3 = g3.reshape(B, cout, -1)
-            gw = matmul(g3, cols.transpose(1, 2)).reshape(w.shape)
+            gw = matmul(g3, cols.transpose(1, 2))  # (B*N, O, CKK)
+            if n > 1:
+                gw = gw.reshape(B, n, *gw.shape[1:]).sum(1)
+            gw = gw.reshape(w.shape)
         if need_b:
             gsum = g.reshape(B, n, cout, -1)
             gb = gsum.sum((1, 3)) if ctx.bias_batched else gsum.sum((0, 1, 3))
-        return gx, gw, gb, None, None, None, None
+        return g, None, gw, gb, None, None, None, None
 
 
 def shared_conv2d(
     x: Tensor, w: Tensor, b: Tensor | None, stride: Any, padding: Any, dilation: Any, batch: int
 ) -> Tensor:
     """``conv2d`` of ``x`` (B * N, C, H, W) with per-sample copies ``w`` (B, O, C, kh, kw) of one weight."""
-    return _SharedConv2d.apply(x, w, b, stride, padding, dilation, batch)  # type: ignore[no-any-return]
+    b0 = None if b is None else (_first(b) if b.ndim == 2 else b.detach())
+    out = conv2d(x, _first(w), b0, stride, padding, dilation)
+    return _ConvWeightGrads.apply(out, x.detach(), w, b, stride, padding, dilation, batch)  # type: ignore[no-any-return]
