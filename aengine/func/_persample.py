@@ -3,13 +3,16 @@
 # NOTE [Per-sample gradients of a shared weight]
 # Under ``vmap(grad(f))`` a parameter that every sample shares is expanded
 # into one stride-0 copy per sample (NOTE [vmap by physical translation]).
-# Computing ``x @ w_b.T`` sample by sample would be B matrix-vector products;
-# these Functions compute the forward once for the batch with the shared
-# weight (one matrix product, one convolution) and give, in backward, the
-# input's gradient the same way and each sample's weight gradient in one
-# batched product (``g_b^T x_b``; for a convolution ``g_b @ unfold(x_b)^T``).
-# They are chosen only when no outer transform differentiates the backward
-# (``create_graph`` off): their backward is written for first derivatives.
+# Computing ``x_b @ w_b.T`` sample by sample would be B matrix-vector
+# products.  A linear layer instead computes its forward once for the batch
+# with the shared weight (one matrix product) and, in backward, the input's
+# gradient the same way and each sample's weight gradient as one einsum of
+# outer products (``g_b^T x_b``).  A convolution is computed with the shared
+# weight as a constant, so its own backward gives the input's gradient as
+# for any batch; a node beside it (``_ConvWeightGrads``) gives each sample's
+# weight gradient in one batched product ``g_b @ unfold(x_b)^T``.  They are
+# chosen only when no outer transform differentiates the backward
+# (create_graph off): their backward is written for first derivatives.
 """
 
 from __future__ import annotations
