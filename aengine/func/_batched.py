@@ -216,13 +216,24 @@ class BatchedTensor(Tensor):
 
     @property
     def data(self) -> Any:
-        # an operator reached without dispatch (see NOTE [vmap by physical translation])
-        op = sys._getframe(1).f_code.co_name
+        # an operator reached without dispatch (see NOTE [vmap by physical translation]):
+        # name the nearest caller that is an operator of the table
+        frame: Any = sys._getframe(1)
+        op = frame.f_code.co_name
+        codes = {getattr(info.fn, "__code__", None) for info in TABLE.values()}
+        for _ in range(6):
+            if frame is None:
+                break
+            if frame.f_code in codes:  # an operator (a family's shared closure says its name)
+                named = frame.f_locals.get("name")
+                op = named if isinstance(named, str) else frame.f_code.co_name
+                break
+            frame = frame.f_back
         raise VmapError(
             f"{op}() got a vmap-batched tensor through a reference that does not dispatch to "
-            "batching rules (a function imported by name before the first vmap call, or an "
-            f"internal helper): call it as ae.{op}(...), ae.nn.functional.{op}(...) or as a "
-            "Tensor method inside vmap"
+            "batching rules (a function imported by name before the first vmap call, a method "
+            "of an unbatched tensor given a batched one, or an internal helper): call it as "
+            f"ae.{op}(...) / ae.nn.functional.{op}(...), or as a method of the batched tensor"
         )
 
     def __repr__(self) -> str:
@@ -248,7 +259,10 @@ class BatchedTensor(Tensor):
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         raise VmapError(
-            "a batched tensor cannot become an array inside vmap; return the tensor instead"
+            "a batched tensor cannot become an array inside vmap: return the tensor from the "
+            "vmapped function; if an operator got it (a method of an unbatched tensor given a "
+            "batched one, a function imported by name before the first vmap), call ae.<op>(...) "
+            "or the batched tensor's method instead"
         )
 
     def __iter__(self) -> Any:
@@ -564,6 +578,7 @@ def _dispatcher(info: OpInfo) -> Callable[..., Any]:
     op.__qualname__ = fn.__qualname__
     op.__doc__ = fn.__doc__
     op.__wrapped__ = fn  # type: ignore[attr-defined]
+    op._ae_vmap_dispatcher = True  # type: ignore[attr-defined]
     op.__module__ = fn.__module__
     return op
 

@@ -283,3 +283,15 @@ def test_vmap_of_vjp() -> None:
         return V(lambda xb, cb: J(lib.sin, xb)[1](cb)[0])
 
     close(f(sf.vmap, sf.vjp, ae)(x, c), f(torch.func.vmap, torch.func.vjp, torch)(tx, tc))
+
+
+def test_an_operator_reached_without_dispatch_names_itself() -> None:
+    from aengine.ops._unary import exp  # the bare operator, as a name imported early
+
+    x = ae.ones(3, 2)
+    with pytest.raises(ae.func.VmapError, match="exp\\(\\) got a vmap-batched tensor"):
+        sf.vmap(lambda a: exp(a))(x)
+    with pytest.raises(ae.func.VmapError, match="batched tensor's method instead"):
+        sf.vmap(lambda a: ae.ones(2).add(a))(x)
+    # the public names and the operators do dispatch
+    assert sf.vmap(lambda a: ae.exp(a) + ae.ones(2) * a)(x).shape == (3, 2)
