@@ -39,9 +39,9 @@ from ._transforms import (
     _jacrev_gen,
     _jvp_gen,
     _vjp_gen,
-    _vmap_gen,
     make,
 )
+from ._vmap import _vmap_gen
 
 __all__ = [
     "grad",
