@@ -14,7 +14,7 @@ pass as a cooperative scheduler on anyio, inside asyncio or trio programs::
 See docs/ for the guide and the architecture.
 """
 
-from . import autograd, distributed, functional, linalg, nn, optim, sync, testing, viz
+from . import autograd, distributed, func, functional, linalg, nn, optim, sync, testing, viz
 from ._autograd import backward, grad, queue_callback
 from ._checkpoint import CheckpointError, checkpoint, checkpoint_sequential
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
@@ -172,7 +172,7 @@ __all__ = [
     "matmul", "maximum", "mean", "minimum", "mul", "ne", "neg", "no_grad", "ones",
     "ones_like", "permute", "pow", "queue_callback", "rand", "rand_like", "randn",
     "randn_like", "relu", "reshape", "set_detect_anomaly", "set_grad_enabled", "sigmoid", "sign", "sin", "sqrt",
-    "square", "squeeze", "sub", "sum", "sync", "autograd", "functional", "viz", "distributed", "testing", "tanh", "tensor", "transpose", "uint8",
+    "square", "squeeze", "sub", "sum", "sync", "autograd", "func", "functional", "viz", "distributed", "testing", "tanh", "tensor", "transpose", "uint8",
     "unsqueeze", "where", "zeros", "zeros_like", "__version__",
     "MaxResult", "MinResult", "amax", "amin", "log_softmax", "logsumexp", "max", "min",
     "norm", "prod", "softmax", "std", "var",

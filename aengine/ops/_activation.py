@@ -48,7 +48,7 @@ from ._core import (
 from ._cpu_kernels import erf32, fast, where_zero
 from ._join import chunk
 from ._shape import _norm_dim
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "softmax",
@@ -935,4 +935,30 @@ register(
     ),
     OpInfo(_NF + "tanh", _unary.tanh, _samples(), dtypes=ALL, tol=_INT_TO_FLOAT),
     OpInfo(_NF + "sigmoid", _unary.sigmoid, _samples(), dtypes=ALL, tol=_INT_TO_FLOAT),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "nn.functional.softmax": "dim:dim=0",
+        "nn.functional.log_softmax": "dim:dim=0",
+        "nn.functional.softmin": "dim:dim=0",
+        "nn.functional.glu": "dim:dim",
+        "nn.functional.relu": "pointwise",
+        "nn.functional.relu6": "pointwise",
+        "nn.functional.hardtanh": "pointwise",
+        "nn.functional.leaky_relu": "pointwise",
+        "nn.functional.elu": "pointwise",
+        "nn.functional.selu": "pointwise",
+        "nn.functional.celu": "pointwise",
+        "nn.functional.gelu": "pointwise",
+        "nn.functional.silu": "pointwise",
+        "nn.functional.mish": "pointwise",
+        "nn.functional.softplus": "pointwise",
+        "nn.functional.softsign": "pointwise",
+        "nn.functional.hardsigmoid": "pointwise",
+        "nn.functional.hardswish": "pointwise",
+        "nn.functional.logsigmoid": "pointwise",
+    }
 )

@@ -30,7 +30,7 @@ from ._core import (
     weigh,
     wrap,
 )
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 from ._unary import unary_samples
 
 __all__ = [
@@ -997,4 +997,21 @@ register(
         notes="No Tensor method from the table (torch's x.where(condition, y) puts x first).",
     ),
     OpInfo("clamp", clamp, _clamp_samples, method=True, dtypes=ALL, errors=_clamp_errors),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "add": "pointwise",
+        "sub": "pointwise",
+        "mul": "pointwise",
+        "div": "pointwise",
+        "pow": "pointwise",
+        "neg": "pointwise",
+        "maximum": "pointwise",
+        "minimum": "pointwise",
+        "where": "pointwise",
+        "clamp": "pointwise",
+    }
 )

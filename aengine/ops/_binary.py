@@ -27,7 +27,7 @@ from ._arith import (
     tensor_operands,
 )
 from ._core import TRANSCENDENTAL, GradOps, Rule, node_class, record, weigh
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 from ._unary import INT_TOL
 
 __all__ = [
@@ -656,4 +656,25 @@ register(
         errors=_addcmul_errors,
     ),
     OpInfo("addcdiv", addcdiv, _addc_samples(True), method=True, errors=_addcdiv_errors),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "floor_divide": "pointwise",
+        "remainder": "pointwise",
+        "fmod": "pointwise",
+        "atan2": "pointwise",
+        "hypot": "pointwise",
+        "fmax": "pointwise",
+        "fmin": "pointwise",
+        "logaddexp": "pointwise",
+        "logaddexp2": "pointwise",
+        "xlogy": "pointwise",
+        "copysign": "pointwise",
+        "lerp": "pointwise",
+        "addcmul": "pointwise",
+        "addcdiv": "pointwise",
+    }
 )

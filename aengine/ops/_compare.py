@@ -9,7 +9,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._tensor import NUMERIC_KINDS, Tensor, _what
 from ._core import wrap
 from ._shape import _norm_dim
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "eq",
@@ -238,4 +238,22 @@ register(
     OpInfo("logical_and", logical_and, _logical_samples, method=True, dtypes=ALL, grad=False),
     OpInfo("logical_or", logical_or, _logical_samples, method=True, dtypes=ALL, grad=False),
     OpInfo("logical_not", logical_not, _logical_not_samples, method=True, dtypes=ALL, grad=False),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "eq": "pointwise",
+        "ne": "pointwise",
+        "lt": "pointwise",
+        "le": "pointwise",
+        "gt": "pointwise",
+        "ge": "pointwise",
+        "logical_and": "pointwise",
+        "logical_or": "pointwise",
+        "logical_not": "pointwise",
+        "any": "dim:dim",
+        "all": "dim:dim",
+    }
 )

@@ -39,7 +39,7 @@ import numpy as np
 from ..tensors._tensor import Tensor
 from ._core import GradOps, OpNode, as_tensor_arg, node_class, record, same_device
 from ._shape import squeeze, unsqueeze
-from ._table import ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "conv1d",
@@ -1049,4 +1049,17 @@ register(
     ),
     OpInfo("nn.functional.unfold", unfold, _unfold_samples, errors=_unfold_errors),
     OpInfo("nn.functional.fold", fold, _fold_samples, errors=_fold_errors),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "nn.functional.conv2d": "custom",
+        "nn.functional.conv1d": "leading:2",
+        "nn.functional.conv_transpose1d": "leading:2",
+        "nn.functional.conv_transpose2d": "leading:3",
+        "nn.functional.unfold": "leading:3",
+        "nn.functional.fold": "leading:2",
+    }
 )

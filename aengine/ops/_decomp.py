@@ -37,7 +37,7 @@ from ._core import (
     same_device,
     wrap,
 )
-from ._table import ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "inv",
@@ -1143,4 +1143,19 @@ register(
         notes="torch's CPU results per driver; the solution is pinv(A) @ B, its gradient "
         "torch's (full-rank A).",
     ),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "linalg.inv": "leading:-1",
+        "linalg.det": "leading:-1",
+        "linalg.slogdet": "leading:-1",
+        "linalg.cholesky": "leading:-1",
+        "linalg.qr": "leading:-1",
+        "linalg.eigh": "leading:-1",
+        "linalg.svd": "leading:-1",
+        "linalg.pinv": "leading:-1",
+    }
 )

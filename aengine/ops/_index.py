@@ -29,7 +29,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._tensor import _NUMBERS, Tensor
 from ._core import GradOps, as_view, node_class, record, record_one, same_device
 from ._shape import _norm_dim, dim_or_axis
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "getitem",
@@ -802,4 +802,17 @@ register(
         dtypes=ALL,
         errors=_masked_fill_errors,
     ),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "select": "dim:dim=0",
+        "narrow": "dim:dim=0",
+        "index_select": "dim:dim=0",
+        "gather": "custom",
+        "masked_fill": "pointwise",
+        "take_along_dim": "custom",
+    }
 )

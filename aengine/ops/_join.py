@@ -37,7 +37,7 @@ from ._core import (
 from ._index import SliceBackward0, _basic
 from ._reshape import atleast_1d, atleast_2d, atleast_3d
 from ._shape import _norm_dim, dim_or_axis
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "cat",
@@ -683,3 +683,17 @@ register(
     OpInfo("tensor_split", tensor_split, _tensor_split_samples, method=True, dtypes=ALL,
            errors=_tensor_split_errors),
 )  # fmt: skip
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "cat": "custom",
+        "stack": "custom",
+        "concat": "custom",
+        "concatenate": "custom",
+        "split": "dim:dim=0",
+        "chunk": "dim:dim=0",
+        "unbind": "dim:dim=0",
+    }
+)

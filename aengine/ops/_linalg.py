@@ -19,7 +19,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from . import _arith, _index, _reduce, _shape
 from ._core import GradOps, ShapeError, as_tensor_arg, node_class, record, same_device
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "matmul",
@@ -986,4 +986,20 @@ register(
     ),
     OpInfo("trace", trace, _trace_samples, method=True, dtypes=ALL, errors=_trace_errors),
     OpInfo("linalg.vecdot", vecdot, _vecdot_samples),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "matmul": "custom",
+        "linalg.matmul": "custom",
+        "mm": "custom",
+        "dot": "custom",
+        "bmm": "custom",
+        "mv": "custom",
+        "outer": "custom",
+        "einsum": "custom",
+        "trace": "custom",
+    }
 )

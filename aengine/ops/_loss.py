@@ -38,7 +38,7 @@ from . import _activation, _unary
 from ._arith import where
 from ._core import GradOps, node_class, record, record_one, tie
 from ._reduce import log_softmax, mean, sum
-from ._table import ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "cross_entropy",
@@ -1020,4 +1020,20 @@ register(
         notes="Where the target is 0 (log_target=False) its gradient is -input "
         "(torch's is NaN there: the derivative of xlogy(t, t) at 0).",
     ),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "nn.functional.nll_loss": "custom",
+        "nn.functional.cross_entropy": "custom",
+        "nn.functional.mse_loss": "loss",
+        "nn.functional.l1_loss": "loss",
+        "nn.functional.smooth_l1_loss": "loss",
+        "nn.functional.huber_loss": "loss",
+        "nn.functional.binary_cross_entropy": "loss",
+        "nn.functional.binary_cross_entropy_with_logits": "loss",
+        "nn.functional.kl_div": "loss",
+    }
 )

@@ -36,7 +36,7 @@ from ._reduce import softmax
 from ._reduce import sum as _sum
 from ._scan import norm
 from ._shape import broadcast_to, reshape, to, transpose, unsqueeze
-from ._table import ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ErrorCase, Maker, OpInfo, Sample, batching, register
 from ._unary import abs as _abs
 
 __all__ = [
@@ -1545,3 +1545,20 @@ register(
            notes="Always computed from the differences (exact), whatever compute_mode. "
            "Differentiable twice, where torch's first derivative is not."),
 )  # fmt: skip
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "nn.functional.layer_norm": "leading:-1",
+        "nn.functional.rms_norm": "leading:-1",
+        "nn.functional.normalize": "dim:dim",
+        "nn.functional.linear": "custom",
+        "nn.functional.embedding": "leading:-1",
+        "nn.functional.one_hot": "leading:-1",
+        "nn.functional.dropout": "custom",
+        "nn.functional.cosine_similarity": "custom",
+        "nn.functional.pairwise_distance": "pointwise",
+        "nn.functional.scaled_dot_product_attention": "pointwise",
+    }
+)

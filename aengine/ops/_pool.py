@@ -35,7 +35,7 @@ from ._conv import _Geom, int_tuple, pad_to
 from ._core import GradOps, as_tensor_arg, node_class, record, tie
 from ._cpu_kernels import where_zero
 from ._index import index_select
-from ._table import ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "max_pool1d",
@@ -1284,4 +1284,20 @@ register(
         notes="modes nearest, nearest-exact, linear, bilinear, area; no bicubic, trilinear or antialias",
     ),
     OpInfo("nn.functional.pad", pad, _pad_samples, errors=_pad_errors),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "nn.functional.max_pool1d": "leading:2",
+        "nn.functional.max_pool2d": "leading:3",
+        "nn.functional.avg_pool1d": "leading:2",
+        "nn.functional.avg_pool2d": "leading:3",
+        "nn.functional.adaptive_avg_pool1d": "leading:2",
+        "nn.functional.adaptive_avg_pool2d": "leading:3",
+        "nn.functional.adaptive_max_pool1d": "leading:2",
+        "nn.functional.adaptive_max_pool2d": "leading:3",
+        "nn.functional.pad": "leading:-1",
+    }
 )

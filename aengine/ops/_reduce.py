@@ -26,7 +26,7 @@ from ._core import TRANSCENDENTAL, GradOps, node_class, record, record_one, weig
 from ._cpu_kernels import SUM_MIN_SIZE, sum_trailing
 from ._raw import RawOps
 from ._shape import dim_or_axis
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 from ._unary import abs
 
 __all__ = [
@@ -1662,4 +1662,33 @@ register(
     OpInfo("nansum", nansum, _nansum_samples, method=True, dtypes=ALL, errors=_out_of_range()),
     OpInfo("nanmean", nanmean, _nanmean_samples, method=True, errors=_out_of_range()),
     OpInfo("aminmax", aminmax, _aminmax_samples, method=True, dtypes=ALL, errors=_aminmax_errors),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "sum": "dim:dim",
+        "mean": "dim:dim",
+        "prod": "dim:dim",
+        "amax": "dim:dim",
+        "amin": "dim:dim",
+        "var": "dim:dim",
+        "std": "dim:dim",
+        "logsumexp": "dim:dim",
+        "linalg.vector_norm": "dim:dim",
+        "argmax": "dim:dim",
+        "argmin": "dim:dim",
+        "var_mean": "dim:dim",
+        "std_mean": "dim:dim",
+        "count_nonzero": "dim:dim",
+        "nansum": "dim:dim",
+        "nanmean": "dim:dim",
+        "softmax": "dim:dim=0",
+        "log_softmax": "dim:dim=0",
+        "max": "custom",
+        "min": "custom",
+        "kthvalue": "dim:dim",
+        "mode": "dim:dim",
+    }
 )

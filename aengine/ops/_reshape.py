@@ -45,7 +45,7 @@ from ._shape import (
     transpose,
     unsqueeze,
 )
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "unflatten",
@@ -1187,3 +1187,19 @@ register(
     OpInfo("atleast_3d", atleast_3d, _atleast_samples, dtypes=ALL),
     OpInfo("meshgrid", meshgrid, _meshgrid_samples, dtypes=ALL, errors=_meshgrid_errors),
 )  # fmt: skip
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "unflatten": "dim:dim",
+        "swapaxes": "dim:axis0,axis1",
+        "swapdims": "dim:dim0,dim1",
+        "movedim": "dim:source,destination",
+        "t": "custom",
+        "flip": "dim:dims",
+        "tril": "leading:-1",
+        "triu": "leading:-1",
+        "diagonal": "dim:dim1=0,dim2=1",
+    }
+)

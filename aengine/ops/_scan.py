@@ -26,7 +26,7 @@ from ._core import GradOps, node_class, record, record_multi, record_one, wrap
 from ._cpu_kernels import SCAN_MIN_SIZE, cumsum_last
 from ._reduce import _check_float, _one_dim, amax, amin, norm_dims, sum, vector_norm
 from ._shape import permute, unsqueeze
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "norm",
@@ -587,4 +587,18 @@ register(
         notes="An integer input is a TypeError (torch: RuntimeError); at the zero vector the "
         "2-norm's second derivative is 0 (torch: NaN).",
     ),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "cumsum": "dim:dim",
+        "cumprod": "dim:dim",
+        "logcumsumexp": "dim:dim",
+        "cummax": "dim:dim",
+        "cummin": "dim:dim",
+        "norm": "dim:dim",
+        "linalg.matrix_norm": "dim:dim",
+    }
 )

@@ -44,7 +44,7 @@ from ._index import _check_range, _index_tensor, gather, getitem
 from ._inplace_ops import put_flat, take_flat
 from ._reduce import amax, amin, prod
 from ._shape import _norm_dim, broadcast_to, clone, dim_or_axis, reshape
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "scatter",
@@ -1459,4 +1459,14 @@ register(
         errors=_bucketize_errors,
         grad=False,
     ),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "sort": "dim:dim",
+        "argsort": "dim:dim",
+        "topk": "dim:dim",
+    }
 )

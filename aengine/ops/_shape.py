@@ -18,7 +18,7 @@ from ..tensors._dtype import as_dtype
 from ..tensors._tensor import Tensor
 from ._core import GradOps, OpNode, ShapeError, as_view, node_class, record_one, wrap
 from ._raw import sum_to_axes
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "reshape",
@@ -631,3 +631,21 @@ register(
     OpInfo("contiguous", contiguous, _contiguous_samples, method=True,
            torch=lambda t: t.Tensor.contiguous, dtypes=ALL),
 )  # fmt: skip
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "reshape": "custom",
+        "view": "custom",
+        "flatten": "dim:start_dim=0,end_dim=-1",
+        "permute": "custom",
+        "transpose": "dim:dim0,dim1",
+        "expand": "custom",
+        "broadcast_to": "custom",
+        "squeeze": "custom",
+        "unsqueeze": "newdim:dim",
+        "clone": "pointwise",
+        "contiguous": "pointwise",
+    }
+)

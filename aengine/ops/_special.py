@@ -21,7 +21,7 @@ from ..tensors._tensor import Tensor
 from . import _arith
 from ._core import TRANSCENDENTAL, GradOps, node_class, record_one, wrap
 from ._cpu_kernels import erf32, fast
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 from ._unary import INT_TOL, _unary, set_doc, unary_samples
 
 __all__ = [
@@ -797,4 +797,45 @@ register(
     OpInfo("isnan", isnan, _is_samples, method=True, dtypes=ALL, grad=False),
     OpInfo("isinf", isinf, _is_samples, method=True, dtypes=ALL, grad=False),
     OpInfo("isfinite", isfinite, _is_samples, method=True, dtypes=ALL, grad=False),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "exp2": "pointwise",
+        "log2": "pointwise",
+        "log10": "pointwise",
+        "rsqrt": "pointwise",
+        "reciprocal": "pointwise",
+        "tan": "pointwise",
+        "asin": "pointwise",
+        "acos": "pointwise",
+        "atan": "pointwise",
+        "sinh": "pointwise",
+        "cosh": "pointwise",
+        "asinh": "pointwise",
+        "acosh": "pointwise",
+        "atanh": "pointwise",
+        "logit": "pointwise",
+        "erf": "pointwise",
+        "erfc": "pointwise",
+        "erfinv": "pointwise",
+        "lgamma": "pointwise",
+        "digamma": "pointwise",
+        "polygamma": "pointwise",
+        "floor": "pointwise",
+        "ceil": "pointwise",
+        "trunc": "pointwise",
+        "round": "pointwise",
+        "frac": "pointwise",
+        "sgn": "pointwise",
+        "nan_to_num": "pointwise",
+        "clamp_min": "pointwise",
+        "clamp_max": "pointwise",
+        "clip": "pointwise",
+        "isnan": "pointwise",
+        "isinf": "pointwise",
+        "isfinite": "pointwise",
+    }
 )

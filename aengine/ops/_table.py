@@ -31,6 +31,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = [
     "ErrorCase",
     "Maker",
     "register",
+    "batching",
     "bind_methods",
     "FLOATS",
     "INTS",
@@ -182,6 +184,10 @@ class OpInfo:
     tol: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: where aengine departs from torch (shown in the operator reference)
     notes: str = ""
+    #: how vmap moves the batch dimension through the op, as "kind:params"
+    #: (NOTE [Batching rule kinds] in aengine/func/_rules.py); None: no rule
+    #: (the op raises inside vmap, naming itself).  Set by ``batching``.
+    batch: str | None = None
 
     @property
     def namespace(self) -> str:
@@ -219,7 +225,26 @@ def register(*infos: OpInfo) -> None:
     for info in infos:
         if info.name in TABLE:
             raise ValueError(f"operator {info.name!r} is registered twice")
-        TABLE[info.name] = info
+        spec = _PENDING_BATCH.pop(info.name, None)
+        TABLE[info.name] = info if spec is None else dataclasses.replace(info, batch=spec)
+
+
+def batching(specs: dict[str, str]) -> None:
+    """Give table entries their batching rule (the ``batch`` column), by op name.
+
+    Kept apart from the entries (one call per family, after its ``register``)
+    so that a family's entries and its batching rules read as two lists.
+    """
+    for name, spec in specs.items():
+        info = TABLE.get(name)
+        if info is None:  # registered later (by a family imported after this one)
+            _PENDING_BATCH[name] = spec
+        else:
+            TABLE[name] = dataclasses.replace(info, batch=spec)
+
+
+#: batching rules given before their op was registered
+_PENDING_BATCH: dict[str, str] = {}
 
 
 def bind_methods(tensor_type: Any) -> None:

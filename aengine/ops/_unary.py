@@ -19,7 +19,7 @@ from ._core import (
     wrap,
 )
 from ._cpu_kernels import where_zero
-from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
     "exp",
@@ -311,4 +311,26 @@ register(
         notes=_ZERO2,
     ),
     OpInfo("sign", sign, away_samples, method=True, dtypes=ALL, errors=_not_a_tensor),
+)
+
+# how vmap moves the batch dimension through each op (NOTE [Batching rule kinds] in
+# aengine/func/_rules.py)
+batching(
+    {
+        "exp": "pointwise",
+        "log": "pointwise",
+        "sqrt": "pointwise",
+        "sin": "pointwise",
+        "cos": "pointwise",
+        "tanh": "pointwise",
+        "sigmoid": "pointwise",
+        "relu": "pointwise",
+        "square": "pointwise",
+        "log1p": "pointwise",
+        "expm1": "pointwise",
+        "abs": "pointwise",
+        "sign": "pointwise",
+        "nn.functional.tanh": "pointwise",
+        "nn.functional.sigmoid": "pointwise",
+    }
 )

@@ -1706,6 +1706,9 @@ NO_BAD_INPUT: dict[str, str] = {
     "EngineStats": "a result type, made by engine.stats()",
     "sync": "a module: its entry points have rows (ae.sync.*)",
     "functional": "a module: its entry points have rows (ae.functional.*)",
+    "func": "a module: bad input to its transforms (argnums, has_aux, outputs, in_dims, out_dims, "
+    "sizes, shapes, randomness, functional_call's dicts) is tested in tests/func/",
+    "sync.func": "the synchronous twins of ae.func: their bad input is tested in tests/func/",
     "viz": "a module: its entry points have rows (ae.viz.*)",
     "distributed": "a module: its bad input (ranks, ops, parameters, misuse) is tested in tests/test_distributed*.py",
     "testing": "a module: its entry points have rows in tests/test_testing.py (bad arguments, schedules)",
