@@ -408,7 +408,8 @@ class inference_mode(_Mode):
 # -- anomaly mode ------------------------------------------------------------------------
 
 _anomaly: contextvars.ContextVar[tuple[bool, bool]] = contextvars.ContextVar(
-    "aengine_anomaly", default=(False, True)  # check_nan on by default, as PyTorch reports
+    "aengine_anomaly",
+    default=(False, True),  # check_nan on by default, as PyTorch reports
 )
 #: whether anomaly mode was ever turned on in this process (never reset): until
 #: then no context can have it on, and recording an op skips reading ``_anomaly``
@@ -467,7 +468,6 @@ class detect_anomaly(_Mode):
         global anomaly_ever_enabled
         anomaly_ever_enabled = True
         return [_anomaly.set((True, self.check_nan))]
-
 
 
 class set_detect_anomaly:
