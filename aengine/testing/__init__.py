@@ -1,9 +1,11 @@
-"""Seeded exploration and exact replay of concurrent schedules (see docs/testing.md).
+"""Explored, replayable and shrunk schedules of concurrent code (see docs/testing.md).
 
 ``explore(fn)`` runs ``async fn()`` once per seed; every scheduling choice
-aengine makes in a run comes from its seed, time is virtual, and the first
-failing run raises ``ScheduleFailure`` with the schedule string that
-``replay(fn, schedule)`` reproduces exactly.
+aengine makes in a run comes from the strategy (``random``, ``pct``,
+``exhaustive``, ``coverage``), time is virtual and advances with compute,
+and the first failing run is shrunk and raises ``ScheduleFailure`` with the
+schedule string that ``replay(fn, schedule)`` reproduces exactly.
+``choice()`` and ``buggify()`` add choice points and faults in user code.
 
 Example::
 
@@ -24,13 +26,19 @@ from ._explore import ScheduleFailure as ScheduleFailure
 from ._explore import explore as explore
 from ._explore import replay as replay
 from ._explore import trace as trace
+from ._search import PctBound as PctBound
+from ._user import buggify as buggify
+from ._user import choice as choice
 
 __all__ = [
     "ExploreReport",
     "Faults",
     "InjectedFault",
+    "PctBound",
     "ScheduleFailure",
     "ScheduleMismatch",
+    "buggify",
+    "choice",
     "explore",
     "replay",
     "trace",

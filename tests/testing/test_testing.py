@@ -263,7 +263,7 @@ async def _noop() -> None:
         ({"seeds": [1, -2]}, ValueError, "ints >= 0"),
         ({"seeds": []}, ValueError, "seeds is empty"),
         ({"seeds": 2.5}, TypeError, "iterable of ints"),
-        ({"strategy": "dfs"}, ValueError, "'random' or 'pct'"),
+        ({"strategy": "dfs"}, ValueError, "'random', 'pct', 'exhaustive' or 'coverage'"),
         ({"backend": "curio"}, ValueError, "'asyncio', 'trio' or 'both'"),
         ({"faults": {"cancel": 0.1}}, TypeError, "ae.testing.Faults"),
     ],
