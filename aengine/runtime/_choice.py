@@ -268,6 +268,8 @@ class Choices:
         self.cancel: Callable[[], None] | None = None
         #: runs compute threads one segment at a time (NOTE [Threads under the explorer])
         self.threads: Any = None
+        #: virtual seconds a run may take before it counts as stuck (set by ``ae.testing``)
+        self.run_limit = 600.0
         # PCT: a priority per task (first seen, seeded), lowered at change points
         self._prio: dict[Hashable, float] = {}
         self.pct_depth = pct_depth
@@ -383,7 +385,7 @@ class Choices:
         if not p and kind == "fault":
             return False
         fresh = (lambda: int(self.rng.random() < p)) if self.strategy != "exhaustive" else lambda: 0
-        return self._answer(kind, 2, fresh) == 1
+        return self._answer(kind, 2, fresh, lambda v: "inject" if v else "no") == 1
 
     # -- PCT (probabilistic concurrency testing): random priorities, d - 1 change points ------
     def _priority(self, key: Hashable) -> float:

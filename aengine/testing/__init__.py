@@ -22,6 +22,7 @@ from ..runtime._choice import Faults as Faults
 from ..runtime._choice import InjectedFault as InjectedFault
 from ..runtime._choice import ScheduleMismatch as ScheduleMismatch
 from ._explore import ExploreReport as ExploreReport
+from ._explore import RunTimeout as RunTimeout
 from ._explore import ScheduleFailure as ScheduleFailure
 from ._explore import explore as explore
 from ._explore import replay as replay
@@ -35,6 +36,7 @@ __all__ = [
     "Faults",
     "InjectedFault",
     "PctBound",
+    "RunTimeout",
     "ScheduleFailure",
     "ScheduleMismatch",
     "buggify",

@@ -49,7 +49,7 @@ from ._search import Exhaustive, Pct, PctBound, Seeded
 from ._shrink import interleaving, preemptions_of, shrink, trimmed
 from ._threads import explored_to_thread, patched_to_thread
 
-__all__ = ["ExploreReport", "ScheduleFailure", "explore", "replay", "trace"]
+__all__ = ["ExploreReport", "RunTimeout", "ScheduleFailure", "explore", "replay", "trace"]
 
 BACKENDS = ("asyncio", "trio")
 STRATEGIES = ("random", "pct", "exhaustive", "coverage")
@@ -57,6 +57,10 @@ STRATEGIES = ("random", "pct", "exhaustive", "coverage")
 PREFIX = "ae1"
 #: ``compute_time``'s default: one stretch of compute takes at most 10 ms (virtual)
 COMPUTE_TIME = 0.01
+
+
+class RunTimeout(AssertionError):
+    """An explored run did not finish within ``run_limit`` seconds of virtual time (a deadlock?)."""
 
 
 class _Last(threading.local):
@@ -67,6 +71,13 @@ class _Last(threading.local):
 
 
 _last = _Last()
+
+
+class _Limit(threading.local):
+    seconds = 600.0
+
+
+_limit = _Limit()
 
 
 class ScheduleFailure(AssertionError):
@@ -107,6 +118,8 @@ class ScheduleFailure(AssertionError):
         self.preemptions = preemptions
         self.steps = steps
         self.interleaving = interleaving
+        #: how many runs ``explore`` made on this backend up to this one (0: a saved one)
+        self.runs = 0
         shown = (
             f"shrunk to {preemptions} preemption(s) in {steps} step(s):\n{interleaving}\n"
             if interleaving
@@ -134,7 +147,8 @@ class ExploreReport:
       ``(backward, node name, where)`` per node, ``backward`` being ``b0``,
       ``b1``... in the order the backwards started, ``where`` ``'owner'``
       or a device worker's name (``'sim:0#0'``); for ``exhaustive`` the
-      "seed" is the run's number;
+      "seed" is the run's number, ``pct``'s first run (the usual policy's,
+      which counts the steps) is under -1;
     * ``complete``: ``exhaustive`` ran every schedule within its bound;
     * ``pct``: ``pct``'s figures and guarantee (``PctBound``), else None;
     * ``saturated``: ``coverage`` stopped because new interleavings stopped
@@ -185,6 +199,7 @@ def explore(
     key: str | None = None,
     shrink_failures: bool = True,
     patience: int = 30,
+    run_limit: float = 600.0,
 ) -> ExploreReport:
     """Run ``await fn()`` once per seed, each on an explored schedule in virtual time.
 
@@ -210,7 +225,10 @@ def explore(
       found no new interleaving.
 
     ``backend``: "asyncio", "trio" or "both"; ``faults``: ``Faults`` to
-    inject at choice points; ``database``: a JSON file where failing
+    inject at choice points; ``compute_time``: the most virtual seconds one
+    stretch of compute may take (0: compute takes no time); ``run_limit``:
+    virtual seconds after which a run fails with ``RunTimeout`` (a
+    deadlock); ``database``: a JSON file where failing
     schedules are saved (under ``key``, by default the function's name) and
     from which saved ones are replayed first.  Like ``anyio.run`` it runs
     the event loops itself: call it from plain code, not from a running loop.
@@ -265,6 +283,9 @@ def explore(
     db = Path(database) if database is not None else None
     name = key if key is not None else f"{fn.__module__}.{getattr(fn, '__qualname__', fn)}"
     ct = float(compute_time)
+    if isinstance(run_limit, bool) or not isinstance(run_limit, int | float) or not run_limit > 0:
+        raise ValueError(f"run_limit is in virtual seconds (> 0), got {run_limit!r}")
+    _limit.seconds = float(run_limit)
     traces: dict[tuple[str, int], tuple[tuple[str, str, str], ...]] = {}
     shapes: set[Any] = set()
     complete, saturated, pct = True, False, None
@@ -289,9 +310,15 @@ def explore(
             except BaseException as exc:
                 if isinstance(search, Exhaustive):
                     search.save()
-                raise _failure(fn, b, choices, exc, db, name, shrink_failures) from exc
+                failure = _failure(fn, b, choices, exc, db, name, shrink_failures)
+                failure.runs = number + 1
+                raise failure from exc
             search.ran(choices)
-            run_key = choices.seed if not isinstance(search, Exhaustive) else number
+            run_key = choices.seed
+            if isinstance(search, Exhaustive):
+                run_key = number
+            elif isinstance(search, Pct) and number == 0:
+                run_key = -1  # the usual policy's run, that counts pct's steps
             number += 1
             traces[(b, run_key)] = tuple(choices.trace)
             shape = (b, tuple(choices.trace), tuple(s.task for s in choices.steps))
@@ -334,7 +361,7 @@ def _failure(
         return ScheduleFailure(choices.seed, backend, schedule, exc)
     small: Choices | None = choices
     if shrink_it:
-        kind = type(exc)
+        kind = _kind(exc)
 
         def attempt(prefix: list[int]) -> Choices | None:
             again = Choices(
@@ -350,7 +377,7 @@ def _failure(
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as err:
-                return again if type(err) is kind else None
+                return again if _kind(err) == kind else None
             return None
 
         small = shrink(choices.log, attempt) or choices
@@ -371,6 +398,13 @@ def _failure(
         _store.remember(db, key, backend, shrunk)
     print(f"aengine.testing: {failure}", file=sys.stderr)
     return failure
+
+
+def _kind(exc: BaseException) -> Any:
+    """What a shrunk run must fail with: the error's type (a group's: its errors' kinds)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return (type(exc), tuple(sorted(map(repr, {_kind(e) for e in exc.exceptions}))))
+    return type(exc)
 
 
 def _replay_saved(
@@ -466,6 +500,7 @@ def _run_once(fn: Callable[[], Awaitable[Any]], backend: str, choices: Choices) 
     """Run ``fn`` once under ``choices`` on ``backend`` in virtual time (NOTE [Deterministic runs])."""
     _last.choices = choices
     choices.threads = explored_to_thread
+    choices.run_limit = _limit.seconds
     old_share = swap_share(SeededShare(choices))
     try:
         with patched_to_thread():
@@ -547,10 +582,20 @@ def _virtual_loop() -> Any:
 
 async def _main(fn: Callable[[], Awaitable[Any]], choices: Choices, backend: str) -> Any:
     choices.loop = view_for(backend)  # NOTE [Compute takes virtual time]
-    with anyio.CancelScope() as scope:
-        choices.cancel = scope.cancel  # Faults.cancel
-        return await fn()
-    return None  # cancelled by an injected fault, and nothing else went wrong
+    limit = choices.run_limit
+    # virtual time: a run whose tasks all wait for each other jumps straight here
+    with anyio.CancelScope(deadline=anyio.current_time() + limit) as timer:
+        with anyio.CancelScope() as scope:
+            choices.cancel = scope.cancel  # Faults.cancel
+            return await fn()
+        return None  # cancelled by an injected fault, and nothing else went wrong
+    if timer.cancelled_caught:
+        raise RunTimeout(
+            f"the explored run did not finish within {limit:g} s of virtual time: its tasks "
+            "wait for each other (a deadlock) or for something that never comes; pass "
+            "run_limit= to explore if it really takes longer"
+        )
+    return None
 
 
 # -- arguments ------------------------------------------------------------------------------------

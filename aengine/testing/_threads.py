@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -95,9 +96,11 @@ class Baton:
 async def explored_to_thread(choices: Choices, call: Callable[[], Any]) -> Any:
     """Run ``call`` in a compute thread, segment by segment, each at a boundary of the awaiting task."""
     baton = Baton(call, choices)
+    func = getattr(call, "func", call)  # engine.run's partial
+    name = getattr(func, "__qualname__", type(func).__name__)
     try:
         while not baton.done:
-            if choices.boundary("thread"):
+            if choices.boundary("thread", name):
                 await choices.yield_turns()
             baton.segment()
     except BaseException:
@@ -112,12 +115,12 @@ async def explored_to_thread(choices: Choices, call: Callable[[], Any]) -> Any:
 _real_run_sync = anyio.to_thread.run_sync
 
 
-async def _run_sync(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+async def to_thread(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     # the patched function serves every thread, explored or not
     choices = loop_share().choices
     if choices is None:
         return await _real_run_sync(func, *args, **kwargs)
-    return await explored_to_thread(choices, lambda: func(*args))
+    return await explored_to_thread(choices, functools.partial(func, *args))
 
 
 class patched_to_thread:
@@ -125,7 +128,7 @@ class patched_to_thread:
 
     def __enter__(self) -> None:
         self.old = anyio.to_thread.run_sync
-        anyio.to_thread.run_sync = _run_sync  # type: ignore[assignment]
+        anyio.to_thread.run_sync = to_thread  # type: ignore[assignment]
 
     def __exit__(self, *exc: object) -> None:
         anyio.to_thread.run_sync = self.old
