@@ -60,7 +60,19 @@ COMPUTE_TIME = 0.01
 
 
 class RunTimeout(AssertionError):
-    """An explored run did not finish within ``run_limit`` seconds of virtual time (a deadlock?)."""
+    """An explored run did not finish within ``run_limit`` seconds of virtual time (a deadlock?).
+
+    Example::
+
+        >>> import aengine as ae, anyio
+        >>> async def waits_forever():
+        ...     await anyio.Event().wait()
+        >>> try:
+        ...     ae.testing.explore(waits_forever, seeds=1, backend="trio")
+        ... except ae.testing.ScheduleFailure as failure:
+        ...     print(type(failure.__cause__).__name__)
+        RunTimeout
+    """
 
 
 class _Last(threading.local):

@@ -53,6 +53,12 @@ class PctBound:
     ``bound``: the least probability that one run finds a bug of depth
     ``depth``, with ``tasks`` tasks and ``steps`` boundary steps a run:
     ``1 / (tasks * steps ** (depth - 1))``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.testing.PctBound(depth=2, steps=15, tasks=3).bound == 1 / 45
+        True
     """
 
     depth: int
