@@ -331,6 +331,11 @@ class Choices:
             return self._answer("pick", n, lambda: self.rng.randrange(n), lambda v: str(keys[v]))
         return self._answer("pick", n, lambda: 0, lambda v: str(keys[v]))
 
+    def user_pick(self, n: int, name: str, shown: Sequence[str]) -> int:
+        """``ae.testing.pick``: one of ``n`` options (0 unless the strategy draws)."""
+        fresh = (lambda: self.rng.randrange(n)) if self.strategy == "random" else lambda: 0
+        return self._answer("action", n, fresh, lambda v: f"{name}: {shown[v]}")
+
     def boundary(self, kind: str, label: str = "") -> bool:
         """A boundary (NOTE [Choice points]): True to yield; the clock may have jumped already.
 

@@ -30,6 +30,7 @@ from ._explore import trace as trace
 from ._search import PctBound as PctBound
 from ._user import buggify as buggify
 from ._user import choice as choice
+from ._user import pick as pick
 
 __all__ = [
     "ExploreReport",
@@ -42,6 +43,7 @@ __all__ = [
     "buggify",
     "choice",
     "explore",
+    "pick",
     "replay",
     "trace",
 ]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Generator, Sequence
+from typing import Any, TypeVar
 
 from ..runtime._share import loop_share
 from ._threads import current_baton
 
-__all__ = ["buggify", "choice"]
+__all__ = ["buggify", "choice", "pick"]
+
+T = TypeVar("T")
 
 
 class _Done:
@@ -79,3 +81,29 @@ def buggify(p: float = 0.1) -> bool:
     if choices is None:
         return False
     return choices.fault(float(p), "buggify")
+
+
+def pick(options: Sequence[T], name: str = "") -> T:
+    """One of ``options``, chosen by the explorer: seeded sequences of actions for a service test.
+
+    ``random`` draws it uniformly, ``pct`` and ``exhaustive`` take the first
+    and enumerate the others (each one deviation), and a replay picks the
+    same; outside ``explore`` it is always ``options[0]``.  A loop of picks
+    makes a seeded scenario: which request arrives next, whether a client
+    retries or times out.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.testing.pick(["request", "retry", "timeout"])
+        'request'
+    """
+    if not isinstance(options, Sequence) or isinstance(options, str) or not options:
+        raise ValueError(
+            f"ae.testing.pick(options) takes a non-empty sequence (a list or tuple), got {options!r}"
+        )
+    baton = current_baton()
+    choices = baton.choices if baton is not None else loop_share().choices
+    if choices is None or len(options) < 2:
+        return options[0]
+    return options[choices.user_pick(len(options), name or "pick", [repr(o) for o in options])]

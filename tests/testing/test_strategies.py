@@ -311,3 +311,19 @@ def test_each_zoo_bug_is_found_and_its_twin_passes(name: str, backend: str) -> N
     ae.testing.explore(
         make(True), seeds=50, strategy="exhaustive", preemption_bound=2, backend=backend
     )
+
+
+def test_pick_makes_seeded_scenarios_that_exhaustive_enumerates() -> None:
+    seen: set[tuple[str, ...]] = set()
+
+    async def scenario() -> None:
+        actions = tuple(ae.testing.pick(["request", "retry", "timeout"]) for _ in range(2))
+        seen.add(actions)
+
+    report = ae.testing.explore(
+        scenario, seeds=100, strategy="exhaustive", preemption_bound=2, backend="trio"
+    )
+    assert report.complete and report.runs == 9 and len(seen) == 9
+    assert ae.testing.pick(("a", "b")) == "a"  # outside explore: the first
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        ae.testing.pick([])
