@@ -122,6 +122,7 @@ class ScheduleFailure(AssertionError):
         preemptions: int = 0,
         steps: int = 0,
         interleaving: str = "",
+        options: str = "",
     ) -> None:
         self.seed = seed
         self.backend = backend
@@ -142,7 +143,7 @@ class ScheduleFailure(AssertionError):
             f"{type(error).__name__}: {error}\n"
             f"{shown}"
             f"replay it exactly with:\n"
-            f"    ae.testing.replay(fn, {self.shrunk!r})\n"
+            f"    ae.testing.replay(fn, {self.shrunk!r}{options})\n"
             + (f"(the run as found: {schedule!r})\n" if self.shrunk != schedule else "")
             + f"or, for a test marked aengine_explore:\n"
             f"    pytest --aengine-replay='{self.shrunk}' <the test>"
@@ -303,7 +304,7 @@ def explore(
     complete, saturated, pct = True, False, None
     for b in backends:
         if db is not None:
-            _replay_saved(fn, b, db, name, faults)
+            _replay_saved(fn, b, db, name, faults, ct)
         search: Seeded | Pct | Exhaustive
         if strategy == "pct":
             search = Pct(seed_list, d, faults, ct)
@@ -401,6 +402,7 @@ def _failure(
         backend,
         schedule,
         exc,
+        options=_options(choices),
         shrunk=shrunk,
         preemptions=preemptions_of(small.steps[: len(log)]),
         steps=len(log),
@@ -412,6 +414,16 @@ def _failure(
     return failure
 
 
+def _options(choices: Choices) -> str:
+    """The keywords ``replay`` needs besides the schedule (those that differ from the defaults)."""
+    out = ""
+    if choices.faults is not None:
+        out += f", faults={choices.faults!r}"
+    if choices.compute_time != COMPUTE_TIME:
+        out += f", compute_time={choices.compute_time!r}"
+    return out
+
+
 def _kind(exc: BaseException) -> Any:
     """What a shrunk run must fail with: the error's type (a group's: its errors' kinds)."""
     if isinstance(exc, BaseExceptionGroup):
@@ -420,12 +432,17 @@ def _kind(exc: BaseException) -> Any:
 
 
 def _replay_saved(
-    fn: Callable[[], Awaitable[Any]], backend: str, db: Path, key: str, faults: Faults | None
+    fn: Callable[[], Awaitable[Any]],
+    backend: str,
+    db: Path,
+    key: str,
+    faults: Faults | None,
+    ct: float,
 ) -> None:
     """Replay the schedules saved for ``key`` (a failing one raises ``ScheduleFailure``)."""
     for schedule in _store.load(db, key, backend):
         b, strategy, seed, log = parse_schedule(schedule)
-        choices = Choices(seed, strategy, replay=log, faults=faults)
+        choices = Choices(seed, strategy, replay=log, faults=faults, compute_time=ct)
         try:
             _run_once(fn, b, choices)
         except ScheduleMismatch:
@@ -449,13 +466,22 @@ def _replay_saved(
             raise failure from exc
 
 
-def replay(fn: Callable[[], Awaitable[Any]], schedule: str, *, backend: str | None = None) -> Any:
+def replay(
+    fn: Callable[[], Awaitable[Any]],
+    schedule: str,
+    *,
+    backend: str | None = None,
+    faults: Faults | None = None,
+    compute_time: float = COMPUTE_TIME,
+) -> Any:
     """Run ``await fn()`` once on ``schedule`` (from a ``ScheduleFailure``); its result or error.
 
     The run makes the same choices as the recorded one, so it fails the same
     way; its exception is raised as it is.  ``backend`` overrides the one
-    in the string.  A schedule recorded on other code may not fit: then
-    ``ScheduleMismatch`` (a ValueError) says so.
+    in the string.  ``faults`` and ``compute_time`` must be the ones the
+    schedule was explored with (they decide which questions a run asks).  A
+    schedule recorded on other code may not fit: then ``ScheduleMismatch``
+    (a ValueError) says so.
 
     Example::
 
@@ -474,7 +500,10 @@ def replay(fn: Callable[[], Awaitable[Any]], schedule: str, *, backend: str | No
         if b == "both":
             raise ValueError("replay runs on one backend: pass 'asyncio' or 'trio'")
     _needs(b)
-    return _run_once(fn, b, Choices(seed, strategy, replay=log, compute_time=COMPUTE_TIME))
+    if faults is not None and not isinstance(faults, Faults):
+        raise TypeError(f"faults must be an ae.testing.Faults or None, got {faults!r}")
+    choices = Choices(seed, strategy, replay=log, faults=faults, compute_time=compute_time)
+    return _run_once(fn, b, choices)
 
 
 def schedule_of(choices: Choices, backend: str) -> str:

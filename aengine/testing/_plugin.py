@@ -82,7 +82,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     config = pyfuncitem.config
     schedule = config.getoption("aengine_replay")
     if schedule is not None:
-        replay(run, schedule)
+        same = {k: v for k, v in marker.kwargs.items() if k in ("faults", "compute_time")}
+        replay(run, schedule, **same)
         return True
     options = dict(marker.kwargs)
     seed = config.getoption("aengine_seed")

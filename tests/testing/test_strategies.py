@@ -327,3 +327,26 @@ def test_pick_makes_seeded_scenarios_that_exhaustive_enumerates() -> None:
     assert ae.testing.pick(("a", "b")) == "a"  # outside explore: the first
     with pytest.raises(ValueError, match="non-empty sequence"):
         ae.testing.pick([])
+
+
+def test_a_failure_with_faults_replays_with_them() -> None:
+    faults = ae.testing.Faults(hook_error=0.3)
+
+    async def unhandled() -> None:
+        x = ae.ones(2, requires_grad=True)
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(_grad_twice, x)
+
+    with pytest.raises(ae.testing.ScheduleFailure) as info:
+        ae.testing.explore(unhandled, seeds=50, faults=faults, backend="trio")
+    failure = info.value
+    assert "faults=Faults(" in str(failure)
+    with pytest.raises(BaseExceptionGroup) as again:
+        ae.testing.replay(unhandled, failure.shrunk, faults=faults)
+    assert again.group_contains(ae.testing.InjectedFault)
+
+
+async def _grad_twice(x: ae.Tensor) -> None:
+    for k in (1.0, 2.0):
+        await ae.grad((x * k).exp().sum(), [x])
