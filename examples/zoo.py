@@ -114,7 +114,12 @@ def order_violation_2(fixed: bool) -> Explored:
 
 
 def order_violation_3(fixed: bool) -> Explored:
-    """A saver copies two halves of a model across an await while a step updates both (depth 3)."""
+    """A saver copies two halves of a model across two backwards while a step updates both.
+
+    Depth 3: torn only if the step's first half lands after the saver's
+    first read and its second half, sent 1 ms later, before the saver's
+    second read: the saver's compute must outlast both.
+    """
 
     async def run() -> None:
         params = {"a": 0, "b": 0}
@@ -125,7 +130,7 @@ def order_violation_3(fixed: bool) -> Explored:
             await anyio.sleep(0.001)
             async with lock if fixed else _nothing():
                 params["a"] += 1
-                await _grad_of(x)
+                await anyio.sleep(0.001)  # the second half goes out 1 ms later
                 params["b"] += 1
 
         async def save() -> None:

@@ -218,12 +218,13 @@ class Choices:
     * ``random``: a boundary yields with probability 1/4 (to one of its
       yielding answers, uniformly), a pick is uniform.
     * ``pct`` (probabilistic concurrency testing, Burckhardt et al., ASPLOS
-      2010): every task gets a random priority when it first asks; a pick
-      takes the candidate of highest priority; ``pct_depth - 1`` boundary
-      steps, drawn uniformly and distinct among the first ``pct_steps``,
-      are change points, where the running task's priority drops below
-      every other and it is preempted (the clock jumps to the next timer
-      due, if any, and it yields); every other boundary goes on.
+      2010): every candidate of a pick (a backward, a waiter's place) gets
+      a random priority when first seen, and a pick takes the highest;
+      ``pct_depth - 1`` boundary steps, drawn uniformly and distinct among
+      the first ``pct_steps``, are change points, where the running task is
+      preempted (the clock jumps to the next timer due, if any, and it
+      yields) and its backward's priority drops below every other; every
+      other boundary goes on.
     * ``exhaustive`` and replays: the answers of ``replay``, then 0.
 
     ``lenient``: a replayed answer out of range is taken as 0 instead of a
@@ -336,7 +337,7 @@ class Choices:
         fresh = (lambda: self.rng.randrange(n)) if self.strategy == "random" else lambda: 0
         return self._answer("action", n, fresh, lambda v: f"{name}: {shown[v]}")
 
-    def boundary(self, kind: str, label: str = "") -> bool:
+    def boundary(self, kind: str, label: str = "", key: Hashable = None) -> bool:
         """A boundary (NOTE [Choice points]): True to yield; the clock may have jumped already.
 
         Not asked (False) when nothing else could run and no timer is due
@@ -361,16 +362,16 @@ class Choices:
             said = o if isinstance(o, str) else f"compute took {(o - now) * 1e3:.3g} ms, yield"
             return f"{label}: {said}" if label else said
 
-        v = self._answer(kind, len(options), lambda: self._fresh_boundary(options), meaning)
+        v = self._answer(kind, len(options), lambda: self._fresh_boundary(options, key), meaning)
         chosen = options[v]
         if isinstance(chosen, float):
             loop.jump_to(chosen)
         return v != 0
 
-    def _fresh_boundary(self, options: list[float | str]) -> int:
+    def _fresh_boundary(self, options: list[float | str], key: Hashable) -> int:
         if self.strategy == "random":
             return 1 + self.rng.randrange(len(options) - 1) if self.rng.random() < 0.25 else 0
-        if self.strategy == "pct" and self._pct_change():
+        if self.strategy == "pct" and self._pct_change(key):
             # preempted: descheduled until the next event, the first timer due if
             # any (the ready tasks run before it too), else the ready tasks
             return 2 if len(options) > 2 and options[1] == YIELD else 1
@@ -378,7 +379,7 @@ class Choices:
 
     def yield_here(self, key: Hashable = None) -> bool:
         """Whether to let the loop run at a node boundary (the clock may jump first)."""
-        return self.boundary("node")
+        return self.boundary("node", key=key)
 
     def delay(self, most: int) -> int:
         """How many quarters of jitter (0 .. most) a ``sim`` device's latency takes."""
@@ -403,12 +404,12 @@ class Choices:
         prios = [self._priority(k) for k in keys]
         return prios.index(max(prios))
 
-    def _pct_change(self) -> bool:
-        """Whether this boundary is a change point (then the running task's priority drops)."""
+    def _pct_change(self, key: Hashable) -> bool:
+        """Whether this boundary is a change point (then ``key``'s priority drops)."""
         if self.boundaries - 1 not in self._changes:
             return False
         self._low -= 1.0
-        self._prio[self.task_name()] = self._low  # below every other
+        self._prio[key if key is not None else self.task_name()] = self._low  # below all
         return True
 
     # -- the trace ----------------------------------------------------------------------------
