@@ -70,10 +70,11 @@ if __name__ == "__main__":
     try:
         ae.testing.explore(training(), seeds=200)
     except ae.testing.ScheduleFailure as failure:
-        print(f"found with seed {failure.seed} under {failure.backend}")
+        print(f"found at run {failure.runs} under {failure.backend}, shrunk to:")
+        print(failure.interleaving)
         try:
-            ae.testing.replay(training(), failure.schedule)
+            ae.testing.replay(training(), failure.shrunk)
         except AssertionError as again:
             print(f"replayed: {again}")
     report = ae.testing.explore(training(locked=True), seeds=500)
-    print(f"with the lock: {report.runs} runs passed, {report.distinct_schedules} node orders")
+    print(f"with the lock: {report.runs} runs passed, {report.distinct_schedules} interleavings")

@@ -550,9 +550,8 @@ class Engine:
             )
         self._calls += 1
         call = functools.partial(fn, *args, **kwargs)
-        if self._explore is not None:  # no thread in an explored run (NOTE [Choice points])
-            await checkpoint()
-            return contextvars.copy_context().run(call)
+        if self._explore is not None:  # NOTE [Threads under the explorer] (ae.testing)
+            return await self._explore.in_thread(call)
         result = await anyio.to_thread.run_sync(call, limiter=self._cpu())
         # cancelled while fn ran: its result is dropped, the cancellation raised
         await checkpoint_if_cancelled()

@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-import anyio
-from anyio.lowlevel import checkpoint
-
 from ..core import GraphTask, Node
 from ._choice import Choices
 from ._share import FifoSlots, LoopShare
@@ -73,7 +70,7 @@ class Explored:
     Its cpu nodes run in the awaiting task (never in a compute thread); at
     each of them the seeded source may let the loop run first.  Other nodes
     go to the real scheduler (the Engine's device queues).  Offloaded
-    kernels run on the loop after a seeded number of turns.
+    kernels run on the loop, completing at a boundary (NOTE [Choice points]).
     """
 
     __slots__ = ("choices", "home", "key", "offload_min", "real")
@@ -104,11 +101,6 @@ class Explored:
         self.real.release(gt)
 
     async def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
-        choices = self.choices
-        faults = choices.faults
-        if faults is not None and choices.fault(faults.delay):
-            await anyio.sleep(faults.delay_seconds)
-        for _ in range(choices.delay(2)):
-            await checkpoint()
+        await self.choices.kernel_turns()  # kernels complete in a seeded order
         with gt.as_current():
             return node.apply(inputs, gt.create_graph)

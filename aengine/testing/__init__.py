@@ -1,9 +1,11 @@
-"""Seeded exploration and exact replay of concurrent schedules (see docs/testing.md).
+"""Explored, replayable and shrunk schedules of concurrent code (see docs/testing.md).
 
 ``explore(fn)`` runs ``async fn()`` once per seed; every scheduling choice
-aengine makes in a run comes from its seed, time is virtual, and the first
-failing run raises ``ScheduleFailure`` with the schedule string that
-``replay(fn, schedule)`` reproduces exactly.
+aengine makes in a run comes from the strategy (``random``, ``pct``,
+``exhaustive``, ``coverage``), time is virtual and advances with compute,
+and the first failing run is shrunk and raises ``ScheduleFailure`` with the
+schedule string that ``replay(fn, schedule)`` reproduces exactly.
+``choice()`` and ``buggify()`` add choice points and faults in user code.
 
 Example::
 
@@ -20,18 +22,28 @@ from ..runtime._choice import Faults as Faults
 from ..runtime._choice import InjectedFault as InjectedFault
 from ..runtime._choice import ScheduleMismatch as ScheduleMismatch
 from ._explore import ExploreReport as ExploreReport
+from ._explore import RunTimeout as RunTimeout
 from ._explore import ScheduleFailure as ScheduleFailure
 from ._explore import explore as explore
 from ._explore import replay as replay
 from ._explore import trace as trace
+from ._search import PctBound as PctBound
+from ._user import buggify as buggify
+from ._user import choice as choice
+from ._user import pick as pick
 
 __all__ = [
     "ExploreReport",
     "Faults",
     "InjectedFault",
+    "PctBound",
+    "RunTimeout",
     "ScheduleFailure",
     "ScheduleMismatch",
+    "buggify",
+    "choice",
     "explore",
+    "pick",
     "replay",
     "trace",
 ]

@@ -22,32 +22,61 @@
 #   generator), and restores both afterwards: what trio's own Hypothesis
 #   plugin does.  Private names of trio: if a version lacks them, trio runs
 #   are refused with a clear error rather than being silently unreproducible.
-#   asyncio's ready queue is FIFO: deterministic already.
+#   asyncio's ready queue is FIFO: deterministic already.  An exhaustive run
+#   does not shuffle trio's batches at all (each runs in its sorted order,
+#   as asyncio's FIFO does): its schedules then differ only by the
+#   explorer's answers, and "every schedule within the bound" means that.
 """
 
 from __future__ import annotations
 
 import inspect
 import numbers
+import os
+import random
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
 
-from ..runtime._choice import Choices, Faults, decode_log, encode_log
+from ..runtime._choice import Choices, Faults, ScheduleMismatch, decode_log, encode_log
 from ..runtime._loop import loop_here
 from ..runtime._seeded import SeededShare
 from ..runtime._share import loop_share, swap_share
+from . import _store
+from ._loops import view_for
+from ._search import Exhaustive, Pct, PctBound, Seeded
+from ._shrink import interleaving, preemptions_of, shrink, trimmed
+from ._threads import explored_to_thread, patched_to_thread
 
-__all__ = ["ExploreReport", "ScheduleFailure", "explore", "replay", "trace"]
+__all__ = ["ExploreReport", "RunTimeout", "ScheduleFailure", "explore", "replay", "trace"]
 
 BACKENDS = ("asyncio", "trio")
-STRATEGIES = ("random", "pct")
+STRATEGIES = ("random", "pct", "exhaustive", "coverage")
 #: schedule strings start with this (its version)
 PREFIX = "ae1"
+#: ``compute_time``'s default: one stretch of compute takes at most 10 ms (virtual)
+COMPUTE_TIME = 0.01
+
+
+class RunTimeout(AssertionError):
+    """An explored run did not finish within ``run_limit`` seconds of virtual time (a deadlock?).
+
+    Example::
+
+        >>> import aengine as ae, anyio
+        >>> async def waits_forever():
+        ...     await anyio.Event().wait()
+        >>> try:
+        ...     ae.testing.explore(waits_forever, seeds=1, backend="trio")
+        ... except ae.testing.ScheduleFailure as failure:
+        ...     print(type(failure.__cause__).__name__)
+        RunTimeout
+    """
 
 
 class _Last(threading.local):
@@ -60,10 +89,20 @@ class _Last(threading.local):
 _last = _Last()
 
 
+class _Limit(threading.local):
+    seconds = 600.0
+
+
+_limit = _Limit()
+
+
 class ScheduleFailure(AssertionError):
     """An explored run failed: ``.seed``, ``.backend``, ``.schedule``; the run's error is the cause.
 
-    Its message shows the call that replays the run exactly.
+    ``.shrunk``: the smallest failing schedule found from it (NOTE [Shrinking]),
+    ``.preemptions`` and ``.steps`` its size, ``.interleaving`` its steps as
+    text (task, choice point, source line, answer).  The message shows
+    them and the call that replays the run exactly.
 
     Example::
 
@@ -77,33 +116,69 @@ class ScheduleFailure(AssertionError):
         0 trio ValueError
     """
 
-    def __init__(self, seed: int, backend: str, schedule: str, error: BaseException) -> None:
+    def __init__(
+        self,
+        seed: int,
+        backend: str,
+        schedule: str,
+        error: BaseException,
+        shrunk: str | None = None,
+        preemptions: int = 0,
+        steps: int = 0,
+        interleaving: str = "",
+        options: str = "",
+    ) -> None:
         self.seed = seed
         self.backend = backend
         self.schedule = schedule
+        self.shrunk = shrunk if shrunk is not None else schedule
+        self.preemptions = preemptions
+        self.steps = steps
+        self.interleaving = interleaving
+        #: how many runs ``explore`` made on this backend up to this one (0: a saved one)
+        self.runs = 0
+        shown = (
+            f"shrunk to {preemptions} preemption(s) in {steps} step(s):\n{interleaving}\n"
+            if interleaving
+            else ""
+        )
         super().__init__(
             f"the explored function failed with seed {seed} under {backend}: "
             f"{type(error).__name__}: {error}\n"
-            f"replay this run exactly with:\n"
-            f"    ae.testing.replay(fn, {schedule!r})\n"
-            f"or, for a test marked aengine_explore:\n"
-            f"    pytest --aengine-replay='{schedule}' <the test>"
+            f"{shown}"
+            f"replay it exactly with:\n"
+            f"    ae.testing.replay(fn, {self.shrunk!r}{options})\n"
+            + (f"(the run as found: {schedule!r})\n" if self.shrunk != schedule else "")
+            + f"or, for a test marked aengine_explore:\n"
+            f"    pytest --aengine-replay='{self.shrunk}' <the test>"
         )
 
 
 @dataclass(frozen=True)
 class ExploreReport:
-    """What ``explore`` ran: ``runs``, ``distinct_schedules`` (distinct node orders), the traces.
+    """What ``explore`` ran.
 
-    ``traces[(backend, seed)]`` is the node order of that run: one
-    ``(backward, node name, where)`` per node, ``backward`` being ``b0``,
-    ``b1``... in the order the backwards started, ``where`` ``'owner'`` or
-    a device worker's name (``'sim:0#0'``).
+    * ``runs``; ``distinct_schedules``: distinct interleavings (node order,
+      and the order in which tasks reached choice points);
+    * ``traces[(backend, seed)]``: the node order of that run: one
+      ``(backward, node name, where)`` per node, ``backward`` being ``b0``,
+      ``b1``... in the order the backwards started, ``where`` ``'owner'``
+      or a device worker's name (``'sim:0#0'``); for ``exhaustive`` the
+      "seed" is the run's number, ``pct``'s first run (the usual policy's,
+      which counts the steps) is under -1;
+    * ``complete``: ``exhaustive`` ran every schedule within its bound;
+    * ``pct``: ``pct``'s figures and guarantee (``PctBound``), else None;
+    * ``saturated``: ``coverage`` stopped because new interleavings stopped
+      appearing.
     """
 
     runs: int
     distinct_schedules: int
     traces: dict[tuple[str, int], tuple[tuple[str, str, str], ...]] = field(repr=False)
+    strategy: str = "random"
+    complete: bool = False
+    pct: PctBound | None = None
+    saturated: bool = False
 
 
 def trace() -> list[tuple[str, str, str]]:
@@ -133,25 +208,51 @@ def explore(
     strategy: str = "random",
     backend: str = "both",
     faults: Faults | None = None,
+    depth: int | None = None,
+    preemption_bound: int | None = None,
+    compute_time: float = COMPUTE_TIME,
+    state: str | os.PathLike[str] | None = None,
+    database: str | os.PathLike[str] | None = None,
+    key: str | None = None,
+    shrink_failures: bool = True,
+    patience: int = 30,
+    run_limit: float = 600.0,
 ) -> ExploreReport:
-    """Run ``await fn()`` once per seed, each on a seeded schedule in virtual time.
+    """Run ``await fn()`` once per seed, each on an explored schedule in virtual time.
 
     Every scheduling choice aengine makes (NOTE [Choice points]) comes from
-    the seed: which backward a device worker serves next, whether a
-    backward lets the loop run at a node boundary, the order in which
-    waiters get the loop's share or admission, kernels' completion order,
-    ``sim`` latency jitter; trio's own scheduler is seeded too.  The same
-    seed on the same backend gives the same run every time.
+    the strategy: whether a task lets others run at each boundary (each
+    node of a backward, the end of every ``await`` of an engine entry
+    point, a kernel's completion, a compute thread's next step,
+    ``ae.testing.choice()``), how long its compute took (pending timers due
+    within ``compute_time`` seconds may expire meanwhile), which waiter
+    goes next; trio's own scheduler is seeded too.  The same seed on the
+    same backend gives the same run every time.
 
-    ``seeds``: an int (that many, from 0) or ints; ``strategy``: "random"
-    (each choice uniform) or "pct" (random priorities per backward with a
-    few change points, which finds bugs that need one rare preemption);
+    ``strategy``:
+
+    * ``"random"``: each choice drawn from the seed;
+    * ``"pct"``: probabilistic concurrency testing with bug depth ``depth``
+      (default 3): the report's ``pct`` states the chance per run of
+      finding a bug of that depth (NOTE [PCT's guarantee]);
+    * ``"exhaustive"``: every schedule with at most ``preemption_bound``
+      (default 2) preemptions, at most ``seeds`` runs of it; ``state``, a
+      file, saves the search and resumes it (NOTE [Exhaustive search]);
+    * ``"coverage"``: random, stopping once ``patience`` runs in a row
+      found no new interleaving.
+
     ``backend``: "asyncio", "trio" or "both"; ``faults``: ``Faults`` to
-    inject at choice points.  Like ``anyio.run`` it runs the event loops
-    itself: call it from plain code, not from a running loop.
+    inject at choice points; ``compute_time``: the most virtual seconds one
+    stretch of compute may take (0: compute takes no time); ``run_limit``:
+    virtual seconds after which a run fails with ``RunTimeout`` (a
+    deadlock); ``database``: a JSON file where failing
+    schedules are saved (under ``key``, by default the function's name) and
+    from which saved ones are replayed first.  Like ``anyio.run`` it runs
+    the event loops itself: call it from plain code, not from a running loop.
 
-    The first failing run raises ``ScheduleFailure`` (its error as the
-    cause) whose message shows the ``replay`` call for it.
+    The first failing run is shrunk (``shrink_failures``) and raises
+    ``ScheduleFailure`` (its error as the cause), whose message shows the
+    shrunk interleaving and the ``replay`` call for it.
 
     Example::
 
@@ -166,7 +267,29 @@ def explore(
     _check_fn(fn, "explore")
     seed_list = _seeds(seeds)
     if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be 'random' or 'pct', got {strategy!r}")
+        raise ValueError(
+            f"strategy must be 'random', 'pct', 'exhaustive' or 'coverage', got {strategy!r}"
+        )
+    d = _positive_int(depth, "depth", 3, 1)
+    bound = _positive_int(preemption_bound, "preemption_bound", 2, 0)
+    if depth is not None and strategy != "pct":
+        raise ValueError(f"depth is pct's bug depth; pass strategy='pct' (got {strategy!r})")
+    if preemption_bound is not None and strategy != "exhaustive":
+        raise ValueError(
+            f"preemption_bound bounds the exhaustive search; pass strategy='exhaustive' "
+            f"(got {strategy!r})"
+        )
+    if state is not None and strategy != "exhaustive":
+        raise ValueError("state saves an exhaustive search; pass strategy='exhaustive'")
+    if (
+        isinstance(compute_time, bool)
+        or not isinstance(compute_time, int | float)
+        or not (0 <= compute_time < float("inf"))
+    ):
+        raise ValueError(
+            f"compute_time is the most virtual seconds one stretch of compute may take "
+            f"(>= 0, 0 turns it off), got {compute_time!r}"
+        )
     backends = _backends(backend)
     if faults is not None and not isinstance(faults, Faults):
         raise TypeError(
@@ -174,31 +297,195 @@ def explore(
         )
     for b in backends:
         _needs(b)
+    db = Path(database) if database is not None else None
+    name = key if key is not None else f"{fn.__module__}.{getattr(fn, '__qualname__', fn)}"
+    ct = float(compute_time)
+    if isinstance(run_limit, bool) or not isinstance(run_limit, int | float) or not run_limit > 0:
+        raise ValueError(f"run_limit is in virtual seconds (> 0), got {run_limit!r}")
+    _limit.seconds = float(run_limit)
     traces: dict[tuple[str, int], tuple[tuple[str, str, str], ...]] = {}
+    shapes: set[Any] = set()
+    complete, saturated, pct = True, False, None
     for b in backends:
-        for seed in seed_list:
-            choices = Choices(seed, strategy, faults=faults)
+        if db is not None:
+            _replay_saved(fn, b, db, name, faults, ct)
+        search: Seeded | Pct | Exhaustive
+        if strategy == "pct":
+            search = Pct(seed_list, d, faults, ct)
+        elif strategy == "exhaustive":
+            path = Path(state) if state is not None else None
+            search = Exhaustive(bound, len(seed_list), faults, ct, path, b)
+        else:
+            search = Seeded(seed_list, strategy, faults, ct)
+        quiet = 0
+        number = 0
+        while (choices := search.next()) is not None:
             try:
                 _run_once(fn, b, choices)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as exc:
-                failure = ScheduleFailure(seed, b, schedule_of(choices, b), exc)
-                print(f"aengine.testing: {failure}", file=sys.stderr)
+                if isinstance(search, Exhaustive):
+                    search.save()
+                failure = _failure(fn, b, choices, exc, db, name, shrink_failures)
+                failure.runs = number + 1
                 raise failure from exc
-            traces[(b, seed)] = tuple(choices.trace)
+            search.ran(choices)
+            run_key = choices.seed
+            if isinstance(search, Exhaustive):
+                run_key = number
+            elif isinstance(search, Pct) and number == 0:
+                run_key = -1  # the usual policy's run, that counts pct's steps
+            number += 1
+            traces[(b, run_key)] = tuple(choices.trace)
+            shape = (b, tuple(choices.trace), tuple(s.task for s in choices.steps))
+            if shape in shapes:
+                quiet += 1
+            else:
+                shapes.add(shape)
+                quiet = 0
+            if strategy == "coverage" and quiet >= patience:
+                saturated = True
+                break
+        if isinstance(search, Exhaustive):
+            search.save()
+            complete = complete and search.complete
+        if isinstance(search, Pct):
+            pct = search.figures()
     return ExploreReport(
-        runs=len(traces), distinct_schedules=len(set(traces.values())), traces=traces
+        runs=len(traces),
+        distinct_schedules=len(shapes),
+        traces=traces,
+        strategy=strategy,
+        complete=strategy == "exhaustive" and complete,
+        pct=pct,
+        saturated=saturated,
     )
 
 
-def replay(fn: Callable[[], Awaitable[Any]], schedule: str, *, backend: str | None = None) -> Any:
+def _failure(
+    fn: Callable[[], Awaitable[Any]],
+    backend: str,
+    choices: Choices,
+    exc: BaseException,
+    db: Path | None,
+    key: str,
+    shrink_it: bool,
+) -> ScheduleFailure:
+    """The ``ScheduleFailure`` of a failing run: shrunk, saved, printed."""
+    schedule = schedule_of(choices, backend)
+    if isinstance(exc, ScheduleMismatch):
+        return ScheduleFailure(choices.seed, backend, schedule, exc)
+    small: Choices | None = choices
+    if shrink_it:
+        kind = _kind(exc)
+
+        def attempt(prefix: list[int]) -> Choices | None:
+            again = Choices(
+                choices.seed,
+                choices.strategy,
+                replay=prefix,
+                faults=choices.faults,
+                compute_time=choices.compute_time,
+                lenient=True,
+            )
+            try:
+                _run_once(fn, backend, again)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as err:
+                return again if _kind(err) == kind else None
+            return None
+
+        small = shrink(choices.log, attempt) or choices
+    assert small is not None
+    log = trimmed(small.log)
+    shrunk = f"{PREFIX}:{backend}:{small.strategy}:{small.seed}:{encode_log(log)}"
+    failure = ScheduleFailure(
+        choices.seed,
+        backend,
+        schedule,
+        exc,
+        options=_options(choices),
+        shrunk=shrunk,
+        preemptions=preemptions_of(small.steps[: len(log)]),
+        steps=len(log),
+        interleaving=interleaving(small.steps, len(log)),
+    )
+    if db is not None:
+        _store.remember(db, key, backend, shrunk)
+    print(f"aengine.testing: {failure}", file=sys.stderr)
+    return failure
+
+
+def _options(choices: Choices) -> str:
+    """The keywords ``replay`` needs besides the schedule (those that differ from the defaults)."""
+    out = ""
+    if choices.faults is not None:
+        out += f", faults={choices.faults!r}"
+    if choices.compute_time != COMPUTE_TIME:
+        out += f", compute_time={choices.compute_time!r}"
+    return out
+
+
+def _kind(exc: BaseException) -> Any:
+    """What a shrunk run must fail with: the error's type (a group's: its errors' kinds)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return (type(exc), tuple(sorted(map(repr, {_kind(e) for e in exc.exceptions}))))
+    return type(exc)
+
+
+def _replay_saved(
+    fn: Callable[[], Awaitable[Any]],
+    backend: str,
+    db: Path,
+    key: str,
+    faults: Faults | None,
+    ct: float,
+) -> None:
+    """Replay the schedules saved for ``key`` (a failing one raises ``ScheduleFailure``)."""
+    for schedule in _store.load(db, key, backend):
+        b, strategy, seed, log = parse_schedule(schedule)
+        choices = Choices(seed, strategy, replay=log, faults=faults, compute_time=ct)
+        try:
+            _run_once(fn, b, choices)
+        except ScheduleMismatch:
+            _store.forget(db, key, backend, schedule)  # recorded on other code
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            n = len(trimmed(log))
+            failure = ScheduleFailure(
+                seed,
+                b,
+                schedule,
+                exc,
+                shrunk=schedule,
+                preemptions=preemptions_of(choices.steps[:n]),
+                steps=n,
+                interleaving="(a saved schedule, replayed first)\n"
+                + interleaving(choices.steps, n),
+            )
+            print(f"aengine.testing: {failure}", file=sys.stderr)
+            raise failure from exc
+
+
+def replay(
+    fn: Callable[[], Awaitable[Any]],
+    schedule: str,
+    *,
+    backend: str | None = None,
+    faults: Faults | None = None,
+    compute_time: float = COMPUTE_TIME,
+) -> Any:
     """Run ``await fn()`` once on ``schedule`` (from a ``ScheduleFailure``); its result or error.
 
     The run makes the same choices as the recorded one, so it fails the same
     way; its exception is raised as it is.  ``backend`` overrides the one
-    in the string.  A schedule recorded on other code may not fit: then
-    ``ScheduleMismatch`` (a ValueError) says so.
+    in the string.  ``faults`` and ``compute_time`` must be the ones the
+    schedule was explored with (they decide which questions a run asks).  A
+    schedule recorded on other code may not fit: then ``ScheduleMismatch``
+    (a ValueError) says so.
 
     Example::
 
@@ -217,7 +504,10 @@ def replay(fn: Callable[[], Awaitable[Any]], schedule: str, *, backend: str | No
         if b == "both":
             raise ValueError("replay runs on one backend: pass 'asyncio' or 'trio'")
     _needs(b)
-    return _run_once(fn, b, Choices(seed, strategy, replay=log))
+    if faults is not None and not isinstance(faults, Faults):
+        raise TypeError(f"faults must be an ae.testing.Faults or None, got {faults!r}")
+    choices = Choices(seed, strategy, replay=log, faults=faults, compute_time=compute_time)
+    return _run_once(fn, b, choices)
 
 
 def schedule_of(choices: Choices, backend: str) -> str:
@@ -254,19 +544,25 @@ def parse_schedule(schedule: str) -> tuple[str, str, int, list[int]]:
 def _run_once(fn: Callable[[], Awaitable[Any]], backend: str, choices: Choices) -> Any:
     """Run ``fn`` once under ``choices`` on ``backend`` in virtual time (NOTE [Deterministic runs])."""
     _last.choices = choices
+    choices.threads = explored_to_thread
+    choices.run_limit = _limit.seconds
     old_share = swap_share(SeededShare(choices))
     try:
-        if backend == "trio":
-            result = _run_trio(fn, choices)
-        else:
-            opts = {"loop_factory": _virtual_loop}
-            result = anyio.run(_main, fn, choices, backend="asyncio", backend_options=opts)
+        with patched_to_thread():
+            if backend == "trio":
+                result = _run_trio(fn, choices)
+            else:
+                opts = {"loop_factory": _virtual_loop}
+                result = anyio.run(
+                    _main, fn, choices, backend, backend="asyncio", backend_options=opts
+                )
     except BaseException:
         if choices.mismatch is not None:
             raise choices.mismatch from None
         raise
     finally:
         swap_share(old_share)
+        choices.loop = None
     if choices.mismatch is not None:
         raise choices.mismatch
     return result
@@ -315,23 +611,46 @@ def _run_trio(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
     sorted_batches = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
     rng.seed(choices.seed)
     trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True
+    if choices.strategy == "exhaustive":
+        trio_run._r = _Unshuffled()  # NOTE [Deterministic runs]: batches in a fixed order
     try:
         clock = trio.testing.MockClock(autojump_threshold=0)
-        return anyio.run(_main, fn, choices, backend="trio", backend_options={"clock": clock})
+        return anyio.run(
+            _main, fn, choices, "trio", backend="trio", backend_options={"clock": clock}
+        )
     finally:
+        trio_run._r = rng
         trio_run._ALLOW_DETERMINISTIC_SCHEDULING = sorted_batches
         rng.setstate(state)
+
+
+class _Unshuffled(random.Random):
+    """trio's generator for exhaustive runs: a batch keeps its sorted order (no shuffle)."""
+
+    def shuffle(self, x: Any) -> None:
+        pass
 
 
 def _virtual_loop() -> Any:
     return _needs("asyncio").new_event_loop(noop_cycles=1)
 
 
-async def _main(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
-    with anyio.CancelScope() as scope:
-        choices.cancel = scope.cancel  # Faults.cancel
-        return await fn()
-    return None  # cancelled by an injected fault, and nothing else went wrong
+async def _main(fn: Callable[[], Awaitable[Any]], choices: Choices, backend: str) -> Any:
+    choices.loop = view_for(backend)  # NOTE [Compute takes virtual time]
+    limit = choices.run_limit
+    # virtual time: a run whose tasks all wait for each other jumps straight here
+    with anyio.CancelScope(deadline=anyio.current_time() + limit) as timer:
+        with anyio.CancelScope() as scope:
+            choices.cancel = scope.cancel  # Faults.cancel
+            return await fn()
+        return None  # cancelled by an injected fault, and nothing else went wrong
+    if timer.cancelled_caught:
+        raise RunTimeout(
+            f"the explored run did not finish within {limit:g} s of virtual time: its tasks "
+            "wait for each other (a deadlock) or for something that never comes; pass "
+            "run_limit= to explore if it really takes longer"
+        )
+    return None
 
 
 # -- arguments ------------------------------------------------------------------------------------
@@ -381,3 +700,11 @@ def _backends(backend: Any) -> tuple[str, ...]:
     if backend in BACKENDS:
         return (backend,)
     raise ValueError(f"backend must be 'asyncio', 'trio' or 'both', got {backend!r}")
+
+
+def _positive_int(value: Any, name: str, default: int, least: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+    return int(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import json
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 import aengine as ae
 from aengine.runtime._choice import decode_log, encode_log
-from aengine.testing import _explore
+from aengine.testing import _explore, _search, _user
 from bench.explore import load_example
 from tests.oracle import torch_or_skip
 
@@ -263,7 +264,7 @@ async def _noop() -> None:
         ({"seeds": [1, -2]}, ValueError, "ints >= 0"),
         ({"seeds": []}, ValueError, "seeds is empty"),
         ({"seeds": 2.5}, TypeError, "iterable of ints"),
-        ({"strategy": "dfs"}, ValueError, "'random' or 'pct'"),
+        ({"strategy": "dfs"}, ValueError, "'random', 'pct', 'exhaustive' or 'coverage'"),
         ({"backend": "curio"}, ValueError, "'asyncio', 'trio' or 'both'"),
         ({"faults": {"cancel": 0.1}}, TypeError, "ae.testing.Faults"),
     ],
@@ -312,7 +313,7 @@ def test_schedule_strings_round_trip() -> None:
 
 
 def test_docstring_examples() -> None:
-    for mod in (_explore, ae.testing):
+    for mod in (_explore, _search, _user, ae.testing):
         result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
         assert result.failed == 0 and result.attempted > 0
 
@@ -399,6 +400,26 @@ def test_a_trio_without_a_seedable_scheduler_is_refused(monkeypatch: pytest.Monk
 def test_the_benchmark_prints_seeds_per_second(capsys: pytest.CaptureFixture[str]) -> None:
     from bench.explore import main
 
-    assert main(["--seeds", "3"]) == 0
+    assert main(["--seeds", "3", "--budget", "20", "--zoo", "lost_update"]) == 0
     out = capsys.readouterr().out
     assert out.count("| fixed (lock) |") == 2 and out.count("| buggy |") == 2
+    assert out.count("| lost_update (lost update) |") == 2 and "| passed |" in out
+
+
+def test_the_plugin_saves_failures_and_replays_them_first(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plugin=PLUGIN_TEST)
+    with_cache = tuple(a for a in INNER if a not in ("-p", "no:cacheprovider"))
+    first = pytester.runpytest_inprocess(*with_cache, "-k", "fails")
+    first.assert_outcomes(failed=1)
+    saved = pytester.path / ".pytest_cache" / "d" / "aengine" / "schedules.json"
+    (key,) = json.loads(saved.read_text())
+    assert key.endswith("test_plugin.py::test_fails")
+    again = pytester.runpytest_inprocess(*with_cache, "-k", "fails")
+    again.assert_outcomes(failed=1)
+    assert "a saved schedule, replayed first" in again.stdout.str()
+    elsewhere = pytester.path / "kept.json"
+    off = pytester.runpytest_inprocess(
+        *with_cache, "-k", "fails", f"--aengine-schedules={elsewhere}"
+    )
+    off.assert_outcomes(failed=1)
+    assert elsewhere.exists()
