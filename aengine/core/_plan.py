@@ -96,6 +96,8 @@ from operator import attrgetter, is_, sub
 from typing import Any
 
 from ._graph import AccumulateGrad, Node
+from ._plan_code import Stretch, code_lists
+from ._running import CLOCK_EVERY
 
 __all__ = ["BackwardPlan", "PlanCache", "PLANS", "build_steps", "match"]
 
@@ -132,6 +134,7 @@ class BackwardPlan:
         "acc",
         "anchor",
         "captured",
+        "codes",
         "first",
         "flat",
         "hot",
@@ -177,6 +180,9 @@ class BackwardPlan:
         #: node numbers in the order they run, and per position a Step
         self.order: list[int] = []
         self.steps: list[Step] = []
+        #: per start position, the compiled stretch of CLOCK_EVERY and of
+        #: CLOCK_EVERY + 1 nodes, or None (NOTE [Plans compiled to code])
+        self.codes: tuple[list[Stretch | None], list[Stretch | None]] = ([], [])
         #: grad(): (node number, its (slot, result index) pairs) per captured
         #: node; per number whether exec_info calls it ``needed`` (it runs) and
         #: whether it may run (``run_set``: needed or captured; None: all may);
@@ -306,6 +312,9 @@ def build_steps(
     fan_in = array("q", counts)  # (_simulate counts them down)
     yield from _simulate(plan, targets, counts, popped)
     yield from _steps(plan, targets, fan_in, popped)
+    codes: list[list[Stretch | None]] = []
+    yield from code_lists(plan.steps, (CLOCK_EVERY, CLOCK_EVERY + 1), SCAN_CHUNK, codes)
+    plan.codes = (codes[0], codes[1])
     plan.captured = tuple(  # (an input that the root does not reach is never captured)
         (index[n], tuple(caps)) for n, caps in (captures or {}).items() if n in index
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 from ._graph import Node
 from ._plan import ADD, GENERAL, NEW_ONE, NEXT, ONE_ROUTE, SCAN_CHUNK, BackwardPlan
+from ._plan_code import STOP
 from ._running import CLOCK_EVERY, YIELD, InputBuffer, Placement, Task
 from ._running import current as _current
 
@@ -95,7 +96,16 @@ class PlannedRun:
         return deps, made, needed_set, run_set
 
     def run(self, gt: Task, deadline: float) -> Any:
-        """``GraphTask.run`` by the plan: the hot loop with run positions for dicts and heap."""
+        """``GraphTask.run`` by the plan: stretches of nodes between two clock checks.
+
+        The hot loop's checks at the same nodes: the clock (and the error)
+        before every (CLOCK_EVERY + 1)th node of this call, the error before
+        a node taken from the heap.  A stretch runs by its compiled function
+        (NOTE [Plans compiled to code]) or, without one, node by node
+        (``_loop``).  ``buffer`` is not None between two stretches when the
+        last node handed the next one its buffer; it goes to ``bufs``
+        before any return.
+        """
         plan = self.plan
         steps = plan.steps
         pos = self.pos
@@ -106,72 +116,30 @@ class PlannedRun:
         create_graph = gt.create_graph
         release = not gt.keep_graph
         perf = time.perf_counter
-        # the Step kinds and routes' hows, as locals (a local is read as fast as a literal)
-        general, next_, one_route = GENERAL, NEXT, ONE_ROUTE
-        new_one, add = NEW_ONE, ADD
-        # The hot loop's checks, at the same nodes: an error before a node
-        # taken from the heap, the clock (and the error) before every
-        # (CLOCK_EVERY + 1)th node of this call.  The nodes between two clock
-        # checks run as one stretch, without a count.  ``buffer`` is not None
-        # between two nodes when a NEXT step handed the next node its buffer
-        # directly; it goes to ``bufs`` before any return.
-        stretch = CLOCK_EVERY
+        codes, more = plan.codes
+        length = CLOCK_EVERY
         buffer: Any = None
         token = _current.set(gt)
         try:
             while True:
-                stop = pos + stretch
+                stop = pos + length
                 if stop > end:
-                    stop = end
-                for pos in range(pos, stop):  # noqa: B020 (pos is set anew after the stretch)
-                    popped, kind, prog = steps[pos]
-                    if popped and gt.error is not None:
+                    stop, fn = end, None
+                else:
+                    fn = codes[pos]
+                if fn is not None:
+                    buffer = fn(self, run, bufs, pos, buffer, create_graph, release, gt)
+                    if buffer is STOP:
                         return None  # (failed: the buffers are not read again)
-                    node = run[pos]
-                    if buffer is None:  # (else handed on by the node before)
-                        buffer = bufs[pos]
-                        bufs[pos] = None
-                    if kind == general:
-                        self.pos = pos + 1
-                        res = gt._general(node, buffer)
-                        buffer = None
-                        if res is not None:
-                            return res
-                        continue
-                    try:
-                        outs = node.evaluate(buffer, create_graph, release)
-                    except BaseException as exc:
-                        self.pos = pos + 1
-                        gt.fail(node, exc)
-                        raise
-                    # routing, with ``accumulate`` inlined; the plan knows which
-                    # gradient makes a buffer (a node returns one per edge)
-                    if kind == next_:  # the one gradient, the next node's buffer
-                        buffer = [outs[prog]]
-                        continue
-                    buffer = None
-                    if kind == one_route:  # (output index, offset): a new 1-slot buffer
-                        bufs[pos + prog[1]] = [outs[prog[0]]]
-                        continue
-                    for k, t, nr, how in prog:  # (t: the offset of the node routed to)
-                        g = outs[k]
-                        if how == new_one:
-                            bufs[pos + t] = [g]
-                        elif how > 0:  # the first of ``how`` slots
-                            buf = [None] * how
-                            buf[nr] = g
-                            bufs[pos + t] = buf
-                        else:  # ADD, or ADD_AT (t: the position)
-                            buf = bufs[pos + t if how == add else t]
-                            if buf[nr] is None:
-                                buf[nr] = g
-                            elif g is not None:
-                                buf[nr] = buf[nr] + g
+                else:
+                    buffer = self._loop(gt, pos, stop, buffer)
+                    if buffer.__class__ is _Exit:
+                        return buffer.result
                 pos = stop
                 if pos >= end:
                     break
                 # the clock check, before the node at ``pos``
-                stretch = CLOCK_EVERY + 1
+                length, codes = CLOCK_EVERY + 1, more
                 if steps[pos][0]:  # taken from the heap
                     if gt.error is not None:
                         return None
@@ -185,3 +153,79 @@ class PlannedRun:
             return None if pos >= end else YIELD
         finally:
             _current.reset(token)
+
+    def _loop(self, gt: Task, pos: int, stop: int, buffer: Any) -> Any:
+        """The nodes at ``pos`` to ``stop`` one by one (a stretch without a function).
+
+        Returns the buffer handed on to the node at ``stop`` (or None), or
+        an ``_Exit`` with what ``run`` returns: a general-path node's
+        awaitable, or None once an error was recorded.
+        """
+        steps, run, bufs = self.plan.steps, self.order, self.bufs
+        create_graph, release = gt.create_graph, not gt.keep_graph
+        for pos in range(pos, stop):  # noqa: B020 (a new position per node)
+            popped, kind, prog = steps[pos]
+            if popped and gt.error is not None:
+                return _Exit(None)
+            node = run[pos]
+            if buffer is None:  # (else handed on by the node before)
+                buffer = bufs[pos]
+                bufs[pos] = None
+            if kind == GENERAL:
+                self.pos = pos + 1
+                res = gt._general(node, buffer)
+                buffer = None
+                if res is not None:
+                    return _Exit(res)
+                continue
+            try:
+                outs = node.evaluate(buffer, create_graph, release)
+            except BaseException as exc:
+                self.pos = pos + 1
+                gt.fail(node, exc)
+                raise
+            buffer = _route(bufs, pos, kind, prog, outs)
+        return buffer
+
+    def failed(self, gt: Task, node: Node, exc: BaseException, start: int) -> None:
+        """A stretch's node raised ``exc``: record it there (the stretch raises it again)."""
+        self.pos = self.order.index(node, start) + 1
+        gt.fail(node, exc)
+
+
+class _Exit:
+    """What ``PlannedRun._loop`` returns where ``run`` must return ``result``."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+
+def _route(bufs: list[InputBuffer | None], pos: int, kind: int, prog: Any, outs: Any) -> Any:
+    """Send the gradients of the node at ``pos`` on; the next node's buffer if handed on.
+
+    ``accumulate`` inlined: the plan knows which gradient makes a buffer
+    (a node returns one per edge).
+    """
+    if kind == NEXT:  # the one gradient, the next node's buffer
+        return [outs[prog]]
+    if kind == ONE_ROUTE:  # (output index, offset): a new 1-slot buffer
+        bufs[pos + prog[1]] = [outs[prog[0]]]
+        return None
+    for k, t, nr, how in prog:  # (t: the offset of the node routed to)
+        g = outs[k]
+        if how == NEW_ONE:
+            bufs[pos + t] = [g]
+        elif how > 0:  # the first of ``how`` slots
+            buf = [None] * how
+            buf[nr] = g
+            bufs[pos + t] = buf
+        else:  # ADD, or ADD_AT (t: the position)
+            buf = bufs[pos + t if how == ADD else t]
+            assert buf is not None  # (made by an earlier node: the plan's order)
+            if buf[nr] is None:
+                buf[nr] = g
+            elif g is not None:
+                buf[nr] = buf[nr] + g
+    return None
