@@ -21,9 +21,9 @@
 #   (least recently used first out).
 # * A backward looks its cheap key up (the root's class, depth and slot,
 #   the retain_graph and create_graph flags, the inputs asked for, sync or
-#   async): a key seen once is remembered; at its second sighting the
-#   general preparation's results become a plan (``build_steps``); from
-#   the third on, ``match`` walks the graph by the plan's numbering (a list
+#   async): a key is remembered; at its BUILD_AT-th sighting the general
+#   preparation's results become a plan (``build_steps``, NOTE [When a
+#   plan is built]); from the next on, ``match`` (_plan_match.py) walks the graph by the plan's numbering (a list
 #   ``extend`` per node, driven by ``map`` in C) and compares whole lists:
 #   every edge's target, classes, ``next_nrs``, ``_special``, ``num_outputs``, and the
 #   sequence numbers, which must all be one constant apart from the plan's
@@ -42,12 +42,12 @@
 #   backward(inputs=...), nodes the scheduler would take (another device,
 #   a large kernel) and graphs shallower than MIN_DEPTH keep the general
 #   path, which is unchanged.
-# * The plan's run (``GraphTask._run_plan``) is the hot loop with run
+# * The plan's run (``PlannedRun.run``) is the hot loop with run
 #   positions for dicts and heap (nodes and InputBuffers kept in the order
 #   they run; a node whose one gradient is the whole buffer of the node
 #   run next hands it on without storing it, a ``Step`` of kind NEXT;
-#   the nodes between two clock checks run as one stretch without a
-#   count): the same nodes in the same order, the
+#   the nodes between two clock checks run as one stretch, by a function
+#   generated for its Steps: NOTE [Plans compiled to code]): the same nodes in the same order, the
 #   same ``evaluate`` calls, gradients summed in the same order (the same
 #   results bit for bit), the same error handling, and the same clock and
 #   error checks (so the async driver yields, and sees cancellation, at
@@ -58,6 +58,16 @@
 # * A saved tensor modified in place, a freed graph (backward twice) or a
 #   bad gradient raise from ``evaluate`` as on the general path: a plan
 #   records structure, never values or versions.
+#
+# NOTE [When a plan is built]
+# A build costs about one backward of the structure (Python passes over
+# its graph); matching and the planned run then save part of one at every
+# later step.  A structure's second backward used to build its plan and
+# took about twice the first; a plan is now built by the BUILD_AT-th
+# backward of a structure (``PLANS.build_at``), so that the first steps of
+# a loop and structures met only once or twice (a warm-up, an evaluation
+# pass, a last short batch) run at the general path's speed, and the cost
+# falls once on a structure that keeps coming back.
 #
 # NOTE [Slicing plans]
 # Matching a graph against its plan, building a plan and running it are
@@ -91,18 +101,30 @@ from array import array
 from collections import OrderedDict
 from collections import deque as drain
 from collections.abc import Callable, Generator, Iterator
-from itertools import islice
-from operator import attrgetter, is_, sub
+from operator import attrgetter, is_
 from typing import Any
 
 from ._graph import AccumulateGrad, Node
-from ._plan_code import Stretch, code_lists
+from ._plan_code import (
+    ADD,
+    ADD_AT,
+    GENERAL,
+    NEW_ONE,
+    NEXT,
+    ONE_ROUTE,
+    ROUTES,
+    Step,
+    Stretch,
+    code_lists,
+)
 from ._running import CLOCK_EVERY
 
-__all__ = ["BackwardPlan", "PlanCache", "PLANS", "build_steps", "match"]
+__all__ = ["BackwardPlan", "PlanCache", "PLANS", "build_steps"]
 
 #: how many graph structures keep a plan (least recently used dropped first)
 MAX_PLANS = 32
+#: a structure's plan is built by its BUILD_AT-th backward (NOTE [When a plan is built])
+BUILD_AT = 3
 #: misses after which a key keeps the general path for good
 MAX_MISSES = 3
 #: nodes in all plans together (a plan keeps about 90 bytes per node): the
@@ -199,25 +221,33 @@ class PlanCache:
     __slots__ = ("entries", "lock", "nodes")
 
     def __init__(self) -> None:
-        #: key -> [plan or None (seen once), misses]
+        #: key -> [plan or None, misses, sightings without a plan]
         self.entries: OrderedDict[Any, list[Any]] = OrderedDict()
         self.lock = threading.Lock()
         #: the nodes of the plans held (bounded by MAX_PLAN_NODES)
         self.nodes = 0
 
     def lookup(self, key: Any) -> tuple[BackwardPlan | None, bool]:
-        """(the key's plan, whether to build one from this backward's preparation)."""
+        """(the key's plan, whether to build one from this backward's preparation).
+
+        A plan is built at the key's ``build_at``-th sighting without one
+        (NOTE [When a plan is built]).
+        """
+        build_at = PLANS.build_at
         with self.lock:
             entry = self.entries.get(key)
             if entry is None:
-                self.entries[key] = [None, 0]
+                self.entries[key] = [None, 0, 1]
                 if len(self.entries) > MAX_PLANS:
                     self._drop(next(iter(self.entries)))
-                return None, False
+                return None, build_at <= 1
             self.entries.move_to_end(key)
             if entry[1] >= MAX_MISSES:
                 return None, False
-            return entry[0], entry[0] is None
+            if entry[0] is not None:
+                return entry[0], False
+            entry[2] += 1
+            return None, entry[2] >= build_at
 
     def store(self, key: Any, plan: BackwardPlan | None) -> None:
         with self.lock:
@@ -227,6 +257,7 @@ class PlanCache:
             self._forget(entry)
             if plan is None:  # not plannable (hooks, too large...): counts as a miss
                 entry[1] += 1
+                entry[2] = PLANS.build_at - 1  # (tried again at the next sighting)
                 return
             entry[0] = plan
             self.nodes += len(plan.types)
@@ -240,6 +271,7 @@ class PlanCache:
             if entry is not None:
                 self._forget(entry)
                 entry[1] += 1
+                entry[2] = PLANS.build_at - 1  # (rebuilt at the next sighting)
 
     def clear(self) -> None:
         with self.lock:
@@ -258,10 +290,13 @@ class PlanCache:
 class _Switch:
     """Whether backwards use plans (``enabled``), the cache, and counts for tests."""
 
-    __slots__ = ("cache", "enabled", "hits", "misses")
+    __slots__ = ("build_at", "cache", "enabled", "hits", "misses")
 
     def __init__(self) -> None:
         self.enabled = True
+        #: the sighting of a structure (without a plan) whose backward builds
+        #: its plan (NOTE [When a plan is built])
+        self.build_at = BUILD_AT
         self.cache = PlanCache()
         #: backwards run by a plan, and plans that did not match (approximate
         #: under threads: for tests and bench.profile, never for decisions)
@@ -424,26 +459,6 @@ def _if_runs(t: int, runs: int) -> int:
     return t if runs else _NO_EDGE
 
 
-#: one position of a plan's run: (taken from the heap (the hot loop checks
-#: for an error there) rather than run next directly, its kind, its
-#: routing).  The run keeps nodes and InputBuffers by position (the node at
-#: position p is number ``order[p]``), so gradients go to positions, named
-#: by their offset from the step's own (so that equal steps are one tuple).
-#: Kinds: GENERAL, the general path runs it (no routing); ROUTES, it runs
-#: inline and routes by (output index, offset, slot, how) per edge that
-#: carries a gradient; ONE_ROUTE, it runs inline and its one gradient makes
-#: a one-slot buffer, routing (output index, offset); NEXT, the same where
-#: that buffer's node runs next (offset 1), routing the output index: the
-#: buffer goes straight to it (a chain's every link).
-Step = tuple[bool, int, Any]
-#: (``GraphTask._run_plan`` reads them as locals; ROUTES is its last case)
-GENERAL, ROUTES, ONE_ROUTE, NEXT = 0, 1, 2, 3
-#: how a gradient reaches its node's InputBuffer: the first one of a
-#: one-slot buffer (NEW_ONE), added to what is there (ADD; ADD_AT where the
-#: route names the buffer's position, not its offset), or, a number n > 1,
-#: the first one of a buffer of n slots (a positive ``how``; ADD_AT is the
-#: last case of ``GraphTask._run_plan``)
-NEW_ONE, ADD, ADD_AT = 0, -1, -2
 #: the edges into a node from which the routes that add to its buffer name
 #: its position (ADD_AT): a node many gradients meet at (a leaf's
 #: accumulator, a weight shared by a graph's branches or an unrolled
@@ -573,117 +588,6 @@ def _simulate(
             i = nxt_run
 
 
-def match(
-    plan: BackwardPlan,
-    root: Node,
-    outputs: list[tuple[Node, int]] | None,
-    sched: Any,
-    result: list[Any],
-) -> Iterator[None]:
-    """Match ``plan`` against the graph of ``root``, yielding between chunks.
-
-    Appends the graph's nodes by number to ``result`` on a match, nothing
-    on a miss.  The walk collects the nodes by the plan's numbering and
-    every edge's target (a list ``extend`` per node); the comparisons run
-    over whole slices in C (``map``, list equality), which is what makes
-    matching cheaper than the dependency pass it replaces.  Every pass
-    yields every SCAN_CHUNK nodes (NOTE [Slicing plans]); the first that
-    finds a difference ends the match.
-    """
-    nodes = yield from _walk(plan, root)
-    if (
-        nodes is not None
-        and (yield from _same_fields(plan, nodes))
-        and (yield from _free_accumulators(plan, nodes))
-        and (sched is None or (yield from _inline(plan, nodes, sched)))
-        and (outputs is None or _same_outputs(plan, nodes, outputs))
-    ):
-        result.extend(nodes)
-
-
-def _walk(plan: BackwardPlan, root: Node) -> Generator[None, None, list[Node] | None]:
-    """The graph's nodes by the plan's numbering, if every edge leads where the plan's does."""
-    flat: list[Any] = []
-    total = len(plan.types)
-    # Each node's edges go to ``flat``; the nodes are read off it at the
-    # positions where the plan's numbering first reaches them, lazily, so
-    # that each is read once its parent's edges are in (breadth first).
-    found = map(flat.__getitem__, plan.first)
-    walk = map(flat.extend, itertools.chain((root,), found))  # a node is its next nodes
-    for _ in range(0, total, SCAN_CHUNK):
-        try:
-            drain(islice(walk, SCAN_CHUNK), maxlen=0)
-        except (IndexError, TypeError):
-            return None  # fewer edges than planned, none where the plan has a node
-        yield
-    if len(flat) != len(plan.flat):
-        return None
-    nodes = [root]
-    for a in range(0, total, SCAN_CHUNK):
-        nodes += map(flat.__getitem__, plan.first[a : a + SCAN_CHUNK])
-        yield
-    # every edge leads where the plan says (a node, or none: number _NO_EDGE, the last)
-    node_at = [*nodes, None].__getitem__
-    for a in range(0, len(flat), SCAN_CHUNK):
-        b = a + SCAN_CHUNK
-        if flat[a:b] != list(map(node_at, plan.flat[a:b])):
-            return None
-        yield
-    return nodes
-
-
-def _same_fields(plan: BackwardPlan, nodes: list[Node]) -> Generator[None, None, bool]:
-    """The same classes and fields, and sequence numbers one constant apart.
-
-    Forward made the nodes in the same order (the heap's order; two nodes
-    with one sequence_nr are one node): but for the root (a GraphRoot is
-    made at backward) and the leaves' accumulators (ACC_SEQ: the same as
-    the plan's when the constant is not 0).
-    """
-    total = len(nodes)
-    d = nodes[plan.anchor].sequence_nr - plan.seqs[plan.anchor]
-    same = 1  # (the root)
-    for a in range(0, total, SCAN_CHUNK):
-        b = a + SCAN_CHUNK
-        part = nodes[a:b]
-        if (
-            list(map(_cls, part)) != plan.types[a:b]
-            or list(map(_nrs, part)) != plan.nrs[a:b]
-            or list(map(_special, part)) != plan.special[a:b]
-            or list(map(_num_outputs, part)) != plan.num_outputs[a:b]
-        ):
-            return False
-        diffs = list(map(sub, map(_seq, part), plan.seqs[a:b]))
-        same += diffs.count(d) - (a == 0 and diffs[0] == d)
-        yield
-    return same == total - (len(plan.acc) if d else 0)
-
-
-def _free_accumulators(plan: BackwardPlan, nodes: list[Node]) -> Generator[None, None, bool]:
-    """The leaves' accumulators are distinct and have no hooks (they run inline)."""
-    accs = list(map(nodes.__getitem__, plan.acc))
-    if len(set(accs)) != len(accs):
-        return False
-    for a in range(0, len(accs), BUILD_CHUNK):
-        if any(map(_has_hooks, accs[a : a + BUILD_CHUNK])):
-            return False
-        yield
-    return True
-
-
-def _inline(plan: BackwardPlan, nodes: list[Node], sched: Any) -> Generator[None, None, bool]:
-    """Nothing that runs inline is a node the scheduler would take (NOTE [Where a node
-    runs]: ``leaves_hot_loop``'s test of the scheduler, over whole lists)."""
-    offload_min, devs = sched.offload_min, {sched.home, None}
-    hot_idx = plan.hot_idx
-    for a in range(0, len(hot_idx), SCAN_CHUNK):
-        hot_nodes = list(map(nodes.__getitem__, hot_idx[a : a + SCAN_CHUNK]))
-        if max(map(_numel, hot_nodes)) >= offload_min or not set(map(_dev, hot_nodes)) <= devs:
-            return False
-        yield
-    return True
-
-
 _cls = attrgetter("__class__")
 _nrs = attrgetter("next_nrs")
 _special = attrgetter("_special")
@@ -691,19 +595,3 @@ _num_outputs = attrgetter("num_outputs")
 _seq = attrgetter("sequence_nr")
 _numel = attrgetter("numel")
 _dev = attrgetter("dev")
-
-
-def _same_outputs(plan: BackwardPlan, nodes: list[Node], outputs: list[tuple[Node, int]]) -> bool:
-    """Whether grad()'s inputs are captured where the plan captures them, and only there."""
-    caps_of = {id(nodes[i]): caps for i, caps in plan.captured}
-    found = 0
-    for j, (fn, nr) in enumerate(outputs):
-        caps = caps_of.get(id(fn))
-        if caps is None:
-            if fn in nodes:  # (identity: a node equals only itself)
-                return False  # reached but not captured in the plan
-            continue
-        if (nr, j) not in caps:
-            return False
-        found += 1
-    return found == sum(len(c) for _, c in plan.captured)

@@ -34,7 +34,20 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["STOP", "Stretch", "code_lists", "compiled"]
+__all__ = [
+    "ADD",
+    "ADD_AT",
+    "GENERAL",
+    "NEW_ONE",
+    "NEXT",
+    "ONE_ROUTE",
+    "ROUTES",
+    "STOP",
+    "Step",
+    "Stretch",
+    "code_lists",
+    "compiled",
+]
 
 #: returned by a stretch function where the loop would return None (an error
 #: recorded before a node taken from the heap)
@@ -54,9 +67,24 @@ MAX_ROUTES = 64
 _codes: dict[tuple[Any, ...], Stretch | None] = {}
 _lock = threading.Lock()
 
-# the Step kinds and hows (_plan.py's; repeated here, which _plan imports)
-_GENERAL, _ROUTES, _ONE_ROUTE, _NEXT = 0, 1, 2, 3
-_NEW_ONE, _ADD, _ADD_AT = 0, -1, -2
+#: one position of a plan's run: (taken from the heap (the hot loop checks
+#: for an error there) rather than run next directly, its kind, its
+#: routing).  The run keeps nodes and InputBuffers by position (the node at
+#: position p is number ``order[p]``), so gradients go to positions, named
+#: by their offset from the step's own (so that equal steps are one tuple).
+#: Kinds: GENERAL, the general path runs it (no routing); ROUTES, it runs
+#: inline and routes by (output index, offset, slot, how) per edge that
+#: carries a gradient; ONE_ROUTE, it runs inline and its one gradient makes
+#: a one-slot buffer, routing (output index, offset); NEXT, the same where
+#: that buffer's node runs next (offset 1), routing the output index: the
+#: buffer goes straight to it (a chain's every link).
+Step = tuple[bool, int, Any]
+GENERAL, ROUTES, ONE_ROUTE, NEXT = 0, 1, 2, 3
+#: how a gradient reaches its node's InputBuffer: the first one of a
+#: one-slot buffer (NEW_ONE), added to what is there (ADD; ADD_AT where the
+#: route names the buffer's position, not its offset), or, a number n > 1,
+#: the first one of a buffer of n slots (a positive ``how``)
+NEW_ONE, ADD, ADD_AT = 0, -1, -2
 
 
 def compiled(steps: tuple[Any, ...]) -> Stretch | None:
@@ -73,9 +101,9 @@ def compiled(steps: tuple[Any, ...]) -> Stretch | None:
 
 
 def _make(steps: tuple[Any, ...]) -> Stretch | None:
-    if any(kind == _GENERAL for _, kind, _ in steps):
+    if any(kind == GENERAL for _, kind, _ in steps):
         return None
-    routes = sum(len(prog) for _, kind, prog in steps if kind == _ROUTES)
+    routes = sum(len(prog) for _, kind, prog in steps if kind == ROUTES)
     if routes > MAX_ROUTES:
         return None
     lines = [
@@ -87,7 +115,7 @@ def _make(steps: tuple[Any, ...]) -> Stretch | None:
         body = _node(j, popped, handed)
         body += _routes(j, kind, prog)
         lines += ["        " + line for line in body]
-        handed = kind == _NEXT
+        handed = kind == NEXT
     if not handed:
         lines.append("        b = None")
     lines += [
@@ -120,20 +148,20 @@ def _node(j: int, popped: bool, handed: bool | None) -> list[str]:
 
 def _routes(j: int, kind: int, prog: Any) -> list[str]:
     """The code that sends ``o`` on, as the loop's routing of the Step's kind."""
-    if kind == _NEXT:
+    if kind == NEXT:
         return [f"b = [o[{prog}]]"]
-    if kind == _ONE_ROUTE:
+    if kind == ONE_ROUTE:
         k, q = prog
         return [f"bufs[p + {j + q}] = [o[{k}]]"]
     out = []
     for k, t, nr, how in prog:
-        if how == _NEW_ONE:
+        if how == NEW_ONE:
             out.append(f"bufs[p + {j + t}] = [o[{k}]]")
         elif how > 0:  # the first of ``how`` slots
             slots = ", ".join(f"o[{k}]" if s == nr else "None" for s in range(how))
             out.append(f"bufs[p + {j + t}] = [{slots}]")
         else:
-            at = f"p + {j + t}" if how == _ADD else str(t)
+            at = f"p + {j + t}" if how == ADD else str(t)
             out += [
                 f"x = bufs[{at}]",
                 f"g = o[{k}]",

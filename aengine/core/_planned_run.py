@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._graph import Node
-from ._plan import ADD, GENERAL, NEW_ONE, NEXT, ONE_ROUTE, SCAN_CHUNK, BackwardPlan
-from ._plan_code import STOP
+from ._plan import SCAN_CHUNK, BackwardPlan
+from ._plan_code import ADD, GENERAL, NEW_ONE, NEXT, ONE_ROUTE, STOP
 from ._running import CLOCK_EVERY, YIELD, InputBuffer, Placement, Task
 from ._running import current as _current
 
