@@ -99,10 +99,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     from aengine.core._plan import PLANS  # (imported here, as aengine: --help needs neither)
 
-    b = PLANS.build_at  # the step that builds the plan (1-based)
-    if args.steps <= b:
-        raise SystemExit(f"--steps must be at least {b + 1} (step {b} builds the plan)")
-    heads = [f"step {i}" for i in range(1, b + 1)] + [f"steps {b + 1}+"]
+    build = PLANS.build_at  # the step that builds the plan (1-based)
+    if args.steps <= build:
+        raise SystemExit(f"--steps must be at least {build + 1} (step {build} builds the plan)")
+    heads = [f"step {i}" for i in range(1, build + 1)] + [f"steps {build + 1}+"]
     print(f"{'workload':10} {'plans':5} " + " ".join(f"{h:>10}" for h in heads))
     for name in args.only.split(","):
         if name not in WORKLOADS:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
             got = {}
             for plans in (True, False) if r % 2 == 0 else (False, True):
                 ts, got[plans] = trial(wl, args.steps, plans)
-                rows[plans].append([*ts[:b], statistics.median(ts[b:])])
+                rows[plans].append([*ts[:build], statistics.median(ts[build:])])
             for a, b in zip(got[True], got[False], strict=True):
                 if not np.array_equal(a, b):
                     raise SystemExit(f"{name}: the gradients differ with and without plans")

@@ -721,3 +721,189 @@ async def test_two_backwards_building_one_structures_plan_at_once() -> None:
     assert len(got) == 4
     for g in got:
         np.testing.assert_array_equal(g, expected)
+
+
+# -- plans compiled to code (NOTE [Plans compiled to code] in _plan_code.py) ---------------
+
+
+def _plan_of_cache() -> Any:
+    (plan,) = [e[0] for e in PLANS.cache.entries.values() if e[0] is not None]
+    return plan
+
+
+def test_compiled_stretches_give_the_node_by_node_loops_results() -> None:
+    """The generated stretches run almost every node of a chain and of a wide graph, with
+    the gradients of the plan's loop (its stretches turned off) and of the general path."""
+    x, w = _x(), _x()
+    for build in (lambda: _chain(x, 40), lambda: _wide(x, w, 40)):
+
+        def step(build: Callable[[], ae.Tensor] = build) -> Any:
+            return _grads(x, w)(build(), allow_unused=True)
+
+        general = _steps(step, 3, plans=False)
+        planned = _steps(step, 3, plans=True)  # (the last one by the plan)
+        plan = _plan_of_cache()
+        first, more = plan.codes
+        assert len(first) == len(more) == len(plan.steps)
+        assert sum(f is not None for f in more) > 0.8 * len(more)
+        # a stretch with a node of the general path (a leaf's accumulator) has none
+        general_at = [p for p, (_, kind, _) in enumerate(plan.steps) if kind == 0]
+        assert general_at and all(more[p] is None for p in general_at)
+        hits = PLANS.hits
+        plan.codes = ([None] * len(first), [None] * len(more))  # the loop, node by node
+        looped = step()
+        plan.codes = (first, more)
+        again = step()
+        assert PLANS.hits - hits == 2
+        _same([planned[-1], looped, again], [general[-1]] * 3)
+
+
+def test_a_rule_changed_after_the_plan_was_built_is_the_one_called(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Generated code calls each node's ``evaluate``: it keeps no rule of its own."""
+    x = _x()
+    sin_node = type(ae.sin(x * 1.0).grad_fn)
+    rule = sin_node.rule
+
+    def doubled(F: Any, g: Any, saved: Any, node: Any) -> Any:
+        return [None if o is None else o * 2.0 for o in rule(F, g, saved, node)]
+
+    def step() -> Any:
+        return _grads(x)(_chain(x))
+
+    before = _steps(step, 3, plans=True)[-1]  # built and run by a plan
+    monkeypatch.setattr(sin_node, "rule", staticmethod(doubled))
+    hits = PLANS.hits
+    planned = step()
+    assert PLANS.hits - hits == 1
+    general = _steps(step, 1, plans=False)[0]
+    _same(planned, general)
+    assert not np.array_equal(planned[0], before[0])
+
+
+def test_grad_of_some_inputs_prunes_the_same_nodes_by_a_plan() -> None:
+    """grad() of one leaf of two: the nodes that lead only to the other one never run."""
+    ran: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any) -> Any:
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            ran.append(0)
+            return g
+
+    x, w = _x(), _x()
+
+    def step() -> Any:
+        ran.clear()
+        loss = _chain(x) + (ae.sin(Tag.apply(w)) * 2.0).sum() + _chain(x * w, 3)
+        return [*_grads(x)(loss), len(ran)]
+
+    general = _steps(step, 4, plans=False)
+    hits = PLANS.hits
+    planned = _steps(step, 4, plans=True)
+    assert PLANS.hits - hits == 2
+    _same(planned, general)
+    assert planned[-1][-1] == 0  # the branch of w alone was pruned
+
+
+def test_an_error_inside_a_compiled_stretch_stops_where_the_general_path_stops() -> None:
+    """A node that raises in the middle of a stretch: the same error, and no node after it
+    runs; the plan stays and serves the next backward."""
+    ran: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, k: int) -> Any:
+            ctx.k = k
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            ran.append(ctx.k)
+            if ctx.k == fail_at:
+                raise ValueError(f"boom at {ctx.k}")
+            return g, None
+
+    fail_at = -1
+    x = _x()
+
+    def step() -> Any:
+        ran.clear()
+        y = x
+        for k in range(DEPTH):
+            y = Tag.apply(ae.sin(y * 1.01), k)
+        try:
+            return _grads(x)(y.sum())
+        except Exception as exc:  # the same class and text on both paths
+            return [f"{type(exc).__name__}: {exc}", list(ran)]
+
+    general = _steps(step, 3, plans=False)
+    planned = _steps(step, 3, plans=True)
+    _same(planned, general)
+    plan = _plan_of_cache()
+    assert sum(f is not None for f in plan.codes[1]) > len(plan.steps) // 2
+    for k in (DEPTH - 1, 5, 0):
+        fail_at = k
+        PLANS.enabled = False
+        want = step()
+        PLANS.enabled = True
+        hits = PLANS.hits
+        assert step() == want and f"boom at {k}" in want[0]
+        assert PLANS.hits - hits == 1
+    fail_at = -1
+    _same(step(), general[-1])
+
+
+@pytest.mark.anyio
+async def test_a_planned_backward_cancelled_mid_run_leaves_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cancelled between two stretches of a planned run: ``.grad`` untouched, the plan
+    kept, and the next backwards by it give the general path's gradients."""
+    from aengine.core._planned_run import PlannedRun
+
+    calls: list[int] = []
+    run = PlannedRun.run
+
+    def counted(self: PlannedRun, gt: Any, deadline: float) -> Any:
+        calls.append(self.pos)
+        return run(self, gt, deadline)
+
+    monkeypatch.setattr(PlannedRun, "run", counted)
+    x = _x(16)
+    PLANS.enabled = False
+    expected = (await ae.grad(_chain(x, 600), [x]))[0].data
+    PLANS.enabled = True
+
+    async def step() -> Any:
+        x.grad = None
+        await ae.backward(_chain(x, 600))
+        return x.grad.data
+
+    async def cancel_after(turns: int, scope: anyio.CancelScope) -> None:
+        for _ in range(turns):
+            await anyio.sleep(0)
+        scope.cancel()
+
+    async with ae.Engine(time_slice=1e-9):  # a slice ends at every clock check
+        await step()  # seen once
+        await step()  # built
+        x.grad = None
+        loss = _chain(x, 600)
+        calls.clear()
+        hits = PLANS.hits
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as scope:
+                tg.start_soon(cancel_after, 150, scope)
+                await ae.backward(loss)
+        assert scope.cancelled_caught and x.grad is None
+        assert PLANS.hits == hits + 1 and len(calls) > 10 and calls[-1] > 0  # mid-run
+        assert calls[-1] < 3 * 600
+        for _ in range(2):
+            np.testing.assert_array_equal(await step(), expected)
+    assert PLANS.hits == hits + 3
