@@ -154,7 +154,6 @@ class BackwardPlan:
 
     __slots__ = (
         "acc",
-        "anchor",
         "captured",
         "codes",
         "first",
@@ -167,6 +166,7 @@ class BackwardPlan:
         "nrs",
         "num_outputs",
         "order",
+        "ordered",
         "seqs",
         "special",
         "starts",
@@ -193,12 +193,11 @@ class BackwardPlan:
         self.hot_idx: list[int] = []
         #: the AccumulateGrad numbers (hooks and identity checked one by one)
         self.acc = array("q")
-        #: every node's sequence_nr: the matched graph's nodes made in forward
-        #: (all but the root and the leaves' accumulators, whose is ACC_SEQ)
-        #: must differ from them by one constant, the anchor's difference (the
-        #: heap's order is the same, and nodes are told apart)
+        #: every node's sequence_nr; the numbers whose sequence numbers decide
+        #: the run's order (compared in the heap: the matched graph's must
+        #: differ from them by one constant)
         self.seqs: list[int] = []
-        self.anchor = 0
+        self.ordered = array("q")
         #: node numbers in the order they run, and per position a Step
         self.order: list[int] = []
         self.steps: list[Step] = []
@@ -435,10 +434,6 @@ def _layout(plan: BackwardPlan, reached: list[Node], index: dict[Node, int]) -> 
         plan.seqs.extend(map(_seq, part))
         yield
     plan.acc = array("q", itertools.compress(range(len(is_acc)), is_acc))
-    try:  # the first node made in forward
-        plan.anchor = is_acc.index(False, 1)
-    except ValueError:
-        plan.anchor = 0
     flat, first, starts = plan.flat, plan.first, plan.starts
     append = flat.append
     for a in range(0, len(reached), BUILD_CHUNK):
@@ -545,7 +540,7 @@ def _simulate(
 ) -> Iterator[None]:
     """The order ``GraphTask.run`` runs the nodes in: its routing rule without the work.
 
-    Sets ``plan.order``; ``popped`` receives, per position, whether the node
+    Sets ``plan.order`` and ``plan.ordered``; ``popped`` receives, per position, whether the node
     was taken from the heap.  Yields every BUILD_CHUNK nodes.  A heap entry
     is one int that orders as the run's (-sequence_nr, FIFO tie) and holds
     the node's number in its low bits: no tuple per entry.
@@ -557,6 +552,7 @@ def _simulate(
     tie = itertools.count(1).__next__
     heappop, heappush = heapq.heappop, heapq.heappush
     order = plan.order
+    cmp = bytearray(len(seqs))  # the numbers whose sequence numbers are compared
     count = 0
     while heap:
         i: int | None = heappop(heap) & mask
@@ -579,13 +575,23 @@ def _simulate(
                 deps[t] = d
                 if (in_run is not None and not in_run[t]) or d:
                     continue
+                if heap or nxt_run is not None:
+                    cmp[t] = True
                 if nxt_run is None and (not heap or -(heap[0] >> (2 * bits)) < seqs[t]):
                     nxt_run = t
                 else:
-                    if nxt_run is not None and seqs[t] > seqs[nxt_run]:
-                        t, nxt_run = nxt_run, t
+                    if nxt_run is not None:
+                        cmp[nxt_run] = True
+                        if seqs[t] > seqs[nxt_run]:
+                            t, nxt_run = nxt_run, t
                     heappush(heap, (-seqs[t] << (2 * bits)) | (tie() << bits) | t)
             i = nxt_run
+    if 2 * cmp.count(1) > len(cmp):  # most: match them all, which tells nodes apart too
+        cmp = bytearray(b"\x01") * len(cmp)
+        cmp[0] = False  # (the root: a GraphRoot is made at backward)
+    for i in plan.acc:  # (ACC_SEQ, their class's: the same in every graph)
+        cmp[i] = False
+    plan.ordered = array("q", itertools.compress(range(len(cmp)), cmp))
 
 
 _cls = attrgetter("__class__")

@@ -92,16 +92,20 @@ def _walk(plan: BackwardPlan, root: Node) -> Generator[None, None, list[Node] | 
 
 
 def _same_fields(plan: BackwardPlan, nodes: list[Node]) -> Generator[None, None, bool]:
-    """The same classes and fields, and sequence numbers one constant apart.
+    """The same classes and fields, distinct nodes, and the same order in the heap.
 
-    Forward made the nodes in the same order (the heap's order; two nodes
-    with one sequence_nr are one node): but for the root (a GraphRoot is
-    made at backward) and the leaves' accumulators (ACC_SEQ: the same as
-    the plan's when the constant is not 0).
+    Forward made the nodes whose sequence numbers the heap compares
+    (``plan.ordered``) in the same order: theirs are one constant apart
+    from the plan's.  The others' numbers decide nothing (a chain's links
+    go straight from one to the next), and reading each node's own int
+    is the costly part of a pass over the graph: only distinctness is
+    checked for them (one node per number), where there are any.
     """
     total = len(nodes)
-    d = nodes[plan.anchor].sequence_nr - plan.seqs[plan.anchor]
-    same = 1  # (the root)
+    ordered, seqs = plan.ordered, plan.seqs
+    distinct: set[Node] | None = None
+    if len(ordered) < total - len(plan.acc) - 1:
+        distinct = set()
     for a in range(0, total, SCAN_CHUNK):
         b = a + SCAN_CHUNK
         part = nodes[a:b]
@@ -112,10 +116,29 @@ def _same_fields(plan: BackwardPlan, nodes: list[Node]) -> Generator[None, None,
             or list(map(_num_outputs, part)) != plan.num_outputs[a:b]
         ):
             return False
-        diffs = list(map(sub, map(_seq, part), plan.seqs[a:b]))
-        same += diffs.count(d) - (a == 0 and diffs[0] == d)
+        if distinct is not None:
+            distinct.update(part)
         yield
-    return same == total - (len(plan.acc) if d else 0)
+    if distinct is not None and len(distinct) != total:
+        return False
+    if not ordered:
+        return True
+    d = nodes[ordered[0]].sequence_nr - seqs[ordered[0]]
+    if distinct is None:  # all but the root and the accumulators: by slices
+        same = 1 - (nodes[0].sequence_nr - seqs[0] == d)  # (the root's is any)
+        for a in range(0, total, SCAN_CHUNK):
+            b = a + SCAN_CHUNK
+            same += list(map(sub, map(_seq, nodes[a:b]), seqs[a:b])).count(d)
+            yield
+        # (the accumulators' ACC_SEQ: the same as the plan's, counted when d is 0)
+        return same == total - (len(plan.acc) if d else 0)
+    for a in range(0, len(ordered), SCAN_CHUNK):
+        idx = ordered[a : a + SCAN_CHUNK]
+        diffs = list(map(sub, map(_seq, map(nodes.__getitem__, idx)), map(seqs.__getitem__, idx)))
+        if diffs.count(d) != len(diffs):
+            return False
+        yield
+    return True
 
 
 def _free_accumulators(plan: BackwardPlan, nodes: list[Node]) -> Generator[None, None, bool]:

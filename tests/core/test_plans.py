@@ -121,7 +121,7 @@ def test_a_structure_change_under_the_same_key_misses() -> None:
     def step(i: int) -> Any:
         a = x * 2.0
         b = x * 3.0
-        y = ae.sin(a if i < 3 else b)  # the same nodes, recorded alike; another edge
+        y = ae.sin(a * (a if i < 3 else b))  # the same nodes, recorded alike; another edge
         return _grads(x)(_chain(y))
 
     general = [step(i) for i in range(5)]
@@ -129,6 +129,27 @@ def test_a_structure_change_under_the_same_key_misses() -> None:
     misses = PLANS.misses
     _same([step(i) for i in range(5)], general)
     assert PLANS.misses - misses == 1
+
+
+def test_a_node_recorded_apart_from_the_graph_keeps_the_plan() -> None:
+    """Another node recorded between two of the graph's (not part of it) shifts the
+    sequence numbers of a chain, which decide nothing there: the plan still runs it.
+
+    (Only the numbers that the heap compares are matched: ``plan.ordered``.)
+    """
+    x = _x()
+
+    def step(i: int) -> Any:
+        a = x * 2.0
+        b = x * 3.0
+        y = ae.sin(a if i < 3 else b)  # the graph reaches one of the two
+        return _grads(x)(_chain(y))
+
+    general = [step(i) for i in range(5)]
+    PLANS.cache.clear()
+    hits, misses = PLANS.hits, PLANS.misses
+    _same([step(i) for i in range(5)], general)
+    assert (PLANS.hits - hits, PLANS.misses - misses) == (3, 0)
 
 
 def test_a_shape_change_gives_the_general_paths_result() -> None:
@@ -907,3 +928,38 @@ async def test_a_planned_backward_cancelled_mid_run_leaves_nothing_behind(
         for _ in range(2):
             np.testing.assert_array_equal(await step(), expected)
     assert PLANS.hits == hits + 3
+
+
+def test_branches_recorded_in_another_order_miss_and_run_in_the_general_paths_order() -> None:
+    """The same structure recorded in another order: the heap would run its branches in
+    another order, so the sequence numbers it compares differ from the plan's: a miss."""
+    order: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, k: int) -> Any:
+            ctx.k = k
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            order.append(ctx.k)
+            return g, None
+
+    x = _x()
+
+    def step(i: int) -> Any:
+        order.clear()
+        if i < 3:
+            u, v = Tag.apply(ae.sin(x * 1.5), 1), Tag.apply(ae.cos(x * 2.5), 2)
+        else:
+            v, u = Tag.apply(ae.cos(x * 2.5), 2), Tag.apply(ae.sin(x * 1.5), 1)
+        return [*_grads(x)(_chain(u * v)), list(order)]
+
+    general = _steps(lambda: [step(i) for i in range(5)], 1, plans=False)[0]
+    assert general[0][-1] != general[-1][-1]  # the heap's order follows the recording's
+    PLANS.cache.clear()
+    PLANS.enabled = True
+    hits, misses = PLANS.hits, PLANS.misses
+    _same([step(i) for i in range(5)], general)
+    assert (PLANS.hits - hits, PLANS.misses - misses) == (1, 1)  # step 2 by the plan; 3 misses
