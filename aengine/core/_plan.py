@@ -60,14 +60,12 @@
 #   records structure, never values or versions.
 #
 # NOTE [When a plan is built]
-# A build costs about one backward of the structure (Python passes over
-# its graph); matching and the planned run then save part of one at every
-# later step.  A structure's second backward used to build its plan and
-# took about twice the first; a plan is now built by the BUILD_AT-th
-# backward of a structure (``PLANS.build_at``), so that the first steps of
-# a loop and structures met only once or twice (a warm-up, an evaluation
-# pass, a last short batch) run at the general path's speed, and the cost
-# falls once on a structure that keeps coming back.
+# A build costs about one backward (Python passes over the graph), and
+# once built, matching and the planned run save part of one at every
+# step.  It is done by a structure's BUILD_AT-th backward
+# (``PLANS.build_at``): a loop's first steps and structures met once or
+# twice (a warm-up, an evaluation, a last short batch) keep the general
+# path's speed, and the cost falls on structures that keep coming back.
 #
 # NOTE [Slicing plans]
 # Matching a graph against its plan, building a plan and running it are
@@ -116,6 +114,7 @@ from ._plan_code import (
     Step,
     Stretch,
     code_lists,
+    long_codes,
 )
 from ._running import CLOCK_EVERY
 
@@ -161,6 +160,7 @@ class BackwardPlan:
         "hot",
         "hot_idx",
         "in_run",
+        "longs",
         "needed",
         "needed_general",
         "nrs",
@@ -204,6 +204,8 @@ class BackwardPlan:
         #: per start position, the compiled stretch of CLOCK_EVERY and of
         #: CLOCK_EVERY + 1 nodes, or None (NOTE [Plans compiled to code])
         self.codes: tuple[list[Stretch | None], list[Stretch | None]] = ([], [])
+        #: where no clock is read: the runs of LONG nodes, by start position
+        self.longs: dict[int, Stretch] = {}
         #: grad(): (node number, its (slot, result index) pairs) per captured
         #: node; per number whether exec_info calls it ``needed`` (it runs) and
         #: whether it may run (``run_set``: needed or captured; None: all may);
@@ -227,11 +229,7 @@ class PlanCache:
         self.nodes = 0
 
     def lookup(self, key: Any) -> tuple[BackwardPlan | None, bool]:
-        """(the key's plan, whether to build one from this backward's preparation).
-
-        A plan is built at the key's ``build_at``-th sighting without one
-        (NOTE [When a plan is built]).
-        """
+        """(the key's plan, whether to build one now: NOTE [When a plan is built])."""
         build_at = PLANS.build_at
         with self.lock:
             entry = self.entries.get(key)
@@ -349,6 +347,7 @@ def build_steps(
     codes: list[list[Stretch | None]] = []
     yield from code_lists(plan.steps, (CLOCK_EVERY, CLOCK_EVERY + 1), SCAN_CHUNK, codes)
     plan.codes = (codes[0], codes[1])
+    yield from long_codes(plan.steps, BUILD_CHUNK, plan.longs)
     plan.captured = tuple(  # (an input that the root does not reach is never captured)
         (index[n], tuple(caps)) for n, caps in (captures or {}).items() if n in index
     )
@@ -525,14 +524,7 @@ def _steps(
 
 def _has_hooks(acc: Any) -> bool:
     var = acc.variable
-    return bool(
-        acc._pre_hooks
-        or acc._post_hooks
-        or acc._tensor_pre_hooks
-        or acc._retains_grad
-        or var._hooks
-        or var._post_acc_hooks
-    )
+    return bool(acc._has_hooks() or var._hooks or var._post_acc_hooks)
 
 
 def _simulate(

@@ -42,10 +42,13 @@ __all__ = [
     "NEXT",
     "ONE_ROUTE",
     "ROUTES",
+    "LONG",
+    "LONG_AT",
     "STOP",
     "Step",
     "Stretch",
     "code_lists",
+    "long_codes",
     "compiled",
 ]
 
@@ -57,6 +60,12 @@ STOP = object()
 #: the nodes at positions p, p+1, ... of ``run``, ``b`` the first one's buffer
 #: when the node before handed it on (else None)
 Stretch = Callable[..., Any]
+
+#: the nodes of one function where no clock is read (a sync backward): the
+#: runs of LONG nodes that start LONG_AT + k * LONG (after the first
+#: stretch of a run from the start)
+LONG = 16
+LONG_AT = 3
 
 #: distinct stretches compiled in this process (all plans); beyond it a new
 #: one runs by the loop
@@ -205,3 +214,25 @@ def code_lists(
             yield
         fns += [None] * (total - len(fns))
         out.append(fns)
+
+
+def long_codes(steps: Sequence[Any], chunk: int, out: dict[int, Stretch]) -> Iterator[None]:
+    """The functions of the runs of LONG nodes at LONG_AT + k * LONG, into ``out``.
+
+    Only where one can be made (no general-path node); yields every
+    ``chunk`` runs.  As ``code_lists``, by the Steps' identities.
+    """
+    ids = array("q", map(id, steps))
+    starts = range(LONG_AT, len(ids) - LONG + 1, LONG)
+    keys = list(zip(*(ids[LONG_AT + j :: LONG] for j in range(LONG))))[: len(starts)]
+    yield
+    by_key: dict[tuple[int, ...], Stretch | None] = {}
+    for a in range(0, len(keys), chunk):
+        for k in range(a, min(a + chunk, len(keys))):
+            fn = by_key.get(keys[k], by_key)
+            if fn is by_key:
+                s = starts[k]
+                fn = by_key[keys[k]] = compiled(tuple(steps[s : s + LONG]))
+            if fn is not None:
+                out[starts[k]] = fn  # type: ignore[assignment]
+        yield

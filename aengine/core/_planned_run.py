@@ -18,11 +18,14 @@ from typing import Any
 
 from ._graph import Node
 from ._plan import SCAN_CHUNK, BackwardPlan
-from ._plan_code import ADD, GENERAL, NEW_ONE, NEXT, ONE_ROUTE, STOP
+from ._plan_code import ADD, GENERAL, LONG, NEW_ONE, NEXT, ONE_ROUTE, STOP
 from ._running import CLOCK_EVERY, YIELD, InputBuffer, Placement, Task
 from ._running import current as _current
 
 __all__ = ["PlannedRun"]
+
+#: the deadline of a run without time slices (a sync backward)
+FOREVER = float("inf")
 
 
 class PlannedRun:
@@ -102,57 +105,105 @@ class PlannedRun:
         before every (CLOCK_EVERY + 1)th node of this call, the error before
         a node taken from the heap.  A stretch runs by its compiled function
         (NOTE [Plans compiled to code]) or, without one, node by node
-        (``_loop``).  ``buffer`` is not None between two stretches when the
-        last node handed the next one its buffer; it goes to ``bufs``
-        before any return.
+        (``_loop``).  Without a deadline (a sync backward) no clock is read,
+        and runs of LONG nodes are one function each (``_unclocked``).
+        """
+        if self.pos >= len(self.plan.steps):
+            return None  # drained (the driver asks again: ``run`` on an empty queue)
+        token = _current.set(gt)
+        try:
+            if deadline == FOREVER:
+                return self._unclocked(gt)
+            return self._clocked(gt, deadline)
+        finally:
+            _current.reset(token)
+
+    def _clocked(self, gt: Task, deadline: float) -> Any:
+        """``run`` within a time slice.
+
+        ``buffer`` is not None between two stretches when the last node
+        handed the next one its buffer; it goes to ``bufs`` before any return.
         """
         plan = self.plan
-        steps = plan.steps
-        pos = self.pos
-        end = len(steps)
-        if pos >= end:
-            return None  # drained (the driver asks again: ``run`` on an empty queue)
-        run, bufs = self.order, self.bufs
-        create_graph = gt.create_graph
-        release = not gt.keep_graph
+        steps, run, bufs = plan.steps, self.order, self.bufs
+        pos, end = self.pos, len(steps)
+        create_graph, release = gt.create_graph, not gt.keep_graph
         perf = time.perf_counter
         codes, more = plan.codes
         length = CLOCK_EVERY
         buffer: Any = None
-        token = _current.set(gt)
-        try:
-            while True:
+        while True:
+            stop = pos + length
+            if stop > end:
+                stop, fn = end, None
+            else:
+                fn = codes[pos]
+            if fn is not None:
+                buffer = fn(self, run, bufs, pos, buffer, create_graph, release, gt)
+                if buffer is STOP:
+                    return None  # (failed: the buffers are not read again)
+            else:
+                buffer = self._loop(gt, pos, stop, buffer)
+                if buffer.__class__ is _Exit:
+                    return buffer.result
+            pos = stop
+            if pos >= end:
+                break
+            # the clock check, before the node at ``pos``
+            length, codes = CLOCK_EVERY + 1, more
+            if steps[pos][0]:  # taken from the heap
+                if gt.error is not None:
+                    return None
+                if perf() > deadline:
+                    break
+            elif perf() > deadline or gt.error is not None:
+                break
+        return self._pause(pos, buffer)
+
+    def _unclocked(self, gt: Task) -> Any:
+        """``run`` without a deadline: where a run of LONG nodes starts (``plan.longs``),
+        one function runs them all; the error is checked between two functions."""
+        plan = self.plan
+        steps, run, bufs, longs = plan.steps, self.order, self.bufs, plan.longs
+        pos, end = self.pos, len(steps)
+        create_graph, release = gt.create_graph, not gt.keep_graph
+        codes, more = plan.codes
+        length = CLOCK_EVERY
+        buffer: Any = None
+        while True:
+            fn = longs.get(pos)
+            if fn is not None and pos + LONG <= end:
+                stop = pos + LONG
+            else:
                 stop = pos + length
                 if stop > end:
                     stop, fn = end, None
                 else:
                     fn = codes[pos]
-                if fn is not None:
-                    buffer = fn(self, run, bufs, pos, buffer, create_graph, release, gt)
-                    if buffer is STOP:
-                        return None  # (failed: the buffers are not read again)
-                else:
-                    buffer = self._loop(gt, pos, stop, buffer)
-                    if buffer.__class__ is _Exit:
-                        return buffer.result
-                pos = stop
-                if pos >= end:
-                    break
-                # the clock check, before the node at ``pos``
-                length, codes = CLOCK_EVERY + 1, more
-                if steps[pos][0]:  # taken from the heap
-                    if gt.error is not None:
-                        return None
-                    if perf() > deadline:
-                        break
-                elif perf() > deadline or gt.error is not None:
-                    break
-            self.pos = pos
-            if buffer is not None:  # handed on to the node at ``pos``, which has not run
-                bufs[pos] = buffer
-            return None if pos >= end else YIELD
-        finally:
-            _current.reset(token)
+            if fn is not None:
+                buffer = fn(self, run, bufs, pos, buffer, create_graph, release, gt)
+                if buffer is STOP:
+                    return None  # (failed: the buffers are not read again)
+            else:
+                buffer = self._loop(gt, pos, stop, buffer)
+                if buffer.__class__ is _Exit:
+                    return buffer.result
+            pos = stop
+            if pos >= end:
+                break
+            length, codes = CLOCK_EVERY + 1, more
+            if gt.error is not None:  # (set by another thread or a failing parent)
+                if steps[pos][0]:
+                    return None
+                break
+        return self._pause(pos, buffer)
+
+    def _pause(self, pos: int, buffer: Any) -> Any:
+        """Stop before the node at ``pos`` (its buffer ``buffer`` if handed on); the result."""
+        self.pos = pos
+        if buffer is not None:  # handed on to the node at ``pos``, which has not run
+            self.bufs[pos] = buffer
+        return None if pos >= len(self.plan.steps) else YIELD
 
     def _loop(self, gt: Task, pos: int, stop: int, buffer: Any) -> Any:
         """The nodes at ``pos`` to ``stop`` one by one (a stretch without a function).

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import aengine as ae
 from aengine.core import GraphTask
 from aengine.core._plan import BUILD_AT, MAX_PLANS, PLANS
+from aengine.core._plan_code import LONG
 
 DEPTH = 12  # links: well above the depth below which graphs are not planned
 
@@ -770,10 +771,14 @@ def test_compiled_stretches_give_the_node_by_node_loops_results() -> None:
         # a stretch with a node of the general path (a leaf's accumulator) has none
         general_at = [p for p, (_, kind, _) in enumerate(plan.steps) if kind == 0]
         assert general_at and all(more[p] is None for p in general_at)
+        # a sync run reads no clock: runs of LONG nodes are one function each
+        assert len(plan.longs) > len(plan.steps) // (2 * LONG)
+        assert not any(p <= g < p + LONG for p in plan.longs for g in general_at)
         hits = PLANS.hits
+        longs, plan.longs = plan.longs, {}
         plan.codes = ([None] * len(first), [None] * len(more))  # the loop, node by node
         looped = step()
-        plan.codes = (first, more)
+        plan.codes, plan.longs = (first, more), longs
         again = step()
         assert PLANS.hits - hits == 2
         _same([planned[-1], looped, again], [general[-1]] * 3)
