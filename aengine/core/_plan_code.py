@@ -24,7 +24,9 @@
 # (None): the loop runs it node by node, as before.  Each start position
 # has its function, so a ``run`` call that starts anywhere (after a
 # yield, an awaited node, a hand-over) checks the clock at the same nodes
-# as the general path.
+# as the general path.  Where no clock is read (a sync backward: no
+# deadline) the runs of LONG nodes from LONG_AT on are one function each
+# (``long_codes``), and the error is checked between two of them.
 """
 
 from __future__ import annotations
