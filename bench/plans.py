@@ -5,8 +5,10 @@ Each trial clears the plan cache and runs ``--steps`` steps (forward, then
 alternate (on first in even rounds, off first in odd ones), so both see
 the same machine.  Reported per workload and setting: the median over the
 rounds of step 1 (the structure met for the first time: what plans must
-not slow down), of step 2 (the plan is built) and of the median of steps
-3 on (run by the plan), backward only, and the on/off ratios.  The
+not slow down), of the step that builds the plan (step ``PLANS.build_at``,
+3 by default; the steps before it run the general path) and of the
+median of the steps after it (run by the plan), backward only, and the
+on/off ratios.  The
 gradients of every step are checked equal bit for bit between the two.
 
     python -m bench.plans                       # chain-30k and wide-10k, 7 rounds
@@ -60,7 +62,7 @@ def trial(wl: GraphWorkload, steps: int, plans: bool) -> tuple[list[float], list
 
 
 def plan_bytes(wl: GraphWorkload) -> tuple[int, float]:
-    """(nodes, bytes per node) of the plan a second backward of ``wl`` builds (tracemalloc)."""
+    """(nodes, bytes per node) of the plan a backward of ``wl`` builds (tracemalloc)."""
     import gc
     import tracemalloc
 
@@ -70,7 +72,8 @@ def plan_bytes(wl: GraphWorkload) -> tuple[int, float]:
     PLANS.cache.clear()
     ps = [ae.tensor(p, requires_grad=True) for p in wl.params]
     cs = [ae.as_tensor(c) for c in wl.consts]
-    ae.sync.grad(wl.fn(ae, cs, *ps), ps)  # seen once
+    for _ in range(PLANS.build_at - 1):  # seen before
+        ae.sync.grad(wl.fn(ae, cs, *ps), ps)
     loss = wl.fn(ae, cs, *ps)
     gc.collect()
     tracemalloc.start()
@@ -92,9 +95,15 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.plans")
     p.add_argument("--only", default="chain-30k,wide-10k", help=", ".join(WORKLOADS))
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--steps", type=int, default=7)
     args = p.parse_args(argv)
-    print(f"{'workload':10} {'plans':5} {'step 1':>10} {'step 2':>10} {'steps 3+':>10}")
+    from aengine.core._plan import PLANS  # (imported here, as aengine: --help needs neither)
+
+    build = PLANS.build_at  # the step that builds the plan (1-based)
+    if args.steps <= build:
+        raise SystemExit(f"--steps must be at least {build + 1} (step {build} builds the plan)")
+    heads = [f"step {i}" for i in range(1, build + 1)] + [f"steps {build + 1}+"]
+    print(f"{'workload':10} {'plans':5} " + " ".join(f"{h:>10}" for h in heads))
     for name in args.only.split(","):
         if name not in WORKLOADS:
             raise SystemExit(f"unknown workload {name!r}; use one of {', '.join(WORKLOADS)}")
@@ -105,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
             got = {}
             for plans in (True, False) if r % 2 == 0 else (False, True):
                 ts, got[plans] = trial(wl, args.steps, plans)
-                rows[plans].append([ts[0], ts[1], statistics.median(ts[2:])])
+                rows[plans].append([*ts[:build], statistics.median(ts[build:])])
             for a, b in zip(got[True], got[False], strict=True):
                 if not np.array_equal(a, b):
                     raise SystemExit(f"{name}: the gradients differ with and without plans")

@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--plans",
         action="store_true",
-        help="profile a backward run by a backward plan (its structure met twice "
-        "before); without it, plans are off: the general path",
+        help="profile a backward run by a backward plan (built by an earlier backward "
+        "of its structure); without it, plans are off: the general path",
     )
     args = p.parse_args(argv)
     # (imported here as aengine above: the tool's --help needs no aengine)
@@ -78,7 +78,9 @@ def _profile(ae: Any, args: argparse.Namespace) -> None:
         return
     wl = wide(args.wide) if args.wide else chain(args.nodes)
     x = ae.tensor(wl.params[0], requires_grad=True)
-    for _ in range(3 if args.plans else 1):
+    from aengine.core._plan import PLANS  # (as in main)
+
+    for _ in range(PLANS.build_at if args.plans else 1):
         ae.sync.grad(wl.fn(ae, [], x), [x])  # warm-up: imports, caches, the plan
     if args.bytecodes:
         _bytecodes(ae, wl, x, args.forward, args.top)

@@ -233,7 +233,7 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             for key, step in (
                 ("worst", ""),
                 ("worst_step1", ", step 1, general path"),
-                ("worst_step2", ", step 2, builds the plan"),
+                ("worst_step2", ", the step that builds the plan"),
                 ("worst_later", ", later steps, planned"),
             ):
                 add(

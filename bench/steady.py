@@ -6,7 +6,7 @@ parameter tensors (created untimed before the first), forward (recording)
 and backward timed apart, and reports the first step and the median of the
 later ones: what a system does once (first step) is told apart from what
 it does every step (backward plans: step 1 meets the graph structure for the
-first time, step 2 builds the plan, steps 3 on run by it).  The parameters are not updated between steps, so each
+first time, step 3 builds the plan, steps 4 on run by it).  The parameters are not updated between steps, so each
 step's gradients are the same and are checked against torch's last step.
 
 Systems: torch (``torch.autograd.grad``), aengine (``ae.sync.grad``,

@@ -59,7 +59,8 @@ from ._graph import ACC_SEQ, GraphRoot, Node
 from ._node_hooks import Detach
 from ._node_path import evaluate_general, run_node, wrap_node_error
 from ._outcome import Outcome
-from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build_steps, match
+from ._plan import MIN_DEPTH, PLANS, BackwardPlan, build_steps
+from ._plan_match import match
 from ._planned_run import PlannedRun
 from ._running import (
     YIELD,

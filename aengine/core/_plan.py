@@ -21,9 +21,9 @@
 #   (least recently used first out).
 # * A backward looks its cheap key up (the root's class, depth and slot,
 #   the retain_graph and create_graph flags, the inputs asked for, sync or
-#   async): a key seen once is remembered; at its second sighting the
-#   general preparation's results become a plan (``build_steps``); from
-#   the third on, ``match`` walks the graph by the plan's numbering (a list
+#   async): a key is remembered; at its BUILD_AT-th sighting the general
+#   preparation's results become a plan (``build_steps``, NOTE [When a
+#   plan is built]); from the next on, ``match`` (_plan_match.py) walks the graph by the plan's numbering (a list
 #   ``extend`` per node, driven by ``map`` in C) and compares whole lists:
 #   every edge's target, classes, ``next_nrs``, ``_special``, ``num_outputs``, and the
 #   sequence numbers, which must all be one constant apart from the plan's
@@ -42,12 +42,12 @@
 #   backward(inputs=...), nodes the scheduler would take (another device,
 #   a large kernel) and graphs shallower than MIN_DEPTH keep the general
 #   path, which is unchanged.
-# * The plan's run (``GraphTask._run_plan``) is the hot loop with run
+# * The plan's run (``PlannedRun.run``) is the hot loop with run
 #   positions for dicts and heap (nodes and InputBuffers kept in the order
 #   they run; a node whose one gradient is the whole buffer of the node
 #   run next hands it on without storing it, a ``Step`` of kind NEXT;
-#   the nodes between two clock checks run as one stretch without a
-#   count): the same nodes in the same order, the
+#   the nodes between two clock checks run as one stretch, by a function
+#   generated for its Steps: NOTE [Plans compiled to code]): the same nodes in the same order, the
 #   same ``evaluate`` calls, gradients summed in the same order (the same
 #   results bit for bit), the same error handling, and the same clock and
 #   error checks (so the async driver yields, and sees cancellation, at
@@ -58,6 +58,14 @@
 # * A saved tensor modified in place, a freed graph (backward twice) or a
 #   bad gradient raise from ``evaluate`` as on the general path: a plan
 #   records structure, never values or versions.
+#
+# NOTE [When a plan is built]
+# A build costs about one backward (Python passes over the graph), and
+# once built, matching and the planned run save part of one at every
+# step.  It is done by a structure's BUILD_AT-th backward
+# (``PLANS.build_at``): a loop's first steps and structures met once or
+# twice (a warm-up, an evaluation, a last short batch) keep the general
+# path's speed, and the cost falls on structures that keep coming back.
 #
 # NOTE [Slicing plans]
 # Matching a graph against its plan, building a plan and running it are
@@ -91,16 +99,31 @@ from array import array
 from collections import OrderedDict
 from collections import deque as drain
 from collections.abc import Callable, Generator, Iterator
-from itertools import islice
-from operator import attrgetter, is_, sub
+from operator import attrgetter, is_
 from typing import Any
 
 from ._graph import AccumulateGrad, Node
+from ._plan_code import (
+    ADD,
+    ADD_AT,
+    GENERAL,
+    NEW_ONE,
+    NEXT,
+    ONE_ROUTE,
+    ROUTES,
+    Step,
+    Stretch,
+    code_lists,
+    long_codes,
+)
+from ._running import CLOCK_EVERY
 
-__all__ = ["BackwardPlan", "PlanCache", "PLANS", "build_steps", "match"]
+__all__ = ["BackwardPlan", "PlanCache", "PLANS", "build_steps"]
 
 #: how many graph structures keep a plan (least recently used dropped first)
 MAX_PLANS = 32
+#: a structure's plan is built by its BUILD_AT-th backward (NOTE [When a plan is built])
+BUILD_AT = 3
 #: misses after which a key keeps the general path for good
 MAX_MISSES = 3
 #: nodes in all plans together (a plan keeps about 90 bytes per node): the
@@ -130,18 +153,20 @@ class BackwardPlan:
 
     __slots__ = (
         "acc",
-        "anchor",
         "captured",
+        "codes",
         "first",
         "flat",
         "hot",
         "hot_idx",
         "in_run",
+        "longs",
         "needed",
         "needed_general",
         "nrs",
         "num_outputs",
         "order",
+        "ordered",
         "seqs",
         "special",
         "starts",
@@ -168,15 +193,19 @@ class BackwardPlan:
         self.hot_idx: list[int] = []
         #: the AccumulateGrad numbers (hooks and identity checked one by one)
         self.acc = array("q")
-        #: every node's sequence_nr: the matched graph's nodes made in forward
-        #: (all but the root and the leaves' accumulators, whose is ACC_SEQ)
-        #: must differ from them by one constant, the anchor's difference (the
-        #: heap's order is the same, and nodes are told apart)
+        #: every node's sequence_nr; the numbers whose sequence numbers decide
+        #: the run's order (compared in the heap: the matched graph's must
+        #: differ from them by one constant)
         self.seqs: list[int] = []
-        self.anchor = 0
+        self.ordered = array("q")
         #: node numbers in the order they run, and per position a Step
         self.order: list[int] = []
         self.steps: list[Step] = []
+        #: per start position, the compiled stretch of CLOCK_EVERY and of
+        #: CLOCK_EVERY + 1 nodes, or None (NOTE [Plans compiled to code])
+        self.codes: tuple[list[Stretch | None], list[Stretch | None]] = ([], [])
+        #: where no clock is read: the runs of LONG nodes, by start position
+        self.longs: dict[int, Stretch] = {}
         #: grad(): (node number, its (slot, result index) pairs) per captured
         #: node; per number whether exec_info calls it ``needed`` (it runs) and
         #: whether it may run (``run_set``: needed or captured; None: all may);
@@ -193,25 +222,29 @@ class PlanCache:
     __slots__ = ("entries", "lock", "nodes")
 
     def __init__(self) -> None:
-        #: key -> [plan or None (seen once), misses]
+        #: key -> [plan or None, misses, sightings without a plan]
         self.entries: OrderedDict[Any, list[Any]] = OrderedDict()
         self.lock = threading.Lock()
         #: the nodes of the plans held (bounded by MAX_PLAN_NODES)
         self.nodes = 0
 
     def lookup(self, key: Any) -> tuple[BackwardPlan | None, bool]:
-        """(the key's plan, whether to build one from this backward's preparation)."""
+        """(the key's plan, whether to build one now: NOTE [When a plan is built])."""
+        build_at = PLANS.build_at
         with self.lock:
             entry = self.entries.get(key)
             if entry is None:
-                self.entries[key] = [None, 0]
+                self.entries[key] = [None, 0, 1]
                 if len(self.entries) > MAX_PLANS:
                     self._drop(next(iter(self.entries)))
-                return None, False
+                return None, build_at <= 1
             self.entries.move_to_end(key)
             if entry[1] >= MAX_MISSES:
                 return None, False
-            return entry[0], entry[0] is None
+            if entry[0] is not None:
+                return entry[0], False
+            entry[2] += 1
+            return None, entry[2] >= build_at
 
     def store(self, key: Any, plan: BackwardPlan | None) -> None:
         with self.lock:
@@ -221,6 +254,7 @@ class PlanCache:
             self._forget(entry)
             if plan is None:  # not plannable (hooks, too large...): counts as a miss
                 entry[1] += 1
+                entry[2] = PLANS.build_at - 1  # (tried again at the next sighting)
                 return
             entry[0] = plan
             self.nodes += len(plan.types)
@@ -234,6 +268,7 @@ class PlanCache:
             if entry is not None:
                 self._forget(entry)
                 entry[1] += 1
+                entry[2] = PLANS.build_at - 1  # (rebuilt at the next sighting)
 
     def clear(self) -> None:
         with self.lock:
@@ -252,10 +287,13 @@ class PlanCache:
 class _Switch:
     """Whether backwards use plans (``enabled``), the cache, and counts for tests."""
 
-    __slots__ = ("cache", "enabled", "hits", "misses")
+    __slots__ = ("build_at", "cache", "enabled", "hits", "misses")
 
     def __init__(self) -> None:
         self.enabled = True
+        #: the sighting of a structure (without a plan) whose backward builds
+        #: its plan (NOTE [When a plan is built])
+        self.build_at = BUILD_AT
         self.cache = PlanCache()
         #: backwards run by a plan, and plans that did not match (approximate
         #: under threads: for tests and bench.profile, never for decisions)
@@ -306,6 +344,10 @@ def build_steps(
     fan_in = array("q", counts)  # (_simulate counts them down)
     yield from _simulate(plan, targets, counts, popped)
     yield from _steps(plan, targets, fan_in, popped)
+    codes: list[list[Stretch | None]] = []
+    yield from code_lists(plan.steps, (CLOCK_EVERY, CLOCK_EVERY + 1), SCAN_CHUNK, codes)
+    plan.codes = (codes[0], codes[1])
+    yield from long_codes(plan.steps, BUILD_CHUNK, plan.longs)
     plan.captured = tuple(  # (an input that the root does not reach is never captured)
         (index[n], tuple(caps)) for n, caps in (captures or {}).items() if n in index
     )
@@ -391,10 +433,6 @@ def _layout(plan: BackwardPlan, reached: list[Node], index: dict[Node, int]) -> 
         plan.seqs.extend(map(_seq, part))
         yield
     plan.acc = array("q", itertools.compress(range(len(is_acc)), is_acc))
-    try:  # the first node made in forward
-        plan.anchor = is_acc.index(False, 1)
-    except ValueError:
-        plan.anchor = 0
     flat, first, starts = plan.flat, plan.first, plan.starts
     append = flat.append
     for a in range(0, len(reached), BUILD_CHUNK):
@@ -415,26 +453,6 @@ def _if_runs(t: int, runs: int) -> int:
     return t if runs else _NO_EDGE
 
 
-#: one position of a plan's run: (taken from the heap (the hot loop checks
-#: for an error there) rather than run next directly, its kind, its
-#: routing).  The run keeps nodes and InputBuffers by position (the node at
-#: position p is number ``order[p]``), so gradients go to positions, named
-#: by their offset from the step's own (so that equal steps are one tuple).
-#: Kinds: GENERAL, the general path runs it (no routing); ROUTES, it runs
-#: inline and routes by (output index, offset, slot, how) per edge that
-#: carries a gradient; ONE_ROUTE, it runs inline and its one gradient makes
-#: a one-slot buffer, routing (output index, offset); NEXT, the same where
-#: that buffer's node runs next (offset 1), routing the output index: the
-#: buffer goes straight to it (a chain's every link).
-Step = tuple[bool, int, Any]
-#: (``GraphTask._run_plan`` reads them as locals; ROUTES is its last case)
-GENERAL, ROUTES, ONE_ROUTE, NEXT = 0, 1, 2, 3
-#: how a gradient reaches its node's InputBuffer: the first one of a
-#: one-slot buffer (NEW_ONE), added to what is there (ADD; ADD_AT where the
-#: route names the buffer's position, not its offset), or, a number n > 1,
-#: the first one of a buffer of n slots (a positive ``how``; ADD_AT is the
-#: last case of ``GraphTask._run_plan``)
-NEW_ONE, ADD, ADD_AT = 0, -1, -2
 #: the edges into a node from which the routes that add to its buffer name
 #: its position (ADD_AT): a node many gradients meet at (a leaf's
 #: accumulator, a weight shared by a graph's branches or an unrolled
@@ -506,14 +524,7 @@ def _steps(
 
 def _has_hooks(acc: Any) -> bool:
     var = acc.variable
-    return bool(
-        acc._pre_hooks
-        or acc._post_hooks
-        or acc._tensor_pre_hooks
-        or acc._retains_grad
-        or var._hooks
-        or var._post_acc_hooks
-    )
+    return bool(acc._has_hooks() or var._hooks or var._post_acc_hooks)
 
 
 def _simulate(
@@ -521,7 +532,7 @@ def _simulate(
 ) -> Iterator[None]:
     """The order ``GraphTask.run`` runs the nodes in: its routing rule without the work.
 
-    Sets ``plan.order``; ``popped`` receives, per position, whether the node
+    Sets ``plan.order`` and ``plan.ordered``; ``popped`` receives, per position, whether the node
     was taken from the heap.  Yields every BUILD_CHUNK nodes.  A heap entry
     is one int that orders as the run's (-sequence_nr, FIFO tie) and holds
     the node's number in its low bits: no tuple per entry.
@@ -533,6 +544,7 @@ def _simulate(
     tie = itertools.count(1).__next__
     heappop, heappush = heapq.heappop, heapq.heappush
     order = plan.order
+    cmp = bytearray(len(seqs))  # the numbers whose sequence numbers are compared
     count = 0
     while heap:
         i: int | None = heappop(heap) & mask
@@ -555,124 +567,23 @@ def _simulate(
                 deps[t] = d
                 if (in_run is not None and not in_run[t]) or d:
                     continue
+                if heap or nxt_run is not None:
+                    cmp[t] = True
                 if nxt_run is None and (not heap or -(heap[0] >> (2 * bits)) < seqs[t]):
                     nxt_run = t
                 else:
-                    if nxt_run is not None and seqs[t] > seqs[nxt_run]:
-                        t, nxt_run = nxt_run, t
+                    if nxt_run is not None:
+                        cmp[nxt_run] = True
+                        if seqs[t] > seqs[nxt_run]:
+                            t, nxt_run = nxt_run, t
                     heappush(heap, (-seqs[t] << (2 * bits)) | (tie() << bits) | t)
             i = nxt_run
-
-
-def match(
-    plan: BackwardPlan,
-    root: Node,
-    outputs: list[tuple[Node, int]] | None,
-    sched: Any,
-    result: list[Any],
-) -> Iterator[None]:
-    """Match ``plan`` against the graph of ``root``, yielding between chunks.
-
-    Appends the graph's nodes by number to ``result`` on a match, nothing
-    on a miss.  The walk collects the nodes by the plan's numbering and
-    every edge's target (a list ``extend`` per node); the comparisons run
-    over whole slices in C (``map``, list equality), which is what makes
-    matching cheaper than the dependency pass it replaces.  Every pass
-    yields every SCAN_CHUNK nodes (NOTE [Slicing plans]); the first that
-    finds a difference ends the match.
-    """
-    nodes = yield from _walk(plan, root)
-    if (
-        nodes is not None
-        and (yield from _same_fields(plan, nodes))
-        and (yield from _free_accumulators(plan, nodes))
-        and (sched is None or (yield from _inline(plan, nodes, sched)))
-        and (outputs is None or _same_outputs(plan, nodes, outputs))
-    ):
-        result.extend(nodes)
-
-
-def _walk(plan: BackwardPlan, root: Node) -> Generator[None, None, list[Node] | None]:
-    """The graph's nodes by the plan's numbering, if every edge leads where the plan's does."""
-    flat: list[Any] = []
-    total = len(plan.types)
-    # Each node's edges go to ``flat``; the nodes are read off it at the
-    # positions where the plan's numbering first reaches them, lazily, so
-    # that each is read once its parent's edges are in (breadth first).
-    found = map(flat.__getitem__, plan.first)
-    walk = map(flat.extend, itertools.chain((root,), found))  # a node is its next nodes
-    for _ in range(0, total, SCAN_CHUNK):
-        try:
-            drain(islice(walk, SCAN_CHUNK), maxlen=0)
-        except (IndexError, TypeError):
-            return None  # fewer edges than planned, none where the plan has a node
-        yield
-    if len(flat) != len(plan.flat):
-        return None
-    nodes = [root]
-    for a in range(0, total, SCAN_CHUNK):
-        nodes += map(flat.__getitem__, plan.first[a : a + SCAN_CHUNK])
-        yield
-    # every edge leads where the plan says (a node, or none: number _NO_EDGE, the last)
-    node_at = [*nodes, None].__getitem__
-    for a in range(0, len(flat), SCAN_CHUNK):
-        b = a + SCAN_CHUNK
-        if flat[a:b] != list(map(node_at, plan.flat[a:b])):
-            return None
-        yield
-    return nodes
-
-
-def _same_fields(plan: BackwardPlan, nodes: list[Node]) -> Generator[None, None, bool]:
-    """The same classes and fields, and sequence numbers one constant apart.
-
-    Forward made the nodes in the same order (the heap's order; two nodes
-    with one sequence_nr are one node): but for the root (a GraphRoot is
-    made at backward) and the leaves' accumulators (ACC_SEQ: the same as
-    the plan's when the constant is not 0).
-    """
-    total = len(nodes)
-    d = nodes[plan.anchor].sequence_nr - plan.seqs[plan.anchor]
-    same = 1  # (the root)
-    for a in range(0, total, SCAN_CHUNK):
-        b = a + SCAN_CHUNK
-        part = nodes[a:b]
-        if (
-            list(map(_cls, part)) != plan.types[a:b]
-            or list(map(_nrs, part)) != plan.nrs[a:b]
-            or list(map(_special, part)) != plan.special[a:b]
-            or list(map(_num_outputs, part)) != plan.num_outputs[a:b]
-        ):
-            return False
-        diffs = list(map(sub, map(_seq, part), plan.seqs[a:b]))
-        same += diffs.count(d) - (a == 0 and diffs[0] == d)
-        yield
-    return same == total - (len(plan.acc) if d else 0)
-
-
-def _free_accumulators(plan: BackwardPlan, nodes: list[Node]) -> Generator[None, None, bool]:
-    """The leaves' accumulators are distinct and have no hooks (they run inline)."""
-    accs = list(map(nodes.__getitem__, plan.acc))
-    if len(set(accs)) != len(accs):
-        return False
-    for a in range(0, len(accs), BUILD_CHUNK):
-        if any(map(_has_hooks, accs[a : a + BUILD_CHUNK])):
-            return False
-        yield
-    return True
-
-
-def _inline(plan: BackwardPlan, nodes: list[Node], sched: Any) -> Generator[None, None, bool]:
-    """Nothing that runs inline is a node the scheduler would take (NOTE [Where a node
-    runs]: ``leaves_hot_loop``'s test of the scheduler, over whole lists)."""
-    offload_min, devs = sched.offload_min, {sched.home, None}
-    hot_idx = plan.hot_idx
-    for a in range(0, len(hot_idx), SCAN_CHUNK):
-        hot_nodes = list(map(nodes.__getitem__, hot_idx[a : a + SCAN_CHUNK]))
-        if max(map(_numel, hot_nodes)) >= offload_min or not set(map(_dev, hot_nodes)) <= devs:
-            return False
-        yield
-    return True
+    if 2 * cmp.count(1) > len(cmp):  # most: match them all, which tells nodes apart too
+        cmp = bytearray(b"\x01") * len(cmp)
+        cmp[0] = False  # (the root: a GraphRoot is made at backward)
+    for i in plan.acc:  # (ACC_SEQ, their class's: the same in every graph)
+        cmp[i] = False
+    plan.ordered = array("q", itertools.compress(range(len(cmp)), cmp))
 
 
 _cls = attrgetter("__class__")
@@ -682,19 +593,3 @@ _num_outputs = attrgetter("num_outputs")
 _seq = attrgetter("sequence_nr")
 _numel = attrgetter("numel")
 _dev = attrgetter("dev")
-
-
-def _same_outputs(plan: BackwardPlan, nodes: list[Node], outputs: list[tuple[Node, int]]) -> bool:
-    """Whether grad()'s inputs are captured where the plan captures them, and only there."""
-    caps_of = {id(nodes[i]): caps for i, caps in plan.captured}
-    found = 0
-    for j, (fn, nr) in enumerate(outputs):
-        caps = caps_of.get(id(fn))
-        if caps is None:
-            if fn in nodes:  # (identity: a node equals only itself)
-                return False  # reached but not captured in the plan
-            continue
-        if (nr, j) not in caps:
-            return False
-        found += 1
-    return found == sum(len(c) for _, c in plan.captured)

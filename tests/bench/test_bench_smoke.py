@@ -304,7 +304,7 @@ def test_plans_and_gcshare_tools_run(capsys: pytest.CaptureFixture[str]) -> None
     from bench.gcshare import main as gcshare
     from bench.plans import main as plans
 
-    plans(["--only", "chain-3k", "--rounds", "1", "--steps", "3"])
+    plans(["--only", "chain-3k", "--rounds", "1", "--steps", "4"])
     out = capsys.readouterr().out
     assert "chain-3k   on/off" in out and PLANS.enabled
     # a plan of the 3,002 nodes, its size per node (held in lists and arrays, no node)

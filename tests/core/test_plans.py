@@ -22,17 +22,26 @@ from hypothesis import strategies as st
 
 import aengine as ae
 from aengine.core import GraphTask
-from aengine.core._plan import MAX_PLANS, PLANS
+from aengine.core._plan import BUILD_AT, MAX_PLANS, PLANS
+from aengine.core._plan_code import LONG
 
 DEPTH = 12  # links: well above the depth below which graphs are not planned
 
 
 @pytest.fixture(autouse=True)
 def _plans() -> Iterator[None]:
+    """Plans on, an empty cache, and each plan built at its structure's second sighting.
+
+    (The default, BUILD_AT, builds later: NOTE [When a plan is built]; these
+    tests count their steps from the second, as ``test_a_plan_is_built_at_the_
+    build_at_th_sighting`` does from the default.)
+    """
     PLANS.enabled = True
     PLANS.cache.clear()
+    PLANS.build_at = 2
     yield
     PLANS.enabled = True
+    PLANS.build_at = BUILD_AT
     PLANS.cache.clear()
 
 
@@ -113,7 +122,7 @@ def test_a_structure_change_under_the_same_key_misses() -> None:
     def step(i: int) -> Any:
         a = x * 2.0
         b = x * 3.0
-        y = ae.sin(a if i < 3 else b)  # the same nodes, recorded alike; another edge
+        y = ae.sin(a * (a if i < 3 else b))  # the same nodes, recorded alike; another edge
         return _grads(x)(_chain(y))
 
     general = [step(i) for i in range(5)]
@@ -121,6 +130,27 @@ def test_a_structure_change_under_the_same_key_misses() -> None:
     misses = PLANS.misses
     _same([step(i) for i in range(5)], general)
     assert PLANS.misses - misses == 1
+
+
+def test_a_node_recorded_apart_from_the_graph_keeps_the_plan() -> None:
+    """Another node recorded between two of the graph's (not part of it) shifts the
+    sequence numbers of a chain, which decide nothing there: the plan still runs it.
+
+    (Only the numbers that the heap compares are matched: ``plan.ordered``.)
+    """
+    x = _x()
+
+    def step(i: int) -> Any:
+        a = x * 2.0
+        b = x * 3.0
+        y = ae.sin(a if i < 3 else b)  # the graph reaches one of the two
+        return _grads(x)(_chain(y))
+
+    general = [step(i) for i in range(5)]
+    PLANS.cache.clear()
+    hits, misses = PLANS.hits, PLANS.misses
+    _same([step(i) for i in range(5)], general)
+    assert (PLANS.hits - hits, PLANS.misses - misses) == (3, 0)
 
 
 def test_a_shape_change_gives_the_general_paths_result() -> None:
@@ -523,7 +553,7 @@ def test_every_kind_of_step_gives_the_general_paths_gradients_and_slices() -> No
     with the deadline past, the run yields at every clock check, also
     between a node and the next one it hands its buffer to.
     """
-    from aengine.core._plan import GENERAL, NEXT, ONE_ROUTE, ROUTES
+    from aengine.core._plan_code import GENERAL, NEXT, ONE_ROUTE, ROUTES
 
     x, w = _x(8), _x(8)
 
@@ -713,3 +743,228 @@ async def test_two_backwards_building_one_structures_plan_at_once() -> None:
     assert len(got) == 4
     for g in got:
         np.testing.assert_array_equal(g, expected)
+
+
+# -- plans compiled to code (NOTE [Plans compiled to code] in _plan_code.py) ---------------
+
+
+def _plan_of_cache() -> Any:
+    (plan,) = [e[0] for e in PLANS.cache.entries.values() if e[0] is not None]
+    return plan
+
+
+def test_compiled_stretches_give_the_node_by_node_loops_results() -> None:
+    """The generated stretches run almost every node of a chain and of a wide graph, with
+    the gradients of the plan's loop (its stretches turned off) and of the general path."""
+    x, w = _x(), _x()
+    for build in (lambda: _chain(x, 40), lambda: _wide(x, w, 40)):
+
+        def step(build: Callable[[], ae.Tensor] = build) -> Any:
+            return _grads(x, w)(build(), allow_unused=True)
+
+        general = _steps(step, 3, plans=False)
+        planned = _steps(step, 3, plans=True)  # (the last one by the plan)
+        plan = _plan_of_cache()
+        first, more = plan.codes
+        assert len(first) == len(more) == len(plan.steps)
+        assert sum(f is not None for f in more) > 0.8 * len(more)
+        # a stretch with a node of the general path (a leaf's accumulator) has none
+        general_at = [p for p, (_, kind, _) in enumerate(plan.steps) if kind == 0]
+        assert general_at and all(more[p] is None for p in general_at)
+        # a sync run reads no clock: runs of LONG nodes are one function each
+        assert len(plan.longs) > len(plan.steps) // (2 * LONG)
+        assert not any(p <= g < p + LONG for p in plan.longs for g in general_at)
+        hits = PLANS.hits
+        longs, plan.longs = plan.longs, {}
+        plan.codes = ([None] * len(first), [None] * len(more))  # the loop, node by node
+        looped = step()
+        plan.codes, plan.longs = (first, more), longs
+        again = step()
+        assert PLANS.hits - hits == 2
+        _same([planned[-1], looped, again], [general[-1]] * 3)
+
+
+def test_a_rule_changed_after_the_plan_was_built_is_the_one_called(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Generated code calls each node's ``evaluate``: it keeps no rule of its own."""
+    x = _x()
+    sin_node = type(ae.sin(x * 1.0).grad_fn)
+    rule = sin_node.rule
+
+    def doubled(F: Any, g: Any, saved: Any, node: Any) -> Any:
+        return [None if o is None else o * 2.0 for o in rule(F, g, saved, node)]
+
+    def step() -> Any:
+        return _grads(x)(_chain(x))
+
+    before = _steps(step, 3, plans=True)[-1]  # built and run by a plan
+    monkeypatch.setattr(sin_node, "rule", staticmethod(doubled))
+    hits = PLANS.hits
+    planned = step()
+    assert PLANS.hits - hits == 1
+    general = _steps(step, 1, plans=False)[0]
+    _same(planned, general)
+    assert not np.array_equal(planned[0], before[0])
+
+
+def test_grad_of_some_inputs_prunes_the_same_nodes_by_a_plan() -> None:
+    """grad() of one leaf of two: the nodes that lead only to the other one never run."""
+    ran: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any) -> Any:
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            ran.append(0)
+            return g
+
+    x, w = _x(), _x()
+
+    def step() -> Any:
+        ran.clear()
+        loss = _chain(x) + (ae.sin(Tag.apply(w)) * 2.0).sum() + _chain(x * w, 3)
+        return [*_grads(x)(loss), len(ran)]
+
+    general = _steps(step, 4, plans=False)
+    hits = PLANS.hits
+    planned = _steps(step, 4, plans=True)
+    assert PLANS.hits - hits == 2
+    _same(planned, general)
+    assert planned[-1][-1] == 0  # the branch of w alone was pruned
+
+
+def test_an_error_inside_a_compiled_stretch_stops_where_the_general_path_stops() -> None:
+    """A node that raises in the middle of a stretch: the same error, and no node after it
+    runs; the plan stays and serves the next backward."""
+    ran: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, k: int) -> Any:
+            ctx.k = k
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            ran.append(ctx.k)
+            if ctx.k == fail_at:
+                raise ValueError(f"boom at {ctx.k}")
+            return g, None
+
+    fail_at = -1
+    x = _x()
+
+    def step() -> Any:
+        ran.clear()
+        y = x
+        for k in range(DEPTH):
+            y = Tag.apply(ae.sin(y * 1.01), k)
+        try:
+            return _grads(x)(y.sum())
+        except Exception as exc:  # the same class and text on both paths
+            return [f"{type(exc).__name__}: {exc}", list(ran)]
+
+    general = _steps(step, 3, plans=False)
+    planned = _steps(step, 3, plans=True)
+    _same(planned, general)
+    plan = _plan_of_cache()
+    assert sum(f is not None for f in plan.codes[1]) > len(plan.steps) // 2
+    for k in (DEPTH - 1, 5, 0):
+        fail_at = k
+        PLANS.enabled = False
+        want = step()
+        PLANS.enabled = True
+        hits = PLANS.hits
+        assert step() == want and f"boom at {k}" in want[0]
+        assert PLANS.hits - hits == 1
+    fail_at = -1
+    _same(step(), general[-1])
+
+
+@pytest.mark.anyio
+async def test_a_planned_backward_cancelled_mid_run_leaves_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cancelled between two stretches of a planned run: ``.grad`` untouched, the plan
+    kept, and the next backwards by it give the general path's gradients."""
+    from aengine.core._planned_run import PlannedRun
+
+    calls: list[int] = []
+    run = PlannedRun.run
+
+    def counted(self: PlannedRun, gt: Any, deadline: float) -> Any:
+        calls.append(self.pos)
+        return run(self, gt, deadline)
+
+    monkeypatch.setattr(PlannedRun, "run", counted)
+    x = _x(16)
+    PLANS.enabled = False
+    expected = (await ae.grad(_chain(x, 600), [x]))[0].data
+    PLANS.enabled = True
+
+    async def step() -> Any:
+        x.grad = None
+        await ae.backward(_chain(x, 600))
+        return x.grad.data
+
+    async def cancel_after(turns: int, scope: anyio.CancelScope) -> None:
+        for _ in range(turns):
+            await anyio.sleep(0)
+        scope.cancel()
+
+    async with ae.Engine(time_slice=1e-9):  # a slice ends at every clock check
+        await step()  # seen once
+        await step()  # built
+        x.grad = None
+        loss = _chain(x, 600)
+        calls.clear()
+        hits = PLANS.hits
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as scope:
+                tg.start_soon(cancel_after, 150, scope)
+                await ae.backward(loss)
+        assert scope.cancelled_caught and x.grad is None
+        assert PLANS.hits == hits + 1 and len(calls) > 10 and calls[-1] > 0  # mid-run
+        assert calls[-1] < 3 * 600
+        for _ in range(2):
+            np.testing.assert_array_equal(await step(), expected)
+    assert PLANS.hits == hits + 3
+
+
+def test_branches_recorded_in_another_order_miss_and_run_in_the_general_paths_order() -> None:
+    """The same structure recorded in another order: the heap would run its branches in
+    another order, so the sequence numbers it compares differ from the plan's: a miss."""
+    order: list[int] = []
+
+    class Tag(ae.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, k: int) -> Any:
+            ctx.k = k
+            return a * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            order.append(ctx.k)
+            return g, None
+
+    x = _x()
+
+    def step(i: int) -> Any:
+        order.clear()
+        if i < 3:
+            u, v = Tag.apply(ae.sin(x * 1.5), 1), Tag.apply(ae.cos(x * 2.5), 2)
+        else:
+            v, u = Tag.apply(ae.cos(x * 2.5), 2), Tag.apply(ae.sin(x * 1.5), 1)
+        return [*_grads(x)(_chain(u * v)), list(order)]
+
+    general = _steps(lambda: [step(i) for i in range(5)], 1, plans=False)[0]
+    assert general[0][-1] != general[-1][-1]  # the heap's order follows the recording's
+    PLANS.cache.clear()
+    PLANS.enabled = True
+    hits, misses = PLANS.hits, PLANS.misses
+    _same([step(i) for i in range(5)], general)
+    assert (PLANS.hits - hits, PLANS.misses - misses) == (1, 1)  # step 2 by the plan; 3 misses
