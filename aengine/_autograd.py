@@ -21,10 +21,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any
 
 from .core import AutogradError, GraphTask, Node, current_graph_task, gradient_edge, to_tensor
+from .core._edge import GradientEdge
 from .core._modes import _anomaly
 from .core._unawaited import note_dropped
 from .ops import ones_like, zeros_like
 from .runtime import drive_async_entry, drive_sync_entry, loop_here
+from .tensors import CPU as _CPU
 from .tensors import Tensor
 
 __all__ = ["backward", "grad", "sync_backward", "sync_grad", "queue_callback"]
@@ -62,11 +64,14 @@ def _requires_grad(t: Tensor) -> bool:
 
 
 def _roots(
-    outputs: tuple[Tensor, ...], grads: tuple[Any, ...], create_graph: bool
+    outputs: tuple[Any, ...], grads: tuple[Any, ...], create_graph: bool
 ) -> tuple[list[Any], list[Any]]:
     """The root edges and their initial gradients, validated or made (PyTorch's _make_grads)."""
     result: list[Any] = []
     for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
+        if out.__class__ is GradientEdge:  # a backward from an edge: its gradient is given
+            result.append(_edge_grad(i, g, create_graph))
+            continue
         if not isinstance(out, Tensor):
             raise TypeError(f"outputs must be Tensors, got {type(out).__name__} at position {i}")
         if g is not None:
@@ -89,12 +94,27 @@ def _roots(
             result.append(one.reshape(out.data.shape) if out.data.ndim else one)
     edges: list[Any] = []
     for i, out in enumerate(outputs):
+        if out.__class__ is GradientEdge:
+            edges.append((out.node, out.output_nr))
+            continue
         if not (out._rg or _requires_grad(out)):
             raise AutogradError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn"
             )
         edges.append(gradient_edge(out))
     return edges, result
+
+
+def _edge_grad(i: int, g: Any, create_graph: bool) -> Any:
+    """The gradient given for output ``i``, a GradientEdge (it cannot be made: no shape)."""
+    if g is None:
+        raise AutogradError(
+            f"grad can be implicitly created only for scalar outputs; output {i} is a "
+            "GradientEdge: pass its gradient in grad_outputs"
+        )
+    if not isinstance(g, Tensor):
+        raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
+    return g if create_graph else g.data
 
 
 def _given_grad(i: int, out: Tensor, g: Any, create_graph: bool) -> Any:
@@ -190,8 +210,8 @@ def _grad(
     allow_unused: bool | None = None,
     materialize_grads: bool = False,
 ) -> Generator[GraphTask, None, tuple[Tensor | None, ...]]:
-    outs = (outputs,) if isinstance(outputs, Tensor) else _as_tuple(outputs, "outputs")
-    ins = (inputs,) if isinstance(inputs, Tensor) else _as_tuple(inputs, "inputs")
+    outs = (outputs,) if isinstance(outputs, _ONE) else _as_tuple(outputs, "outputs")
+    ins = (inputs,) if isinstance(inputs, _ONE) else _as_tuple(inputs, "inputs")
     if not ins:
         raise AutogradError("`inputs` argument to `grad()` cannot be empty.")
     if not outs:
@@ -215,6 +235,9 @@ def _grad(
     edges, root_grads = _roots(outs, grads, create_graph)
     out_edges = []
     for t in ins:
+        if t.__class__ is GradientEdge:  # the gradient arriving at that edge
+            out_edges.append((t.node, t.output_nr))
+            continue
         if not isinstance(t, Tensor):
             raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
         if not (t._rg or _requires_grad(t)):
@@ -225,6 +248,9 @@ def _grad(
     yield gt
     result: list[Tensor | None] = []
     for t, g in zip(ins, gt.captured, strict=True):
+        if t.__class__ is GradientEdge:
+            result.append(_edge_result(t, g, bool(allow_unused)))
+            continue
         if g is None:
             result.append(_unused(t, bool(allow_unused), materialize_grads, create_graph))
             continue
@@ -235,16 +261,33 @@ def _grad(
     return tuple(result)
 
 
+#: what ``outputs`` / ``inputs`` may be alone (a GradientEdge is a tuple, not a sequence of them)
+_ONE = (Tensor, GradientEdge)
+
+
+def _edge_result(edge: GradientEdge, g: Any, allow_unused: bool) -> Tensor | None:
+    """grad()'s result for an input given as a GradientEdge: the gradient arriving there."""
+    if g is None:
+        if not allow_unused:
+            raise AutogradError(_ERR_UNUSED)
+        return None
+    dev = getattr(edge.node, "dev", None)
+    return to_tensor(g, dev if dev is not None else _CPU)  # type: ignore[no-any-return]
+
+
+_ERR_UNUSED = (
+    "One of the differentiated Tensors appears to not have been used in the "
+    "graph. Set allow_unused=True if this is the desired behavior."
+)
+
+
 def _unused(t: Tensor, allow_unused: bool, materialize: bool, create_graph: bool) -> Any:
     """grad()'s result for an input that got no gradient: zeros, None or the error."""
     if materialize:
         # as PyTorch: the zeros require grad under create_graph
         return zeros_like(t).requires_grad_(create_graph)
     if not allow_unused:
-        raise AutogradError(
-            "One of the differentiated Tensors appears to not have been used in the "
-            "graph. Set allow_unused=True if this is the desired behavior."
-        )
+        raise AutogradError(_ERR_UNUSED)
     return None
 
 

@@ -2,7 +2,8 @@
 
 Saved-tensor hooks (``saved_tensors_hooks``, ``save_on_cpu``,
 ``disable_saved_tensors_hooks``; NOTE [Saved-tensor hooks] in
-core/_saved_hooks.py), ``register_multi_grad_hook`` and
+core/_saved_hooks.py), gradient edges (``GradientEdge``,
+``get_gradient_edge``), ``register_multi_grad_hook`` and
 ``increment_version``.
 """
 
@@ -11,12 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from .._hooks import register_multi_grad_hook
-from ..core._graph import own_vc
+from ..core._edge import GradientEdge
+from ..core._graph import gradient_edge, own_vc
 from ..core._saved_hooks import disable_saved_tensors_hooks, saved_tensors_hooks
 from ..tensors import Tensor
 
 __all__ = [
+    "GradientEdge",
     "disable_saved_tensors_hooks",
+    "get_gradient_edge",
     "increment_version",
     "register_multi_grad_hook",
     "save_on_cpu",
@@ -82,3 +86,28 @@ def increment_version(tensor: Any) -> None:
                 f"increment_version expects a Tensor or a list of Tensors, got {type(t).__name__}"
             )
         own_vc(t)[0] += 1
+
+
+def get_gradient_edge(tensor: Tensor) -> GradientEdge:
+    """The edge ``tensor``'s gradient flows along: its grad_fn (or accumulator) and input number.
+
+    As torch's: ``ae.grad`` takes it as an input (the gradient arriving
+    there) or as an output (with ``grad_outputs``).  A tensor that does not
+    require grad has none (RuntimeError).
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor([1.0, 2.0], requires_grad=True)
+        >>> ae.autograd.graph.get_gradient_edge(x * 3.0).node.name()
+        'MulBackward0'
+    """
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"get_gradient_edge expects a Tensor, got {type(tensor).__name__}")
+    if not tensor.requires_grad:
+        raise RuntimeError(
+            "It is not possible to get the gradient edge for a Tensor that does not require "
+            "gradients"
+        )
+    node, nr = gradient_edge(tensor)
+    return GradientEdge(node, nr)

@@ -252,3 +252,37 @@ async def test_hooks_are_task_local() -> None:
         tg.start_soon(with_hooks)
         tg.start_soon(without)
     assert packed == ["a", "a"]
+
+
+# -- gradient edges -----------------------------------------------------------------------------------
+
+
+def test_a_backward_split_at_a_gradient_edge_equals_torch() -> None:
+    got = {}
+    for lib, L in _libs():
+        G_ = _graph(L)
+        grad = ae.sync.grad if L is ae else L.autograd.grad
+        x = _tensor(L, [0.5, -1.0, 2.0], requires_grad=True)
+        h = (x * 2.0).sin()
+        y = (h * h).exp().sum()
+        edge = G_.get_gradient_edge(h)
+        assert isinstance(edge, tuple) and edge.output_nr == 0
+        (gh,) = grad(y, edge, retain_graph=True)  # the gradient arriving at h's edge
+        (gx,) = grad(edge, [x], grad_outputs=[gh], retain_graph=True)  # the rest from there
+        (direct,) = grad(y, [G_.get_gradient_edge(x)])  # a leaf's edge: its accumulator's
+        got[lib] = [np.asarray(t.detach().numpy()) for t in (gh, gx, direct)]
+    for a, b in zip(got["aengine"], got["torch"]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    np.testing.assert_allclose(got["aengine"][1], got["aengine"][2], rtol=1e-12)
+
+
+def test_gradient_edge_errors_as_torch() -> None:
+    for _, L in _libs():
+        with pytest.raises(RuntimeError, match="not possible to get the gradient edge"):
+            _graph(L).get_gradient_edge(_tensor(L, [1.0]))
+    x = ae.tensor([1.0, 2.0], requires_grad=True)
+    edge = G.get_gradient_edge(x * 2.0)
+    with pytest.raises(ae.AutogradError, match="pass its gradient in grad_outputs"):
+        ae.sync.grad(edge, [x])
+    with pytest.raises(TypeError, match="expects a Tensor"):
+        G.get_gradient_edge([1.0])  # type: ignore[arg-type]
