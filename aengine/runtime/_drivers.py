@@ -319,6 +319,7 @@ async def _post(gt: GraphTask) -> None:
         res = guard()
         if inspect.isawaitable(res):
             await await_user(res, gt.detach)
+            await _resumed()
     hooks = commit(gt)
     if not hooks and not gt.callbacks:
         return
@@ -327,6 +328,7 @@ async def _post(gt: GraphTask) -> None:
             res = fn(t)
             if inspect.isawaitable(res):
                 res = await await_user(res, gt.detach)
+                await _resumed()
             if res is not None:
                 raise AutogradError("hooks should return None.")
         i = 0
@@ -334,4 +336,12 @@ async def _post(gt: GraphTask) -> None:
             res = gt.callbacks[i]()
             if inspect.isawaitable(res):
                 await await_user(res, gt.detach)
+                await _resumed()
             i += 1
+
+
+async def _resumed() -> None:
+    """After awaited user code in ``_post``: in an explored run, a boundary (NOTE [Choice points])."""
+    choices = _here.share.choices
+    if choices is not None:
+        await choices.resume()
