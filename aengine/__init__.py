@@ -14,7 +14,7 @@ pass as a cooperative scheduler on anyio, inside asyncio or trio programs::
 See docs/ for the guide and the architecture.
 """
 
-from . import distributed, functional, linalg, nn, optim, sync, testing, viz
+from . import autograd, distributed, functional, linalg, nn, optim, sync, testing, viz
 from ._autograd import backward, grad, queue_callback
 from ._checkpoint import checkpoint
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
@@ -171,7 +171,7 @@ __all__ = [
     "matmul", "maximum", "mean", "minimum", "mul", "ne", "neg", "no_grad", "ones",
     "ones_like", "permute", "pow", "queue_callback", "rand", "rand_like", "randn",
     "randn_like", "relu", "reshape", "set_grad_enabled", "sigmoid", "sign", "sin", "sqrt",
-    "square", "squeeze", "sub", "sum", "sync", "functional", "viz", "distributed", "testing", "tanh", "tensor", "transpose", "uint8",
+    "square", "squeeze", "sub", "sum", "sync", "autograd", "functional", "viz", "distributed", "testing", "tanh", "tensor", "transpose", "uint8",
     "unsqueeze", "where", "zeros", "zeros_like", "__version__",
     "MaxResult", "MinResult", "amax", "amin", "log_softmax", "logsumexp", "max", "min",
     "norm", "prod", "softmax", "std", "var",

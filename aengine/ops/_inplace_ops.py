@@ -41,7 +41,7 @@ from ._arith import (
     clamp,
     keep_saved,
 )
-from ._core import GradOps, as_tensor_arg, node_class, record, record_one, same_device
+from ._core import ELEMENTWISE, GradOps, as_tensor_arg, node_class, record, record_one, same_device
 from ._index import SelectBackward0, _basic, _index_error, _parse, ints_first
 from ._unary import relu_grad
 
@@ -231,11 +231,12 @@ def div_(self: Tensor, other: Any) -> Tensor:
 
 
 # -- zero_ / fill_ / copy_ --------------------------------------------------------------------
-ZeroBackward0 = node_class("ZeroBackward0", lambda F, g, s, n: (F.zeros_like(g),))
-FillBackward2 = node_class("FillBackward2", lambda F, g, s, n: (F.zeros_like(g),))
+ZeroBackward0 = node_class("ZeroBackward0", lambda F, g, s, n: (F.zeros_like(g),), jvp=ELEMENTWISE)
+FillBackward2 = node_class("FillBackward2", lambda F, g, s, n: (F.zeros_like(g),), jvp=ELEMENTWISE)
 FillBackward3 = node_class(
     "FillBackward3",
     lambda F, g, s, n: (F.zeros_like(g) if n.needs[0] else None, g if n.needs[1] else None),
+    jvp=ELEMENTWISE,
 )
 
 
@@ -247,7 +248,7 @@ def _copy_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.zeros_like(g) if need[0] else None, gsrc)
 
 
-CopyBackwards = node_class("CopyBackwards", _copy_rule)
+CopyBackwards = node_class("CopyBackwards", _copy_rule, jvp=ELEMENTWISE)
 
 
 def zero_(self: Tensor) -> Tensor:
@@ -324,7 +325,9 @@ def copy_(self: Tensor, src: Any) -> Tensor:
 
 
 # -- clamp_ / relu_ ---------------------------------------------------------------------------
-ReluBackward0 = node_class("ReluBackward0", lambda F, g, s, n: (relu_grad(F, g, s[0]),))
+ReluBackward0 = node_class(
+    "ReluBackward0", lambda F, g, s, n: (relu_grad(F, g, s[0]),), jvp=ELEMENTWISE
+)
 
 
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
-from ._core import GradOps, as_view, node_class, record_one, wrap
+from ._core import ELEMENTWISE, GradOps, as_view, node_class, record_one, wrap
 from ._index import index_select
 from ._shape import (
     _expand,
@@ -642,8 +642,12 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
 
 
 _diagonal = diagonal
-TrilBackward0 = node_class("TrilBackward0", lambda F, g, s, n: (F.where(n.attrs, g, 0.0),))
-TriuBackward0 = node_class("TriuBackward0", lambda F, g, s, n: (F.where(n.attrs, g, 0.0),))
+TrilBackward0 = node_class(
+    "TrilBackward0", lambda F, g, s, n: (F.where(n.attrs, g, 0.0),), jvp=ELEMENTWISE
+)
+TriuBackward0 = node_class(
+    "TriuBackward0", lambda F, g, s, n: (F.where(n.attrs, g, 0.0),), jvp=ELEMENTWISE
+)
 
 
 def _triangle(x: Tensor, k: Any, lower: bool) -> Tensor:

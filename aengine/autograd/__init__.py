@@ -1,0 +1,10 @@
+"""``ae.autograd``: autograd's namespaces beyond ``ae.grad`` / ``ae.backward``, as torch's.
+
+``ae.autograd.forward_ad``: forward-mode AD (dual levels, dual tensors).
+"""
+
+from __future__ import annotations
+
+from . import forward_ad
+
+__all__ = ["forward_ad"]
