@@ -238,7 +238,22 @@ def _mul_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (g * b, g * a)
 
 
-MulBackward0 = node_class("MulBackward0", _mul_rule, jvp=ELEMENTWISE)
+def _mul_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
+    ta, tb = ts
+    r = ta * ins[1] if ta is not None else None
+    if tb is not None:
+        r = ins[0] * tb if r is None else r + ins[0] * tb
+    return r
+
+
+def _div_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
+    ta, tb = ts  # (ta - tb out) / b
+    if tb is None:
+        return ta / ins[1]
+    return (ta - tb * out if ta is not None else -(tb * out)) / ins[1]
+
+
+MulBackward0 = node_class("MulBackward0", _mul_rule, jvp=_mul_jvp)
 MulScalarBackward = node_class(
     "MulBackward0", lambda F, g, s, n: (g * n.attrs, None), jvp=ELEMENTWISE
 )
@@ -280,7 +295,7 @@ def _rdiv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (-g * n.attrs / (a * a),)
 
 
-DivBackward0 = node_class("DivBackward0", _div_rule, jvp=ELEMENTWISE)
+DivBackward0 = node_class("DivBackward0", _div_rule, jvp=_div_jvp)
 DivScalarBackward = node_class(
     "DivBackward0", lambda F, g, s, n: (g / n.attrs, None), jvp=ELEMENTWISE
 )

@@ -13,8 +13,8 @@
 # - ``"elementwise"``: the op's Jacobian in each input is diagonal (after
 #   broadcasting; or symmetric: softmax), so the backward rule applied to a
 #   tangent in place of the gradient is the JVP: the rule runs once per
-#   input that has a tangent, with ``needs`` naming that input only, on the
-#   values it saved.
+#   input that has a tangent, on the values it saved (hot binary ops, mul
+#   and div, have their own rule: one product instead of two).
 # - ``Reduction(dims_of)``: each input element reaches one result element
 #   (sum, prod, amax, var, norms, max(dim), median): the rule's gradient for
 #   a gradient of ones weighs the tangent, summed over the reduced dims.
@@ -119,12 +119,13 @@ def _elementwise(
 ) -> Any:
     """The JVP of an elementwise op from its backward rule (NOTE [JVP rules])."""
     total = None
-    n = len(ins)
+    # every input "needs" its gradient: the saved values are laid out so (an op
+    # that saves less when fewer inputs need one trims them after recording)
+    node = _RuleNode(attrs, (True,) * len(ins), out._device)
     shape = out.data.shape
     for i, ti in enumerate(ts):
         if ti is None:
             continue
-        node = _RuleNode(attrs, tuple(j == i for j in range(n)), out._device)
         if ti.data.shape != shape:
             ti = TENSOR_OPS.broadcast_to(ti, shape)
         gi = cls.rule(TENSOR_OPS, ti, vals, node)[i]  # type: ignore[arg-type]

@@ -774,7 +774,7 @@ SoftmaxBackward0 = node_class("SoftmaxBackward0", _softmax_rule, jvp=ELEMENTWISE
 LogSoftmaxBackward0 = node_class(
     "LogSoftmaxBackward0",
     _log_softmax_rule,
-    jvp=lambda ts, ins, out, a, s: ts[0] - exp(out) * sum(ts[0], a, True),
+    jvp=lambda ts, ins, out, a, s: ts[0] - sum(exp(out) * ts[0], a, True),
 )
 
 

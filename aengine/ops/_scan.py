@@ -26,6 +26,8 @@ from ._core import GradOps, node_class, record, record_multi, record_one, wrap
 from ._cpu_kernels import SCAN_MIN_SIZE, cumsum_last
 from ._reduce import _check_float, _one_dim, amax, amin, norm_dims, sum, vector_norm
 from ._shape import permute, unsqueeze
+from ._index import gather
+from ._unary import exp
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
 __all__ = [
@@ -68,7 +70,11 @@ def _cumsum_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (_cumsum(F, g, d, not reverse, n.dev),)
 
 
-CumsumBackward0 = node_class("CumsumBackward0", _cumsum_rule)
+CumsumBackward0 = node_class(
+    "CumsumBackward0",
+    _cumsum_rule,
+    jvp=lambda ts, ins, out, a, s: _cumsum_op(ts[0], a[0], a[1]),
+)
 
 
 def _cumsum_op(x: Tensor, d: int, reverse: bool, dtype: Any = None) -> Tensor:
@@ -136,7 +142,20 @@ def _cumprod_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.swapaxes(_shifted(F, om, 1, True, True) * acc, d, -1),)
 
 
-CumprodBackward0 = node_class("CumprodBackward0", _cumprod_rule)
+def _cumprod_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # out * cumsum(t / x): where x has no zeros (torch's formula there as well)
+    x, t = ins[0], ts[0]
+    if x.data.ndim == 0:
+        return t
+    if (x.data == 0).any():
+        raise NotImplementedError(
+            "forward AD of cumprod through an input with zeros is not implemented; use "
+            "reverse mode (ae.grad) for it"
+        )
+    return out * _cumsum_op(t / x, attrs[0], False)
+
+
+CumprodBackward0 = node_class("CumprodBackward0", _cumprod_rule, jvp=_cumprod_jvp)
 
 
 def cumprod(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
@@ -197,7 +216,21 @@ def _logcumsumexp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
         return (up - down,)
 
 
-LogcumsumexpBackward0 = node_class("LogcumsumexpBackward0", _logcumsumexp_rule)
+def _logcumsumexp_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # sum_{j<=k} exp(x_j - out_k) t_j, shifted by the largest x so that nothing overflows
+    x, t = ins[0], ts[0]
+    d, reverse = attrs
+    if x.data.ndim == 0 or x.data.size == 0:
+        return t
+    c = x.data.max(axis=d, keepdims=True)
+    c = x._device.backend.xp.where(x._device.backend.xp.isfinite(c), c, 0)
+    shift = Tensor._make(c, False, x._device)
+    return _cumsum_op(exp(x - shift) * t, d, reverse) * exp(shift - out)
+
+
+LogcumsumexpBackward0 = node_class(
+    "LogcumsumexpBackward0", _logcumsumexp_rule, jvp=_logcumsumexp_jvp
+)
 
 
 def _logcumsumexp_op(x: Tensor, d: int, reverse: bool) -> Tensor:
@@ -248,8 +281,13 @@ def _cum_extreme_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.scatter_add(shape, d, idx, g),)
 
 
-CummaxBackward0 = node_class("CummaxBackward0", _cum_extreme_rule)
-CumminBackward0 = node_class("CumminBackward0", _cum_extreme_rule)
+def _cum_extreme_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    shape, d, idx = attrs
+    return gather(ts[0], d, Tensor._make(idx, False, out._device)) if shape else ts[0]
+
+
+CummaxBackward0 = node_class("CummaxBackward0", _cum_extreme_rule, jvp=_cum_extreme_jvp)
+CumminBackward0 = node_class("CumminBackward0", _cum_extreme_rule, jvp=_cum_extreme_jvp)
 
 
 def _cum_extreme(x: Tensor, dim: int, is_max: bool) -> Any:

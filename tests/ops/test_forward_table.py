@@ -32,6 +32,13 @@ from tests.ops.test_table import (
 )
 
 
+#: where aengine's reverse mode and torch's forward mode read different parts of
+#: a tangent (so only torch's forward AD is the oracle)
+_REVERSE_DIFFERS = {
+    "linalg.cholesky": "torch's JVP reads all of dA, the gradient its lower triangle only",
+}
+
+
 def _cases() -> Any:
     for name in sorted(TABLE):
         info = TABLE[name]
@@ -151,4 +158,5 @@ def test_op_forward_ad(name: str, dtype: str, i: int) -> None:
                     assert np.all(_np(other) == 0), f"{name} tangent {k}: only one side has one"
                 continue
             _close(a, t, tol, f"{name} tangent {k}")
-    _against_reverse(info, sample, tangents, tol)
+    if name not in _REVERSE_DIFFERS:
+        _against_reverse(info, sample, tangents, tol)
