@@ -42,7 +42,7 @@ from ..tensors._tensor_ops import TENSOR_OPS
 from . import _core
 from ._core import ELEMENTWISE, OpNode, Reduction, record, record_multi, record_one
 
-__all__ = ["ELEMENTWISE", "has_jvp", "jvp_of", "linear", "multilinear", "unsupported"]
+__all__ = ["ELEMENTWISE", "ForwardUnsupported", "has_jvp", "jvp_of", "linear", "multilinear", "unsupported"]
 
 _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
 
@@ -104,10 +104,14 @@ def has_jvp(cls: type[OpNode]) -> bool:
     return cls.jvp is not None
 
 
+class ForwardUnsupported(NotImplementedError):
+    """Forward AD through an op that has no JVP rule (a NotImplementedError, as torch's)."""
+
+
 def unsupported(name: str) -> NotImplementedError:
     """PyTorch's error for forward AD through an op without a JVP rule (named as torch's op)."""
     op = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", _BACKWARD_SUFFIX.sub("", name) or name).lower()
-    return NotImplementedError(
+    return ForwardUnsupported(
         f"Trying to use forward AD with {op} that does not support it because it has not "
         "been implemented yet. Differentiate it in reverse mode (ae.grad), or use "
         "ae.functional.jvp(..., strategy='double-backward')"

@@ -30,6 +30,7 @@ from ..tensors._tensor import Tensor
 from ._arith import add, clamp, mul, sub, where
 from ._core import TENSOR_OPS, GradOps, node_class, record, record_one, same_device, wrap
 from ._cpu_kernels import sum_trailing
+from ._forward import ForwardUnsupported
 from ._index import getitem
 from ._inplace_ops import copy_, mul_
 from ._linalg import _MACS_PER_ELEMENT, matmul
@@ -859,9 +860,9 @@ def _embedding_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 
 
 def _embedding_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
-    idx, keep, _, vshape = attrs
+    idx, keep, _, _ = attrs
     if keep is not None:  # (the indices of padding_idx are not kept on the node)
-        raise NotImplementedError(
+        raise ForwardUnsupported(
             "Trying to use forward AD with embedding with padding_idx that does not support "
             "it because it has not been implemented yet; use reverse mode (ae.grad)"
         )

@@ -24,11 +24,12 @@ from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from ._core import GradOps, node_class, record, record_multi, record_one, wrap
 from ._cpu_kernels import SCAN_MIN_SIZE, cumsum_last
+from ._forward import ForwardUnsupported
+from ._index import gather
 from ._reduce import _check_float, _one_dim, amax, amin, norm_dims, sum, vector_norm
 from ._shape import permute, unsqueeze
-from ._index import gather
-from ._unary import exp
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
+from ._unary import exp
 
 __all__ = [
     "norm",
@@ -148,7 +149,7 @@ def _cumprod_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
     if x.data.ndim == 0:
         return t
     if (x.data == 0).any():
-        raise NotImplementedError(
+        raise ForwardUnsupported(
             "forward AD of cumprod through an input with zeros is not implemented; use "
             "reverse mode (ae.grad) for it"
         )
