@@ -27,7 +27,16 @@ import numpy as np
 
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import _NUMBERS, Tensor
-from ._core import ELEMENTWISE, GradOps, as_view, node_class, record, record_one, same_device
+from ._core import (
+    ELEMENTWISE,
+    TENSOR_OPS,
+    GradOps,
+    as_view,
+    node_class,
+    record,
+    record_one,
+    same_device,
+)
 from ._shape import _norm_dim, dim_or_axis
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, register
 
@@ -609,7 +618,14 @@ def _masked_fill_t_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 
 
 MaskedFillBackward0 = node_class("MaskedFillBackward0", _masked_fill_rule, jvp=ELEMENTWISE)
-MaskedFillBackward1 = node_class("MaskedFillBackward1", _masked_fill_t_rule, jvp=ELEMENTWISE)
+
+
+def _masked_fill_t_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    tx, tv = ts  # the value's tangent where the mask is set, the input's elsewhere
+    return TENSOR_OPS.where(s[0], tv if tv is not None else 0.0, tx if tx is not None else 0.0)
+
+
+MaskedFillBackward1 = node_class("MaskedFillBackward1", _masked_fill_t_rule, jvp=_masked_fill_t_jvp)
 
 
 def masked_fill(x: Tensor, mask: Any, value: Any) -> Tensor:
