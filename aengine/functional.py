@@ -53,7 +53,7 @@ from typing import Any
 
 from ._autograd import _grad, _twins
 from .core import AutogradError, GraphTask
-from .core._modes import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .core._modes import enable_grad, is_grad_enabled, set_grad_enabled
 from .ops import stack
 from .ops._forward import ForwardUnsupported
 from .tensors import Tensor, _dual, zeros_like
@@ -317,7 +317,7 @@ def _jvp_forward(
     )  # fmt: skip
     if vt is None:
         vt = tuple(zeros_like(x) + 1 for x in ins)
-    run = _dual_call(func, ins, vt, create_graph or is_grad_enabled() and create_graph)
+    run = _dual_call(func, ins, vt, create_graph or (is_grad_enabled() and create_graph))
     if run is None:
         return None
     outputs, outs, tangents = run
@@ -391,7 +391,7 @@ def _jacobian(
     if strategy not in ("forward-mode", "reverse-mode"):
         raise ValueError(
             'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
-            "function has more outputs than inputs, \"forward-mode\" tends to be more "
+            'function has more outputs than inputs, "forward-mode" tends to be more '
             f'performant. Otherwise, prefer to use "reverse-mode". Got {strategy!r}'
         )
     if vectorize and strict:
@@ -548,9 +548,7 @@ def _hessian(
     return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 
 
-def _hessian_from_columns(
-    cols: list[Any], ins: tuple[Tensor, ...], is_inputs_tuple: bool
-) -> Any:
+def _hessian_from_columns(cols: list[Any], ins: tuple[Tensor, ...], is_inputs_tuple: bool) -> Any:
     """``H[i][k]`` from the columns ``H v`` (one per element of every input, in order)."""
     hv = [c if isinstance(c, tuple) else (c,) for c in cols]
     res = []

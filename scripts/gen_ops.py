@@ -180,7 +180,9 @@ def gen_docs() -> str:
     titles = {"": "`ae.`", "linalg": "`ae.linalg`", "nn.functional": "`ae.nn.functional`"}
     for ns in sorted({i.namespace for i in TABLE.values()}):
         lines.append(f"## {titles.get(ns, ns)}\n\n")
-        lines.append("| name | signature | method | d | d² | fwd | dtypes | what it does, notes |\n")
+        lines.append(
+            "| name | signature | method | d | d² | fwd | dtypes | what it does, notes |\n"
+        )
         lines.append("|---|---|---|---|---|---|---|---|\n")
         for info in sorted(_namespace(ns), key=lambda i: i.short):
             try:

@@ -309,7 +309,7 @@ def record(
     # Hot path of every forward op of two or more tensors (one tensor: ``record_one``):
     # kept flat, one branch per arity.
     if _DUAL_ON and dual:
-        return _dual_hooks[0](cls, out, dev, inputs, saved, attrs, save_output, bcast)
+        return _dual_hooks[0](cls, out, dev, inputs, saved, attrs, save_output, bcast)  # type: ignore[no-any-return]
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
         out = (dev._backend or dev.backend).asarray(out)
     if not _grad_enabled.get():
@@ -486,7 +486,7 @@ def record_one(
     # (core/_graph.py, inlined: a call per op costs here); tests/ops/
     # test_layers.py checks that they agree field by field.
     if _DUAL_ON and dual:
-        return _dual_hooks[1](cls, out, dev, x, arity, attrs, save_input, save_output, bcast)
+        return _dual_hooks[1](cls, out, dev, x, arity, attrs, save_input, save_output, bcast)  # type: ignore[no-any-return]
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
         out = (dev._backend or dev.backend).asarray(out)
     if not _grad_enabled.get() or not (x._rg or (x._view_meta is not None and _stale_view_rg(x))):

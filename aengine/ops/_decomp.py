@@ -29,8 +29,8 @@ from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from . import _linalg, _reduce, _shape
 from ._core import (
-    Reduction,
     GradOps,
+    Reduction,
     as_tensor_arg,
     node_class,
     record,

@@ -42,7 +42,15 @@ from ..tensors._tensor_ops import TENSOR_OPS
 from . import _core
 from ._core import ELEMENTWISE, OpNode, Reduction, record, record_multi, record_one
 
-__all__ = ["ELEMENTWISE", "ForwardUnsupported", "has_jvp", "jvp_of", "linear", "multilinear", "unsupported"]
+__all__ = [
+    "ELEMENTWISE",
+    "ForwardUnsupported",
+    "has_jvp",
+    "jvp_of",
+    "linear",
+    "multilinear",
+    "unsupported",
+]
 
 _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
 
@@ -162,7 +170,7 @@ def jvp_of(cls: type[OpNode], ts: Any, ins: Any, out: Any, attrs: Any, vals: lis
         if rule == ELEMENTWISE:
             return _elementwise(cls, ts, ins, out, attrs, vals)
         if rule.__class__ is Reduction:
-            return _reduction(cls, rule, ts, ins, out, attrs, vals)  # type: ignore[arg-type]
+            return _reduction(cls, rule, ts, ins, out, attrs, vals)
         assert callable(rule)
         return rule(ts, ins, out, attrs, vals)
     finally:

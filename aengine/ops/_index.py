@@ -81,7 +81,7 @@ def _basic_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
 
 
 def _advanced_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
-    shape, template, pos = attrs
+    _, template, pos = attrs
     return getitem(ts[0], _fill(template, pos, s))
 
 

@@ -189,7 +189,7 @@ def _nll_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 
 def _nll_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
     # the picked classes' tangents, weighted as the loss (coef), reduced to the result
-    shape, cdim, idx, coef = attrs
+    _, cdim, idx, coef = attrs
     dev = out._device
     picked = gather(ts[0], cdim, Tensor._make(idx, False, dev))
     picked = reshape(picked, picked.data.shape[:cdim] + picked.data.shape[cdim + 1 :])

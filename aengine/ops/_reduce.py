@@ -125,14 +125,18 @@ _ALL = Reduction(lambda a: (None, False))  # every element
 
 # The sum of every element (dim None): attrs is the input's shape alone, one
 # object less per node (a loss sums once per step, a wide graph per branch).
+def _sum_all_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
+    return sum(ts[0]).reshape(out.data.shape)
+
+
+def _sum_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
+    return sum(ts[0], a[1], a[2])
+
+
 SumBackward0 = node_class(
-    "SumBackward0",
-    lambda F, g, s, n: (F.broadcast_to(g, n.attrs),),
-    jvp=lambda ts, ins, out, a, s: sum(ts[0]).reshape(out.data.shape),
+    "SumBackward0", lambda F, g, s, n: (F.broadcast_to(g, n.attrs),), jvp=_sum_all_jvp
 )
-SumBackward1 = node_class(
-    "SumBackward1", _sum_rule, jvp=lambda ts, ins, out, a, s: sum(ts[0], a[1], a[2])
-)
+SumBackward1 = node_class("SumBackward1", _sum_rule, jvp=_sum_jvp)
 
 
 def sum(

@@ -220,9 +220,7 @@ def _reverse_over_forward(lib: Any, f: Any) -> np.ndarray:
         d = f.make_dual(x, lib.tensor(_arr(4, seed=1)))
         y = (lib.tanh(d) * d).sum()
         tangent = f.unpack_dual(y).tangent
-    (g,) = (
-        ae.sync.grad(tangent, [x]) if lib is ae else lib.autograd.grad(tangent, [x])
-    )
+    (g,) = ae.sync.grad(tangent, [x]) if lib is ae else lib.autograd.grad(tangent, [x])
     return np.asarray(g.detach().numpy())
 
 

@@ -20,7 +20,6 @@ import aengine as ae
 import aengine.autograd.forward_ad as fwAD
 from aengine.ops._forward import ForwardUnsupported
 from aengine.ops._table import TABLE, OpInfo, Sample
-from tests.oracle import torch_or_skip
 from tests.ops.test_table import (
     _GRAD_TOL,
     _ONLY_DTYPE,
@@ -31,7 +30,7 @@ from tests.ops.test_table import (
     _samples,
     _tol,
 )
-
+from tests.oracle import torch_or_skip
 
 #: where aengine's reverse mode and torch's forward mode read different parts of
 #: a tangent (so only torch's forward AD is the oracle)
@@ -100,9 +99,7 @@ def _forward_ae(info: OpInfo, sample: Sample, seed: int) -> tuple[list[Any], lis
     with fwAD.dual_level():
         args, kwargs, _ = _build(sample, make)
         outs = _flat(info.fn(*args, **kwargs))
-        tangents = [
-            fwAD.unpack_dual(o).tangent if isinstance(o, ae.Tensor) else None for o in outs
-        ]
+        tangents = [fwAD.unpack_dual(o).tangent if isinstance(o, ae.Tensor) else None for o in outs]
     return outs, tangents
 
 
