@@ -115,6 +115,7 @@ def _systems(name: str) -> dict[str, Callable[[], Any]]:
         import torch
     except ImportError:  # torch is optional: the comparison is skipped
         return systems
+    torch.set_num_threads(1)  # one thread, as aengine's numpy kernels here (a fair floor)
     tmake, tarrays = WORKLOADS[name](torch, np.random.default_rng(0))
     tx = torch.from_numpy(tarrays[0])
     tf = tmake([torch.from_numpy(a) for a in tarrays[1:]])
