@@ -22,7 +22,7 @@ import numpy as np
 
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
-from ._core import GradOps, node_class, record, record_multi, record_one, wrap
+from ._core import TENSOR_OPS, GradOps, node_class, record, record_multi, record_one, wrap
 from ._cpu_kernels import SCAN_MIN_SIZE, cumsum_last
 from ._forward import ForwardUnsupported
 from ._index import gather
@@ -218,15 +218,20 @@ def _logcumsumexp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 
 
 def _logcumsumexp_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
-    # sum_{j<=k} exp(x_j - out_k) t_j, shifted by the largest x so that nothing overflows
+    # sum_{j<=k} exp(x_j - out_k) t_j, with the positive and negative parts of t in
+    # log space (as the rule): nothing under- or overflows
     x, t = ins[0], ts[0]
     d, reverse = attrs
     if x.data.ndim == 0 or x.data.size == 0:
         return t
-    c = x.data.max(axis=d, keepdims=True)
-    c = x._device.backend.xp.where(x._device.backend.xp.isfinite(c), c, 0)
-    shift = Tensor._make(c, False, x._device)
-    return _cumsum_op(exp(x - shift) * t, d, reverse) * exp(shift - out)
+    F = TENSOR_OPS
+    ta = t.data
+    log_abs = F.log(F.where(ta != 0, F.abs(t), 1.0))
+    parts = []
+    for mask in (ta > 0, ta < 0):
+        logs = x + F.where(mask, log_abs, -math.inf)
+        parts.append(exp(_logcumsumexp_op(logs, d, reverse) - out))
+    return parts[0] - parts[1]
 
 
 LogcumsumexpBackward0 = node_class(

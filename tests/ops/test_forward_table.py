@@ -50,9 +50,9 @@ _UNSUPPORTED_SAMPLES = {
 
 #: samples whose tangents differ from torch's (the departures the docs list)
 _DIFFERENT_SAMPLES = {
+    ("logcumsumexp", 2): "magnitudes of hundreds: torch's tangent underflows at the scan's start",
     ("fmax", 6): "NaN everywhere: torch's tangent follows the NaN operand",
     ("median", 8): "NaN input: torch's tangent is NaN, aengine's the picked element's",
-    ("logcumsumexp", 2): "magnitudes of hundreds: aengine's tangent underflows at the start",
     ("scatter_reduce", 2): "ties with the input: torch gives the input no tangent",
     ("scatter_reduce", 3): "ties with the input: torch gives the input no tangent",
     ("scatter_reduce", 11): "ties with the input: torch gives the input no tangent",
@@ -169,8 +169,6 @@ def test_op_forward_ad(name: str, dtype: str, i: int) -> None:
         assert all(t is None for t in tangents), f"{name}: forward_ad=False but a tangent came"
         return
     torch = torch_or_skip()
-    if (name, i) in _DIFFERENT_SAMPLES:
-        pytest.skip(f"{name}: {_DIFFERENT_SAMPLES[name, i]} (a documented departure)")
     try:
         outs, tangents = _forward_ae(info, sample, seed=1)
     except ForwardUnsupported:
@@ -179,6 +177,8 @@ def test_op_forward_ad(name: str, dtype: str, i: int) -> None:
         raise
     t_tangents = _forward_torch(torch, info, sample, seed=1)
     tol = _tol(info, dtype, _GRAD_TOL)
+    if (name, i) in _DIFFERENT_SAMPLES:  # a documented departure: the reverse mode only
+        t_tangents = None
     if t_tangents is not None:
         assert len(t_tangents) == len(tangents), f"{len(tangents)} results, torch {len(t_tangents)}"
         for k, (a, t) in enumerate(zip(tangents, t_tangents)):
