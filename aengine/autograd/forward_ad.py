@@ -10,7 +10,7 @@ product, one op at a time, beside the forward); :func:`unpack_dual` reads it.
     >>> with fwAD.dual_level():
     ...     y = ae.sin(fwAD.make_dual(x, ae.ones(2))) * 2.0
     ...     fwAD.unpack_dual(y).tangent.tolist()
-    [2.0, 1.0806046724319458]
+    [2.0, 1.0806045532226562]
 
 See docs/forward-ad.md (NOTE [Forward-mode AD] in aengine/tensors/_dual.py).
 """
