@@ -35,6 +35,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..core._modes import _grad_enabled
 from ..tensors import _dual
 from ..tensors._creation import zeros_like
 from ..tensors._tensor import Tensor
@@ -121,8 +122,8 @@ def unsupported(name: str) -> NotImplementedError:
     op = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", _BACKWARD_SUFFIX.sub("", name) or name).lower()
     return ForwardUnsupported(
         f"Trying to use forward AD with {op} that does not support it because it has not "
-        "been implemented yet. Differentiate it in reverse mode (ae.grad), or use "
-        "ae.functional.jvp(..., strategy='double-backward')"
+        "been implemented yet. Differentiate it in reverse mode (ae.grad); "
+        "ae.functional.jvp falls back to the double-backward trick for it"
     )
 
 
@@ -135,6 +136,11 @@ def _elementwise(
     # that saves less when fewer inputs need one trims them after recording)
     node = _RuleNode(attrs, (True,) * len(ins), out._device)
     shape = out.data.shape
+    if not _records(ts, vals):
+        total = _elementwise_raw(cls, ts, out, vals, node)
+        if total is not _NO_RAW:
+            return total
+        total = None
     for i, ti in enumerate(ts):
         if ti is None:
             continue
@@ -145,6 +151,61 @@ def _elementwise(
             continue
         total = gi if total is None else total + gi
     return total
+
+
+#: ``_elementwise_raw``'s answer where a rule wrote into its gradient (read-only here)
+_NO_RAW = object()
+
+
+def _records(ts: Any, vals: list[Any]) -> bool:
+    """Whether a tangent computed now is recorded for reverse mode (NOTE [JVP rules])."""
+    if not _grad_enabled.get():
+        return False
+    for t in ts:
+        if t is not None and t._rg:
+            return True
+    for v in vals:
+        if v._rg:
+            return True
+    return False
+
+
+def _elementwise_raw(
+    cls: type[OpNode], ts: Any, out: Tensor, vals: list[Any], node: _RuleNode
+) -> Any:
+    """``_elementwise`` on the backend's arrays, where nothing records the tangent.
+
+    The rule runs as in a plain backward (``F`` the raw namespace), on
+    read-only views of the tangents: a rule that would write into its
+    gradient raises, and the Tensor path runs instead.
+    """
+    dev = out._device
+    F = dev._backend.raw
+    arrays = [v.data for v in vals]
+    shape = out.data.shape
+    total = None
+    for i, ti in enumerate(ts):
+        if ti is None:
+            continue
+        g = ti.data
+        g = F.broadcast_to(g, shape) if g.shape != shape else g.view()
+        if getattr(g, "flags", None) is not None:
+            g.flags.writeable = False
+        try:
+            gi = cls.rule(F, g, arrays, node)[i]  # type: ignore[arg-type]
+        except ValueError:
+            return _NO_RAW
+        if gi is None:
+            continue
+        total = gi if total is None else total + gi
+    if total is None:
+        return None
+    if total.__class__ is not dev._array_type:
+        total = dev._backend.asarray(total)
+    flags = getattr(total, "flags", None)
+    if flags is not None and not flags.writeable:  # a tangent given back (a view of it)
+        total = total.copy()
+    return Tensor._make(total, False, dev)
 
 
 def _reduction(
@@ -177,10 +238,19 @@ def jvp_of(cls: type[OpNode], ts: Any, ins: Any, out: Any, attrs: Any, vals: lis
         _dual.computing.reset(token)
 
 
-def _give(t: Tensor, tangent: Any) -> None:
-    """Give the result ``t`` its tangent (zeros for a zero one, as PyTorch)."""
+def _give(t: Tensor, tangent: Any, ts: Any = ()) -> None:
+    """Give the result ``t`` its tangent (zeros for a zero one, as PyTorch).
+
+    A tangent that is an input's own (``x + 1``, ``clone``) is copied: an
+    in-place op on the result updates its tangent in place, which must not
+    reach the input's.
+    """
     if t.data.dtype.kind not in "fc":
         return
+    for x in ts:
+        if tangent is x and tangent is not None:
+            tangent = tangent.clone()
+            break
     if tangent is None:
         token = _dual.computing.set(True)
         try:
@@ -225,7 +295,7 @@ def _record(
     if any(x.__class__ is Tensor and x._snap for x in inputs):
         _pending(t, lambda: jvp_of(cls, ts, inputs, t, attrs, vals))
         return t
-    _give(t, jvp_of(cls, ts, inputs, t, attrs, vals))
+    _give(t, jvp_of(cls, ts, inputs, t, attrs, vals), ts)
     return t
 
 
@@ -251,7 +321,7 @@ def _record_one(
     if x._snap:
         _pending(t, lambda: jvp_of(cls, ts, ins, t, attrs, vals))
         return t
-    _give(t, jvp_of(cls, ts, ins, t, attrs, vals))
+    _give(t, jvp_of(cls, ts, ins, t, attrs, vals), ts)
     return t
 
 

@@ -321,8 +321,8 @@ def _update_tangent(t: TensorFields, new: Any) -> None:
                     _dual.set_tangent(base, TENSOR_OPS.zeros_like(base))
                 tangent = t._view_fn(TENSOR_OPS, base._fw)
                 _dual.set_tangent(t, tangent)
-            elif new is not None:
-                _dual.set_tangent(t, new)
+            elif new is not None:  # (a copy: ``new`` may be another tensor's tangent)
+                _dual.set_tangent(t, new.clone())
                 return
         if new is None:
             tangent.data[...] = 0
