@@ -40,8 +40,8 @@ Example::
 # requires grad, ``g(u) = J^T u`` is linear in ``u`` and built with
 # create_graph, so ``d<g(u), v>/du = J v``.  Every operator's rule is written
 # once for arrays and Tensors (NOTE [Operator rules]), so that works for all
-# of them.  ``strict=True`` takes that path too (its checks are the double
-# backward's, as torch's).
+# of them.  ``strict=True`` and ``create_graph=True`` take that path too (their
+# checks and which results require grad are the double backward's, as torch's).
 """
 
 from __future__ import annotations
@@ -277,7 +277,7 @@ def _vjp(
 
 
 def _dual_call(
-    func: Callable[..., Any], ins: tuple[Tensor, ...], vs: Any, record: bool
+    func: Callable[..., Any], ins: tuple[Tensor, ...], vs: Any, record: bool, name: str
 ) -> tuple[Any, tuple[Tensor, ...], list[Any]] | None:
     """``func`` on ``ins`` carrying tangents ``vs``: (outputs, as a tuple, their tangents).
 
@@ -296,7 +296,7 @@ def _dual_call(
                 outputs = func(*ins)
         except ForwardUnsupported:
             return None
-        _, outs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
+        _, outs = _as_tuple(outputs, "outputs of the user-provided function", name)
         tangents = [o._fw for o in outs]
     finally:
         _dual.exit_level()
@@ -317,7 +317,7 @@ def _jvp_forward(
     )  # fmt: skip
     if vt is None:
         vt = tuple(zeros_like(x) + 1 for x in ins)
-    run = _dual_call(func, ins, vt, create_graph or (is_grad_enabled() and create_graph))
+    run = _dual_call(func, ins, vt, create_graph, "jvp")
     if run is None:
         return None
     outputs, outs, tangents = run
@@ -335,7 +335,7 @@ def _jvp(
     create_graph: bool = False,
     strict: bool = False,
 ) -> Generator[GraphTask, None, tuple[Any, Any]]:
-    if not strict:
+    if not (strict or create_graph):
         fwd = _jvp_forward(func, inputs, v, create_graph)
         if fwd is not None:
             return fwd
@@ -464,7 +464,7 @@ def _jacobian_forward(func: Callable[..., Any] | _GenFunc, inputs: Any) -> Gen:
     for k, x in enumerate(ins):
         for j in range(x.data.size):
             vs = tuple(_one_hot(y, j) if i == k else zeros_like(y) for i, y in enumerate(ins))
-            run = _dual_call(func, tuple(y.detach() for y in ins), vs, False)
+            run = _dual_call(func, tuple(y.detach() for y in ins), vs, False, "jacobian")
             if run is None:
                 raise RuntimeError(
                     'jacobian(strategy="forward-mode"): forward mode cannot run here (an op '
@@ -628,7 +628,7 @@ def _hvp_forward(
     )  # fmt: skip
     if vt is None:
         vt = tuple(zeros_like(x) + 1 for x in ins)
-    run = _dual_call(func, ins, vt, True)
+    run = _dual_call(func, ins, vt, True, "hvp")
     if run is None:
         return None
     outputs, outs, tangents = run
@@ -654,7 +654,7 @@ def _hvp(
     create_graph: bool = False,
     strict: bool = False,
 ) -> Generator[GraphTask, None, tuple[Any, Any]]:
-    if not strict:
+    if not (strict or create_graph):
         fwd = yield from _hvp_forward(func, inputs, v, create_graph)
         if fwd is not None:
             return fwd
@@ -702,7 +702,8 @@ jvp.__doc__ = """Return ``(func(*inputs), J v)``: a Jacobian-vector product.
     input); the product has the shape of the outputs.  Computed by
     forward-mode AD: one forward carrying the tangents, no backward (the
     double-backward trick of torch.autograd.functional where an op has no
-    JVP rule, inside an open dual level, or with ``strict=True``).
+    JVP rule, inside an open dual level, with ``strict=True`` or
+    ``create_graph=True``).
 
     Example::
 
@@ -758,7 +759,8 @@ hvp.__doc__ = """Return ``(func(*inputs), H v)`` for a scalar function ``func``.
 
     Reverse over forward: one forward carrying ``v`` (forward-mode AD) and
     one backward of the tangent (the double-backward trick, three engine
-    calls, where forward mode cannot run or with ``strict=True``); equal to
+    calls, where forward mode cannot run, with ``strict=True`` or
+    ``create_graph=True``); equal to
     ``vhp`` for functions with a symmetric Hessian.
 
     Example::
