@@ -45,7 +45,8 @@ from .core._saved_hooks import pack_values
 from .ops import sum_to
 from .ops._core import as_view
 from .runtime import loop_running, run_detached
-from .tensors import CPU, Tensor
+from .tensors import CPU, Tensor, _dual
+from .tensors._creation import zeros_like
 from .tensors._views import _ERR_LEAF_VIEW, _move_retains, _rebase_history, _view_error
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
@@ -77,6 +78,7 @@ class FunctionCtx:
 
     # Set by apply; declared here for type checkers.
     _to_save: tuple[Any, ...] | None
+    _fw_to_save: tuple[Any, ...] | None = None
     _saved: tuple[SavedTensor | None, ...] | None
     _released: bool
     _dirty: tuple[Tensor, ...]
@@ -97,6 +99,20 @@ class FunctionCtx:
                     f"{type(t).__name__}; store other values as ctx attributes (ctx.x = ...)"
                 )
         self._to_save = tensors
+
+    def save_for_forward(self, *tensors: Tensor | None) -> None:
+        """Save tensors (or None) for ``jvp``, where ``ctx.saved_tensors`` gives them back.
+
+        As PyTorch's: forward-mode AD (``ae.autograd.forward_ad``) calls the
+        Function's ``jvp(ctx, *input_tangents)`` after ``forward``.
+        """
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_forward expects all arguments to be tensors or None, but "
+                    f"argument {i} is {type(t).__name__}; store other values as ctx attributes"
+                )
+        self._fw_to_save = tensors
 
     def mark_dirty(self, *tensors: Tensor) -> None:
         """Declare input tensors that forward modified in place (they must be returned)."""
@@ -378,6 +394,19 @@ class Function(metaclass=_FunctionMeta):
 
     vjp = backward
 
+    @staticmethod
+    def jvp(ctx: Any, *grad_inputs: Any) -> Any:
+        """Forward mode: one tangent per output given one per forward input (zeros for none).
+
+        Runs after ``forward`` inside a dual level (``ae.autograd.forward_ad``)
+        when an input carries a tangent; tensors saved with
+        ``ctx.save_for_forward`` are ``ctx.saved_tensors`` here.
+        """
+        raise NotImplementedError(
+            "You must implement the jvp function for custom autograd.Function to use it with "
+            "forward mode AD."
+        )
+
     @classmethod
     def _backward_fn(cls, ctx: Any, *grads: Any) -> Any:
         if cls._both:
@@ -439,7 +468,10 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
         (a.data.shape, a.data.dtype, a._device) if isinstance(a, Tensor) else None for a in args
     )
     new_style = cls.setup_context is not Function.setup_context
+    tangents = _input_tangents(args)
     token = _grad_enabled.set(False)
+    # forward's own ops compute no tangents: jvp gives the outputs theirs
+    fw_token = _dual.computing.set(True) if tangents is not None else None
     try:
         if new_style:
             outputs = cls.forward(*args)
@@ -448,11 +480,16 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
             outputs = cls.forward(ctx, *args)
     finally:
         _grad_enabled.reset(token)
+        if fw_token is not None:
+            _dual.computing.reset(fw_token)
     is_tuple = isinstance(outputs, tuple)
     outs = list(outputs) if is_tuple else [outputs]
+    out_tangents = _run_jvp(cls, ctx, args, outs, tangents) if tangents is not None else None
     if ctx._dirty:
         _check_dirty(ctx, args, outs)
     if not is_recording:
+        if out_tangents is not None:
+            _give_tangents(outs, out_tangents)
         # views made by forward are restricted all the same, as PyTorch (an input
         # returned as is stays the caller's tensor: not marked)
         for o in outs:
@@ -460,11 +497,64 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
                 _mark_custom_view(o)
         return outputs
     _connect(ctx, args, outs)
+    if out_tangents is not None:
+        _give_tangents(outs, out_tangents)
     if _anomaly.get()[0]:
         record_forward(
             ctx, _running_node(), skip=3
         )  # the trace ends at the user's ``F.apply(...)``
     return tuple(outs) if is_tuple else outs[0]
+
+
+def _input_tangents(args: tuple[Any, ...]) -> list[Any] | None:
+    """The inputs' tangents inside a dual level, None where none has one (or outside)."""
+    if _dual.LEVEL is None or _dual.computing.get():
+        return None
+    ts = [a._fw if isinstance(a, Tensor) else None for a in args]
+    return ts if any(t is not None for t in ts) else None
+
+
+def _run_jvp(
+    cls: Any, ctx: Any, args: tuple[Any, ...], outs: list[Any], tangents: list[Any]
+) -> list[Any]:
+    """The outputs' tangents from ``cls.jvp`` (NOTE [Forward-mode AD] in tensors/_dual.py)."""
+    if cls.jvp is Function.jvp:
+        raise NotImplementedError(
+            "You must implement the jvp function for custom autograd.Function to use it with "
+            "forward mode AD."
+        )
+    given = [
+        t if t is not None else zeros_like(a) if isinstance(a, Tensor) else None
+        for a, t in zip(args, tangents)
+    ]
+    kept = ctx._to_save
+    ctx._to_save = ctx._fw_to_save or ()
+    token = _dual.computing.set(True)
+    try:
+        res = cls.jvp(ctx, *given)
+    finally:
+        _dual.computing.reset(token)
+        ctx._to_save = kept
+    res = list(res) if isinstance(res, (tuple, list)) else [res]
+    n = sum(1 for o in outs if isinstance(o, Tensor))
+    if len(res) != len(outs):
+        raise AutogradError(
+            f"{cls.__name__}.jvp returned {len(res)} tangents for {len(outs)} outputs "
+            f"({n} of them tensors); return one tangent (or None) per forward output"
+        )
+    for o, t in zip(outs, res):
+        if t is not None and isinstance(o, Tensor) and tuple(t.shape) != tuple(o.shape):
+            raise AutogradError(
+                f"{cls.__name__}.jvp returned a tangent of shape {tuple(t.shape)} for an output "
+                f"of shape {tuple(o.shape)}; a tangent has its output's shape"
+            )
+    return res
+
+
+def _give_tangents(outs: list[Any], tangents: list[Any]) -> None:
+    for o, t in zip(outs, tangents):
+        if isinstance(o, Tensor) and o.data.dtype.kind in "fc":
+            _dual.set_tangent(o, t if t is not None else zeros_like(o))
 
 
 def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any]) -> None:

@@ -29,12 +29,19 @@ Example::
     [3.0, 12.0]
 
 # NOTE [Forward-mode by double backward]
-# aengine has no forward-mode AD; ``jvp`` and ``hvp`` use the double-backward
-# trick as torch.autograd.functional does: with ``u`` a zero Tensor that
+# ``jvp`` runs forward-mode AD (NOTE [Forward-mode AD] in tensors/_dual.py):
+# one forward that carries the tangents, no engine call.  ``hvp`` is reverse
+# over forward: the forward carries ``v`` and records the tangent's graph,
+# one backward of the tangent gives ``H v``.  ``jacobian(strategy=
+# "forward-mode")`` is one forward per input element.  Where forward mode
+# cannot run (an op without a JVP rule, a dual level already open: one level
+# at a time), they fall back to the double-backward trick, as
+# torch.autograd.functional computes them: with ``u`` a zero Tensor that
 # requires grad, ``g(u) = J^T u`` is linear in ``u`` and built with
 # create_graph, so ``d<g(u), v>/du = J v``.  Every operator's rule is written
-# once for arrays and Tensors (NOTE [Operator rules]), so this works for all
-# of them.
+# once for arrays and Tensors (NOTE [Operator rules]), so that works for all
+# of them.  ``strict=True`` and ``create_graph=True`` take that path too (their
+# checks and which results require grad are the double backward's, as torch's).
 """
 
 from __future__ import annotations
@@ -48,7 +55,8 @@ from ._autograd import _grad, _twins
 from .core import AutogradError, GraphTask
 from .core._modes import enable_grad, is_grad_enabled, set_grad_enabled
 from .ops import stack
-from .tensors import Tensor, zeros_like
+from .ops._forward import ForwardUnsupported
+from .tensors import Tensor, _dual, zeros_like
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -268,6 +276,58 @@ def _vjp(
     return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_inputs_tuple)
 
 
+def _dual_call(
+    func: Callable[..., Any], ins: tuple[Tensor, ...], vs: Any, record: bool, name: str
+) -> tuple[Any, tuple[Tensor, ...], list[Any]] | None:
+    """``func`` on ``ins`` carrying tangents ``vs``: (outputs, as a tuple, their tangents).
+
+    None where forward mode cannot run (NOTE [Forward-mode by double backward]).
+    ``record``: grad mode on (the tangents' graph is recorded, for create_graph
+    and hvp); off, nothing is recorded.
+    """
+    if _dual.LEVEL is not None:
+        return None
+    _dual.enter_level()
+    try:
+        for x, t in zip(ins, vs):
+            _dual.set_tangent(x, t)
+        try:
+            with set_grad_enabled(record):
+                outputs = func(*ins)
+        except ForwardUnsupported:
+            return None
+        _, outs = _as_tuple(outputs, "outputs of the user-provided function", name)
+        tangents = [o._fw for o in outs]
+    finally:
+        _dual.exit_level()
+    return outputs, outs, tangents
+
+
+def _jvp_forward(
+    func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool
+) -> tuple[Any, Any] | None:
+    """``jvp`` by forward mode; None where it cannot run (NOTE [Forward-mode by double backward])."""
+    if isinstance(func, _GenFunc):
+        return None
+    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
+    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=create_graph)
+    vt = _prep_v(
+        v, ins, is_inputs_tuple, create_graph, "jvp",
+        "the input to the user-provided function is a single Tensor",
+    )  # fmt: skip
+    if vt is None:
+        vt = tuple(zeros_like(x) + 1 for x in ins)
+    run = _dual_call(func, ins, vt, create_graph, "jvp")
+    if run is None:
+        return None
+    outputs, outs, tangents = run
+    is_outputs_tuple = isinstance(outputs, (tuple, list))
+    res = tuple(t if t is not None else zeros_like(o) for o, t in zip(outs, tangents))
+    outs = _grad_postprocess(outs, create_graph)
+    res = _grad_postprocess(res, create_graph)
+    return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_outputs_tuple)
+
+
 def _jvp(
     func: Callable[..., Any],
     inputs: Any,
@@ -275,6 +335,10 @@ def _jvp(
     create_graph: bool = False,
     strict: bool = False,
 ) -> Generator[GraphTask, None, tuple[Any, Any]]:
+    if not (strict or create_graph):
+        fwd = _jvp_forward(func, inputs, v, create_graph)
+        if fwd is not None:
+            return fwd
     with enable_grad():
         is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
         ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
@@ -324,21 +388,29 @@ def _jacobian(
     vectorize: bool = False,
     strategy: str = "reverse-mode",
 ) -> Gen:
-    if strategy == "forward-mode":  # NotImplementedError, a RuntimeError, as PyTorch's cases
-        raise NotImplementedError(
-            "jacobian supports only strategy='reverse-mode': aengine has no forward-mode AD; "
-            "use ae.functional.jvp for Jacobian-vector products"
-        )
-    if strategy != "reverse-mode":
+    if strategy not in ("forward-mode", "reverse-mode"):
         raise ValueError(
-            'Expected strategy to be either "forward-mode" or "reverse-mode" (aengine supports '
-            f'"reverse-mode" only), got {strategy!r}'
+            'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
+            'function has more outputs than inputs, "forward-mode" tends to be more '
+            f'performant. Otherwise, prefer to use "reverse-mode". Got {strategy!r}'
         )
     if vectorize and strict:
         raise RuntimeError(
             "ae.functional.jacobian: `strict=True` and `vectorize=True` are not supported "
             "together. Please either set `strict=False` or `vectorize=False`."
         )
+    if strategy == "forward-mode":
+        if not vectorize:  # NotImplementedError, as torch's
+            raise NotImplementedError(
+                "Computing Jacobian using forward-AD or forward-over-reverse Hessian is only "
+                "implemented for `vectorize=True`."
+            )
+        if create_graph:
+            raise NotImplementedError(
+                "torch.autograd.functional.jacobian does not support `create_graph=True` with "
+                '`strategy="forward-mode"`'
+            )
+        return (yield from _jacobian_forward(func, inputs))
     with enable_grad():
         is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jacobian")
         ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
@@ -377,6 +449,56 @@ def _jacobian(
     return _tuple_postprocess(res, (is_outputs_tuple, is_inputs_tuple))
 
 
+def _jacobian_forward(func: Callable[..., Any] | _GenFunc, inputs: Any) -> Gen:
+    """The Jacobian column by column: one forward-mode pass per input element."""
+    if isinstance(func, _GenFunc):
+        raise NotImplementedError(
+            'jacobian(strategy="forward-mode") of a reverse-mode gradient (forward over '
+            "reverse) is not implemented; use strategy='reverse-mode'"
+        )
+    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jacobian")
+    ins = tuple(x.detach() for x in ins)
+    cols: list[list[list[Tensor]]] | None = None  # [output][input][column]
+    is_outputs_tuple = False
+    outs: tuple[Tensor, ...] = ()
+    for k, x in enumerate(ins):
+        for j in range(x.data.size):
+            vs = tuple(_one_hot(y, j) if i == k else zeros_like(y) for i, y in enumerate(ins))
+            run = _dual_call(func, tuple(y.detach() for y in ins), vs, False, "jacobian")
+            if run is None:
+                raise RuntimeError(
+                    'jacobian(strategy="forward-mode"): forward mode cannot run here (an op '
+                    "without a JVP rule, or a dual level already open); use "
+                    'strategy="reverse-mode"'
+                )
+            outputs, outs, tangents = run
+            is_outputs_tuple = isinstance(outputs, (tuple, list))
+            if cols is None:
+                cols = [[[] for _ in ins] for _ in outs]
+            for i, (o, t) in enumerate(zip(outs, tangents)):
+                cols[i][k].append(t.detach() if t is not None else zeros_like(o))
+    if False:  # (a generator: the signature of the module's functions)
+        yield
+    jac = []
+    for i, out in enumerate(outs):
+        row = []
+        for k, x in enumerate(ins):
+            shape = tuple(out.data.shape) + tuple(x.data.shape)
+            if cols is None or not cols[i][k]:
+                row.append(zeros_like(x).reshape(shape) if x.data.size else _empty(shape, x))
+                continue
+            xp = x._device.backend.xp
+            arr = xp.stack([c.data for c in cols[i][k]], axis=-1)
+            row.append(Tensor._make(arr.reshape(shape), False, x._device))
+        jac.append(tuple(row))
+    return _tuple_postprocess(tuple(jac), (is_outputs_tuple, is_inputs_tuple))
+
+
+def _empty(shape: tuple[int, ...], like: Tensor) -> Tensor:
+    xp = like._device.backend.xp
+    return Tensor._make(xp.zeros(shape, dtype=like.data.dtype), False, like._device)
+
+
 def _hessian(
     func: Callable[..., Any],
     inputs: Any,
@@ -400,6 +522,16 @@ def _hessian(
             )
         return out.squeeze()
 
+    if outer_jacobian_strategy == "forward-mode" and vectorize and not create_graph:
+        # forward over reverse, as H v columns (reverse over forward: H is symmetric)
+        cols = []
+        for k, x in enumerate(ins):
+            for j in range(x.data.size):
+                vs = tuple(_one_hot(y, j) if i == k else zeros_like(y) for i, y in enumerate(ins))
+                _, hv = yield from _hvp(ensure_single_output_function, ins, vs, strict=strict)
+                cols.append(hv)
+        return _hessian_from_columns(cols, ins, is_inputs_tuple)
+
     def jac_func(*inp: Tensor) -> Gen:
         jac = yield from _jacobian(ensure_single_output_function, inp, create_graph=True)
         _check_requires_grad(jac, "jacobian", strict=strict)
@@ -414,6 +546,30 @@ def _hessian(
         strategy=outer_jacobian_strategy,
     )
     return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
+
+
+def _hessian_from_columns(cols: list[Any], ins: tuple[Tensor, ...], is_inputs_tuple: bool) -> Any:
+    """``H[i][k]`` from the columns ``H v`` (one per element of every input, in order)."""
+    hv = [c if isinstance(c, tuple) else (c,) for c in cols]
+    res = []
+    start = 0
+    bounds = []
+    for x in ins:
+        bounds.append((start, start + x.data.size))
+        start += x.data.size
+    for i, xi in enumerate(ins):
+        row = []
+        for k, xk in enumerate(ins):
+            a, b = bounds[k]
+            xp = xi._device.backend.xp
+            shape = tuple(xi.data.shape) + tuple(xk.data.shape)
+            if a == b:
+                arr = xp.zeros(shape, dtype=xi.data.dtype)
+            else:
+                arr = xp.stack([hv[c][i].data for c in range(a, b)], axis=-1).reshape(shape)
+            row.append(Tensor._make(arr, False, xi._device))
+        res.append(tuple(row))
+    return _tuple_postprocess(tuple(res), (is_inputs_tuple, is_inputs_tuple))
 
 
 def _scalar_fn_setup(
@@ -458,6 +614,39 @@ def _vhp(
     return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_inputs_tuple)
 
 
+def _hvp_forward(
+    func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool
+) -> Generator[GraphTask, None, tuple[Any, Any] | None]:
+    """``H v`` as the gradient of the forward-mode ``<grad f, v>`` (reverse over forward)."""
+    if isinstance(func, _GenFunc):
+        return None
+    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "hvp")
+    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
+    vt = _prep_v(
+        v, ins, is_inputs_tuple, create_graph, "hvp",
+        "the input to the user-provided function is a single Tensor",
+    )  # fmt: skip
+    if vt is None:
+        vt = tuple(zeros_like(x) + 1 for x in ins)
+    run = _dual_call(func, ins, vt, True, "hvp")
+    if run is None:
+        return None
+    outputs, outs, tangents = run
+    is_outputs_tuple = isinstance(outputs, (tuple, list))
+    if is_outputs_tuple or not isinstance(outs[0], Tensor):
+        raise RuntimeError("The function given to hvp should return a single Tensor")
+    if outs[0].data.size != 1:
+        raise RuntimeError(
+            "The Tensor returned by the function given to hvp should contain a single element"
+        )
+    with set_grad_enabled(True if create_graph else is_grad_enabled()):
+        grads = yield from _autograd_grad(tangents, ins, create_graph=create_graph)
+        res = _fill_in_zeros(grads, ins, False, create_graph, "double_back_trick")
+    outs = _grad_postprocess(outs, create_graph)
+    res = _grad_postprocess(res, create_graph)
+    return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_inputs_tuple)
+
+
 def _hvp(
     func: Callable[..., Any],
     inputs: Any,
@@ -465,6 +654,10 @@ def _hvp(
     create_graph: bool = False,
     strict: bool = False,
 ) -> Generator[GraphTask, None, tuple[Any, Any]]:
+    if not (strict or create_graph):
+        fwd = yield from _hvp_forward(func, inputs, v, create_graph)
+        if fwd is not None:
+            return fwd
     with enable_grad():
         setup = yield from _scalar_fn_setup(func, inputs, v, create_graph, strict, "hvp")
         is_inputs_tuple, ins, vt, is_outputs_tuple, outs, jac = setup
@@ -506,8 +699,11 @@ vjp.__doc__ = """Return ``(func(*inputs), v^T J)``: a vector-Jacobian product.
 jvp.__doc__ = """Return ``(func(*inputs), J v)``: a Jacobian-vector product.
 
     ``v`` has the shape of the input(s) (optional for a single-element
-    input); the product has the shape of the outputs.  Computed by the
-    double-backward trick (two engine calls), as torch.autograd.functional.
+    input); the product has the shape of the outputs.  Computed by
+    forward-mode AD: one forward carrying the tangents, no backward (the
+    double-backward trick of torch.autograd.functional where an op has no
+    JVP rule, inside an open dual level, with ``strict=True`` or
+    ``create_graph=True``).
 
     Example::
 
@@ -522,10 +718,12 @@ jacobian.__doc__ = """Return the Jacobian of ``func`` at ``inputs``.
     For one input and one output a Tensor of shape ``output.shape +
     input.shape``; a tuple per tuple level otherwise (``J[i][j]`` for output i
     and input j).  Reverse mode: one engine call per output element, on one
-    retained graph.  ``vectorize=True`` is accepted for compatibility with
-    torch and gives the same result by the same per-row computation (aengine
-    has no vmap to batch the rows); as in torch it cannot be combined with
-    ``strict=True``.  Only ``strategy='reverse-mode'`` is supported.
+    retained graph.  ``strategy="forward-mode"`` (with ``vectorize=True``,
+    as torch requires) computes it by columns: one forward-mode pass per
+    input element, better where outputs outnumber inputs.  ``vectorize=True``
+    gives the same result by the same per-row (per-column) computation
+    (nothing batches the rows yet); as in torch it cannot be combined with
+    ``strict=True``.
 
     Example::
 
@@ -559,8 +757,11 @@ vhp.__doc__ = """Return ``(func(*inputs), v^T H)`` for a scalar function ``func`
 """
 hvp.__doc__ = """Return ``(func(*inputs), H v)`` for a scalar function ``func``.
 
-    Uses the double-backward trick (three engine calls); equal to ``vhp`` for
-    functions with a symmetric Hessian.
+    Reverse over forward: one forward carrying ``v`` (forward-mode AD) and
+    one backward of the tangent (the double-backward trick, three engine
+    calls, where forward mode cannot run, with ``strict=True`` or
+    ``create_graph=True``); equal to
+    ``vhp`` for functions with a symmetric Hessian.
 
     Example::
 

@@ -173,17 +173,18 @@ def gen_docs() -> str:
         "Every operator of aengine, under torch's name and signature: the function under\n",
         "`ae.`, `ae.linalg.` or `ae.nn.functional.`, and the Tensor method where torch has one.\n",
         "Each is tested against torch from the same numbers: values, first derivatives, second\n",
-        "derivatives where torch has them (column *d²*), finite differences in float64.\n",
-        "Column *vmap*: the op's batching rule under `ae.func.vmap` (docs/func.md); empty:\n",
-        "none (the op raises inside vmap).\n\n",
+        "derivatives where torch has them (column *d²*), finite differences in float64, and\n",
+        "forward-mode tangents against torch's forward AD (column *fwd*: a JVP rule; see\n",
+        "[forward-ad.md](forward-ad.md)). Column *vmap*: the op's batching rule under\n",
+        "`ae.func.vmap` (docs/func.md); empty: none (the op raises inside vmap).\n\n",
     ]
     titles = {"": "`ae.`", "linalg": "`ae.linalg`", "nn.functional": "`ae.nn.functional`"}
     for ns in sorted({i.namespace for i in TABLE.values()}):
         lines.append(f"## {titles.get(ns, ns)}\n\n")
         lines.append(
-            "| name | signature | method | d | d² | vmap | dtypes | what it does, notes |\n"
+            "| name | signature | method | d | d² | fwd | vmap | dtypes | what it does, notes |\n"
         )
-        lines.append("|---|---|---|---|---|---|---|---|\n")
+        lines.append("|---|---|---|---|---|---|---|---|---|\n")
         for info in sorted(_namespace(ns), key=lambda i: i.short):
             try:
                 sig = str(inspect.signature(info.fn))
@@ -193,12 +194,13 @@ def gen_docs() -> str:
             method = f"`{info.method_name}`" if info.method_name else ""
             d = "yes" if info.grad else ""
             d2 = "yes" if info.grad and info.grad2 else ""
+            fwd = "yes" if info.grad and info.forward_ad else ""
             notes = _first_line(info.fn.__doc__)
             if info.notes:
                 notes += " " + info.notes.replace("|", "\\|").replace("\n", " ")
             vmap = (info.batch or "").partition(":")[0]
             lines.append(
-                f"| `{info.short}` | `{sig}` | {method} | {d} | {d2} | {vmap} | "
+                f"| `{info.short}` | `{sig}` | {method} | {d} | {d2} | {fwd} | {vmap} | "
                 f"{', '.join(info.dtypes)} | {notes} |\n"
             )
         lines.append("\n")

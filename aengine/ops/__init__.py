@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..tensors._creation import ones_like, zeros_like
 from ..tensors._tensor import Tensor
 from ..tensors._tensor_ops import bind_tensor_ops
+from . import _forward as _forward
 from ._arith import add, clamp, div, maximum, minimum, mul, neg, pow, rdiv, rpow, rsub, sub, where
 from ._compare import eq, ge, gt, le, logical_and, logical_not, logical_or, lt, ne
 from ._core import TENSOR_OPS as TENSOR_OPS

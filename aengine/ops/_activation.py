@@ -36,6 +36,7 @@ from ..tensors._tensor import Tensor
 from ..tensors._views import check_inplace, commit_inplace, snapshot
 from . import _inplace_ops, _reduce, _unary
 from ._core import (
+    ELEMENTWISE,
     TRANSCENDENTAL,
     GradOps,
     OpNode,
@@ -165,7 +166,9 @@ def _apply_(x: Tensor, cls: type[OpNode], fwd: Forward, attrs: Any) -> Tensor:
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 ErfBackward0 = node_class(
-    "ErfBackward0", lambda F, g, s, n: (g * _TWO_OVER_SQRT_PI * F.exp(-(s[0] * s[0])),)
+    "ErfBackward0",
+    lambda F, g, s, n: (g * _TWO_OVER_SQRT_PI * F.exp(-(s[0] * s[0])),),
+    jvp=ELEMENTWISE,
 )
 
 
@@ -326,8 +329,10 @@ def _hardtanh_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (_mask_grad(F, g, x, (xa > lo) & (xa < hi), 1.0, 0.0, HardtanhBackwardBackward0),)
 
 
-HardtanhBackwardBackward0 = node_class("HardtanhBackwardBackward0", _mask_grad_rule)
-HardtanhBackward0 = node_class("HardtanhBackward0", _hardtanh_rule)
+HardtanhBackwardBackward0 = node_class(
+    "HardtanhBackwardBackward0", _mask_grad_rule, jvp=ELEMENTWISE
+)
+HardtanhBackward0 = node_class("HardtanhBackward0", _hardtanh_rule, jvp=ELEMENTWISE)
 
 
 def hardtanh(
@@ -369,12 +374,15 @@ def _leaky_fwd(xp: Any, a: Any, slope: Any) -> Any:
     return xp.where(a > 0, a, a * slope)
 
 
-LeakyReluBackwardBackward0 = node_class("LeakyReluBackwardBackward0", _mask_grad_rule)
+LeakyReluBackwardBackward0 = node_class(
+    "LeakyReluBackwardBackward0", _mask_grad_rule, jvp=ELEMENTWISE
+)
 LeakyReluBackward0 = node_class(
     "LeakyReluBackward0",
     lambda F, g, s, n: (
         _mask_grad(F, g, s[0], _arr(s[0]) > 0, 1.0, n.attrs, LeakyReluBackwardBackward0),
     ),
+    jvp=ELEMENTWISE,
 )
 
 
@@ -409,8 +417,8 @@ def _elu_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.where(pos, g * scale if scale != 1.0 else g, gneg),)
 
 
-EluBackward0 = node_class("EluBackward0", _elu_rule)
-CeluBackward0 = node_class("CeluBackward0", _elu_rule)
+EluBackward0 = node_class("EluBackward0", _elu_rule, jvp=ELEMENTWISE)
+CeluBackward0 = node_class("CeluBackward0", _elu_rule, jvp=ELEMENTWISE)
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -524,7 +532,7 @@ def _gelu_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (g * (cdf + x * (F.exp(x * x * -0.5) * _INV_SQRT_2PI)),)
 
 
-GeluBackward0 = node_class("GeluBackward0", _gelu_rule)
+GeluBackward0 = node_class("GeluBackward0", _gelu_rule, jvp=ELEMENTWISE)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -578,7 +586,7 @@ def _silu_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (g * sg * (x * (1.0 - sg) + 1.0),)
 
 
-SiluBackward0 = node_class("SiluBackward0", _silu_rule)
+SiluBackward0 = node_class("SiluBackward0", _silu_rule, jvp=ELEMENTWISE)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -610,7 +618,7 @@ def _mish_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (g * (tsp + x * _sig(F, x, n) * (1.0 - tsp * tsp)),)
 
 
-MishBackward0 = node_class("MishBackward0", _mish_rule)
+MishBackward0 = node_class("MishBackward0", _mish_rule, jvp=ELEMENTWISE)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
@@ -639,7 +647,7 @@ def _softplus_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.where(_arr(z) > threshold, g, g * _sig(F, z, n)),)
 
 
-SoftplusBackward0 = node_class("SoftplusBackward0", _softplus_rule)
+SoftplusBackward0 = node_class("SoftplusBackward0", _softplus_rule, jvp=ELEMENTWISE)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -660,7 +668,9 @@ def _logsigmoid_fwd(xp: Any, a: Any, attrs: Any) -> Any:
     return xp.minimum(a, 0) - xp.log1p(xp.exp(-xp.abs(a)))
 
 
-LogSigmoidBackward0 = node_class("LogSigmoidBackward0", lambda F, g, s, n: (g * _sig(F, -s[0], n),))
+LogSigmoidBackward0 = node_class(
+    "LogSigmoidBackward0", lambda F, g, s, n: (g * _sig(F, -s[0], n),), jvp=ELEMENTWISE
+)
 
 
 def logsigmoid(input: Tensor) -> Tensor:
@@ -688,8 +698,10 @@ def _hardsigmoid_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (_mask_grad(F, g, x, inside, 1.0 / 6.0, 0.0, HardsigmoidBackwardBackward0),)
 
 
-HardsigmoidBackwardBackward0 = node_class("HardsigmoidBackwardBackward0", _mask_grad_rule)
-HardsigmoidBackward0 = node_class("HardsigmoidBackward0", _hardsigmoid_rule)
+HardsigmoidBackwardBackward0 = node_class(
+    "HardsigmoidBackwardBackward0", _mask_grad_rule, jvp=ELEMENTWISE
+)
+HardsigmoidBackward0 = node_class("HardsigmoidBackward0", _hardsigmoid_rule, jvp=ELEMENTWISE)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
@@ -717,7 +729,7 @@ def _hardswish_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.where(xa <= -3.0, 0.0, inside),)
 
 
-HardswishBackward0 = node_class("HardswishBackward0", _hardswish_rule)
+HardswishBackward0 = node_class("HardswishBackward0", _hardswish_rule, jvp=ELEMENTWISE)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:

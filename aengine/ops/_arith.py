@@ -19,6 +19,7 @@ from ..tensors._dtype import get_default_dtype, promote_types, result_dtype
 from ..tensors._tensor import Tensor
 from ._compare import operand
 from ._core import (
+    ELEMENTWISE,
     TRANSCENDENTAL,
     GradOps,
     OpNode,
@@ -89,14 +90,16 @@ def _true_div_dtype(a: Tensor, b: Any) -> Any:
 
 
 # -- add / sub ------------------------------------------------------------------------
-AddBackward0 = node_class("AddBackward0", lambda F, g, s, n: (g, g))
+AddBackward0 = node_class("AddBackward0", lambda F, g, s, n: (g, g), jvp=ELEMENTWISE)
 # Scalar operand: same name and edges as PyTorch (the scalar's edge is None).
-AddScalarBackward = node_class("AddBackward0", lambda F, g, s, n: (g, None))
+AddScalarBackward = node_class("AddBackward0", lambda F, g, s, n: (g, None), jvp=ELEMENTWISE)
 SubBackward0 = node_class(
-    "SubBackward0", lambda F, g, s, n: (g if n.needs[0] else None, -g if n.needs[1] else None)
+    "SubBackward0",
+    lambda F, g, s, n: (g if n.needs[0] else None, -g if n.needs[1] else None),
+    jvp=ELEMENTWISE,
 )
-SubScalarBackward = node_class("SubBackward0", lambda F, g, s, n: (g, None))
-RsubBackward1 = node_class("RsubBackward1", lambda F, g, s, n: (-g,))
+SubScalarBackward = node_class("SubBackward0", lambda F, g, s, n: (g, None), jvp=ELEMENTWISE)
+RsubBackward1 = node_class("RsubBackward1", lambda F, g, s, n: (-g,), jvp=ELEMENTWISE)
 
 
 def add(a: Any, other: Any, *, alpha: Any = 1) -> Tensor:
@@ -235,8 +238,25 @@ def _mul_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (g * b, g * a)
 
 
-MulBackward0 = node_class("MulBackward0", _mul_rule)
-MulScalarBackward = node_class("MulBackward0", lambda F, g, s, n: (g * n.attrs, None))
+def _mul_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
+    ta, tb = ts
+    r = ta * ins[1] if ta is not None else None
+    if tb is not None:
+        r = ins[0] * tb if r is None else r + ins[0] * tb
+    return r
+
+
+def _div_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
+    ta, tb = ts  # (ta - tb out) / b
+    if tb is None:
+        return ta / ins[1]
+    return (ta - tb * out if ta is not None else -(tb * out)) / ins[1]
+
+
+MulBackward0 = node_class("MulBackward0", _mul_rule, jvp=_mul_jvp)
+MulScalarBackward = node_class(
+    "MulBackward0", lambda F, g, s, n: (g * n.attrs, None), jvp=ELEMENTWISE
+)
 
 
 def mul(a: Any, other: Any) -> Tensor:
@@ -275,11 +295,13 @@ def _rdiv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (-g * n.attrs / (a * a),)
 
 
-DivBackward0 = node_class("DivBackward0", _div_rule)
-DivScalarBackward = node_class("DivBackward0", lambda F, g, s, n: (g / n.attrs, None))
+DivBackward0 = node_class("DivBackward0", _div_rule, jvp=_div_jvp)
+DivScalarBackward = node_class(
+    "DivBackward0", lambda F, g, s, n: (g / n.attrs, None), jvp=ELEMENTWISE
+)
 # PyTorch computes number / x as x.reciprocal() * number: a MulBackward0 whose
 # next node is a ReciprocalBackward0; aengine folds both into this one node
-RdivBackward1 = node_class("MulBackward0", _rdiv_rule)
+RdivBackward1 = node_class("MulBackward0", _rdiv_rule, jvp=ELEMENTWISE)
 
 
 def div(a: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
@@ -403,7 +425,7 @@ def _div_rounded_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return tuple(F.zeros_like(g) if k else None for k in need)
 
 
-DivBackward2 = node_class("DivBackward2", _div_rounded_rule)
+DivBackward2 = node_class("DivBackward2", _div_rounded_rule, jvp=ELEMENTWISE)
 
 
 def _div_rounded(a: Any, other: Any, mode: Any) -> Tensor:
@@ -425,7 +447,7 @@ def _div_rounded(a: Any, other: Any, mode: Any) -> Tensor:
 
 
 # -- neg ---------------------------------------------------------------------------------
-NegBackward0 = node_class("NegBackward0", lambda F, g, s, n: (-g,))
+NegBackward0 = node_class("NegBackward0", lambda F, g, s, n: (-g,), jvp=ELEMENTWISE)
 
 
 def neg(a: Tensor) -> Tensor:
@@ -485,9 +507,9 @@ def _arr(v: Any) -> Any:
     return v.data if v.__class__ is Tensor else v
 
 
-PowBackward0 = node_class("PowBackward0", _pow_scalar_rule)
-PowBackward1 = node_class("PowBackward1", _pow_rule)
-PowBackward2 = node_class("PowBackward2", _rpow_rule)
+PowBackward0 = node_class("PowBackward0", _pow_scalar_rule, jvp=ELEMENTWISE)
+PowBackward1 = node_class("PowBackward1", _pow_rule, jvp=ELEMENTWISE)
+PowBackward2 = node_class("PowBackward2", _rpow_rule, jvp=ELEMENTWISE)
 
 
 def pow(a: Any, exponent: Any) -> Tensor:
@@ -543,8 +565,8 @@ def _minmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (ga, gb)
 
 
-MaximumBackward0 = node_class("MaximumBackward0", _minmax_rule)
-MinimumBackward0 = node_class("MinimumBackward0", _minmax_rule)
+MaximumBackward0 = node_class("MaximumBackward0", _minmax_rule, jvp=ELEMENTWISE)
+MinimumBackward0 = node_class("MinimumBackward0", _minmax_rule, jvp=ELEMENTWISE)
 
 
 def _minmax(cls: Any, a: Any, b: Any, is_max: bool) -> Tensor:
@@ -579,7 +601,7 @@ def _where_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     )
 
 
-WhereBackward0 = node_class("WhereBackward0", _where_rule)
+WhereBackward0 = node_class("WhereBackward0", _where_rule, jvp=ELEMENTWISE)
 
 
 class _Missing:
@@ -676,7 +698,7 @@ def _clamp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.where(mask, g, 0.0),)
 
 
-ClampBackward1 = node_class("ClampBackward1", _clamp_rule)
+ClampBackward1 = node_class("ClampBackward1", _clamp_rule, jvp=ELEMENTWISE)
 
 
 def _clamp_bound(value: Any, name: str) -> None:
@@ -715,7 +737,7 @@ def _clamp_tensors_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (gx, glo, ghi)
 
 
-ClampBackward0 = node_class("ClampBackward0", _clamp_tensors_rule)
+ClampBackward0 = node_class("ClampBackward0", _clamp_tensors_rule, jvp=ELEMENTWISE)
 
 
 def _clamp_tensors(a: Tensor, lo: Any, hi: Any) -> Tensor:

@@ -26,7 +26,7 @@ from ._arith import (
     promoted,
     tensor_operands,
 )
-from ._core import TRANSCENDENTAL, GradOps, Rule, node_class, record, weigh
+from ._core import ELEMENTWISE, TRANSCENDENTAL, GradOps, Rule, node_class, record, weigh
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 from ._unary import INT_TOL
 
@@ -73,7 +73,7 @@ def _binary(
     in PyTorch: NotImplementedError).  ``special``: ``fwd`` gets the backend's
     special functions instead of ``xp``.
     """
-    cls = node_class(f"{name.capitalize()}Backward0", rule)
+    cls = node_class(f"{name.capitalize()}Backward0", rule, jvp=ELEMENTWISE)
 
     def op(input: Any, other: Any) -> Tensor:
         ts = tensor_operands(name, (input, other), ("input", "other"))
@@ -362,8 +362,8 @@ def _lerp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     )
 
 
-LerpBackward0 = node_class("LerpBackward0", _lerp_scalar_rule)
-LerpBackward1 = node_class("LerpBackward1", _lerp_rule)
+LerpBackward0 = node_class("LerpBackward0", _lerp_scalar_rule, jvp=ELEMENTWISE)
+LerpBackward1 = node_class("LerpBackward1", _lerp_rule, jvp=ELEMENTWISE)
 
 
 def _same_float_dtype(name: str, x: Tensor, others: tuple[tuple[str, Tensor], ...]) -> None:
@@ -442,8 +442,8 @@ def _addcdiv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     )
 
 
-AddcmulBackward0 = node_class("AddcmulBackward0", _addcmul_rule)
-AddcdivBackward0 = node_class("AddcdivBackward0", _addcdiv_rule)
+AddcmulBackward0 = node_class("AddcmulBackward0", _addcmul_rule, jvp=ELEMENTWISE)
+AddcdivBackward0 = node_class("AddcdivBackward0", _addcdiv_rule, jvp=ELEMENTWISE)
 
 
 def _addc(name: str, cls: Any, input: Any, t1: Any, t2: Any, value: Any) -> Tensor:

@@ -410,8 +410,24 @@ def _conv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (ga, gb, gbias)
 
 
-ConvolutionBackward0 = node_class("ConvolutionBackward0", _conv_rule)
-ConvolutionBackwardBackward0 = node_class("ConvolutionBackwardBackward0", _conv_rule)
+def _conv_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # bilinear in (a, b), and the bias added: NOTE [JVP rules] in _forward.py
+    kind, geom, _ = attrs
+    a, b = ins[0], ins[1]
+    total = None
+    if ts[0] is not None:
+        total = _conv_prim(kind, ts[0], b, None, geom)
+    if ts[1] is not None:
+        r = _conv_prim(kind, a, ts[1], None, geom)
+        total = r if total is None else total + r
+    if len(ts) == 3 and ts[2] is not None:
+        r = ts[2].reshape((1, -1) + (1,) * len(geom.kernel))
+        total = r if total is None else total + r
+    return total
+
+
+ConvolutionBackward0 = node_class("ConvolutionBackward0", _conv_rule, jvp=_conv_jvp)
+ConvolutionBackwardBackward0 = node_class("ConvolutionBackwardBackward0", _conv_rule, jvp=_conv_jvp)
 _CLASSES = {FORWARD: ConvolutionBackward0, INPUT: ConvolutionBackward0}
 
 #: a convolution's backward costs about this many elementwise operations per
@@ -795,8 +811,12 @@ def _unfold_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (_unfold_any(FOLD if kind == UNFOLD else UNFOLD, g, geom, n),)
 
 
-Im2ColBackward0 = node_class("Im2ColBackward0", _unfold_rule)
-Col2ImBackward0 = node_class("Col2ImBackward0", _unfold_rule)
+Im2ColBackward0 = node_class(
+    "Im2ColBackward0", _unfold_rule, jvp=lambda ts, ins, out, a, s: _unfold_prim(a[0], ts[0], a[1])
+)
+Col2ImBackward0 = node_class(
+    "Col2ImBackward0", _unfold_rule, jvp=lambda ts, ins, out, a, s: _unfold_prim(a[0], ts[0], a[1])
+)
 
 
 def _unfold_prim(kind: str, x: Tensor, geom: _Geom) -> Tensor:

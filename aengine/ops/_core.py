@@ -66,10 +66,43 @@ __all__ = [
     "TENSOR_OPS",
     "GradOps",
     "Rule",
+    "Jvp",
+    "ELEMENTWISE",
+    "Reduction",
 ]
 
 #: ``rule(F, g, saved, node) -> grads`` (NOTE [Operator rules])
 Rule: TypeAlias = Callable[[GradOps, Any, Any, "OpNode"], Any]
+
+#: ``jvp(tangents, inputs, out, attrs, saved) -> tangent``, or "elementwise"
+#: (NOTE [JVP rules] in _forward.py)
+Jvp: TypeAlias = "Callable[..., Any] | str | Reduction | None"
+
+#: the ``jvp`` of an op whose Jacobian in each input is diagonal (or symmetric:
+#: softmax) (NOTE [JVP rules])
+ELEMENTWISE = "elementwise"
+
+
+class Reduction:
+    """The ``jvp`` of a reduction (NOTE [JVP rules]): ``dims_of(attrs) -> (dims, keepdim)``.
+
+    Each input element reaches one result element, with the weight its
+    backward rule gives it for a gradient of ones: the tangent is the sum,
+    over the reduced dims, of the weights times the input's tangent.
+    """
+
+    __slots__ = ("dims_of",)
+
+    def __init__(self, dims_of: Callable[[Any], tuple[Any, bool]]) -> None:
+        self.dims_of = dims_of
+
+
+#: whether a dual level is open: the recorders' one test on their hot path,
+#: kept by ops/_forward.py (NOTE [Forward-mode AD] in tensors/_dual.py)
+_DUAL_ON = False
+#: forward mode's record, record_one and record_multi, filled in by
+#: ops/_forward.py at its import (it imports this module, not the reverse)
+_dual_hooks: list[Any] = []
 
 
 class ShapeError(ValueError, RuntimeError):
@@ -88,8 +121,10 @@ class OpNode(Node):
 
     if TYPE_CHECKING:
         rule: Rule  # set by node_class, as a staticmethod
+        jvp: Jvp
     else:
         rule = None
+        jvp = None
     #: saved inputs (Tensors) and outputs (SavedTensors): a tuple, the value
     #: itself when there is one, None once freed; ``versions`` their versions
     #: when saved (NOTE [Saved tensors of built-in ops])
@@ -209,12 +244,16 @@ def _fix_outputs(F: GradOps, outs: Any, meta: tuple[Any, ...]) -> Any:
     return outs
 
 
-def node_class(name: str, rule: Rule, num_outputs: int = 1) -> type[OpNode]:
-    """A new OpNode subclass named ``name`` (e.g. 'MulBackward0') using ``rule``."""
+def node_class(name: str, rule: Rule, num_outputs: int = 1, jvp: Jvp = None) -> type[OpNode]:
+    """A new OpNode subclass named ``name`` (e.g. 'MulBackward0') using ``rule``.
+
+    ``jvp`` is its forward-mode rule (NOTE [JVP rules] in _forward.py): None
+    for none (forward AD through it raises NotImplementedError).
+    """
     base = OpNode if num_outputs == 1 else _MultiOpNode
-    return type(
-        name, (base,), {"__slots__": (), "rule": staticmethod(rule), "num_outputs": num_outputs}
-    )
+    attrs = {"__slots__": (), "rule": staticmethod(rule), "num_outputs": num_outputs}
+    attrs["jvp"] = jvp if jvp is None or isinstance(jvp, (str, Reduction)) else staticmethod(jvp)
+    return type(name, (base,), attrs)
 
 
 def as_tensor_arg(x: Any, like: Tensor | None = None) -> Tensor:
@@ -256,6 +295,7 @@ def record(
     attrs: Any = None,
     save_output: bool = False,
     bcast: bool = False,
+    dual: bool = True,
 ) -> Tensor:
     """Wrap ``out`` and, if grad mode is on and an input requires grad, record ``cls``.
 
@@ -263,10 +303,14 @@ def record(
     take no gradient); ``saved`` tensors are saved with their version;
     ``save_output`` appends the result itself to the saved values; ``bcast``
     records the shapes/dtypes of inputs that differ from the result's, so that
-    their gradients are summed and cast back (see ``_fix_outputs``).
+    their gradients are summed and cast back (see ``_fix_outputs``).  Inside a
+    dual level the result also gets its tangent (``dual=False``: not here, the
+    caller gives it one; NOTE [Forward-mode AD] in tensors/_dual.py).
     """
     # Hot path of every forward op of two or more tensors (one tensor: ``record_one``):
     # kept flat, one branch per arity.
+    if _DUAL_ON and dual:
+        return _dual_hooks[0](cls, out, dev, inputs, saved, attrs, save_output, bcast)  # type: ignore[no-any-return]
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
         out = (dev._backend or dev.backend).asarray(out)
     if not _grad_enabled.get():
@@ -426,6 +470,7 @@ def record_one(
     save_input: bool = False,
     save_output: bool = False,
     bcast: bool = False,
+    dual: bool = True,
 ) -> Tensor:
     """``record`` of an op whose one tensor input is ``x``: unary ops, a tensor and a number.
 
@@ -443,6 +488,8 @@ def record_one(
     # OpNode's, and write the result's history as ``set_history`` does
     # (core/_graph.py, inlined: a call per op costs here); tests/ops/
     # test_layers.py checks that they agree field by field.
+    if _DUAL_ON and dual:
+        return _dual_hooks[1](cls, out, dev, x, arity, attrs, save_input, save_output, bcast)  # type: ignore[no-any-return]
     if out.__class__ is not dev._array_type:  # a scalar (or the backend not loaded yet)
         out = (dev._backend or dev.backend).asarray(out)
     if not _grad_enabled.get() or not (x._rg or (x._view_meta is not None and _stale_view_rg(x))):
@@ -572,7 +619,7 @@ def _tie_rule(F: GradOps, g: Any, s: Any, n: OpNode) -> Any:
     return (g if n.needs[0] else None, F.zeros(n.attrs, g) if n.needs[1] else None)
 
 
-_TIE = node_class("TieBackward0", _tie_rule)
+_TIE = node_class("TieBackward0", _tie_rule, jvp=lambda ts, ins, out, a, s: ts[0])
 
 
 def tie(y: Tensor, x: Any) -> Tensor:
@@ -593,6 +640,7 @@ def record_multi(
     inputs: tuple[Any, ...],
     saved: tuple[Tensor, ...] = (),
     attrs: Any = None,
+    dual: bool = True,
 ) -> list[Tensor]:
     """Like :func:`record` for ops with several outputs (split, chunk, unbind).
 
@@ -601,6 +649,8 @@ def record_multi(
     ``output_nr``.  The rule then receives a list of gradients with None for
     outputs that got none (see NOTE [Operator rules]).
     """
+    if _DUAL_ON and dual:
+        return _dual_hooks[2](cls, outs, dev, inputs, saved, attrs)  # type: ignore[no-any-return]
     backend = dev._backend or dev.backend
     at = backend.array_types[0]
     ts = [Tensor._make(o if o.__class__ is at else backend.asarray(o), False, dev) for o in outs]

@@ -30,6 +30,7 @@ from ..tensors._tensor import Tensor
 from . import _linalg, _reduce, _shape
 from ._core import (
     GradOps,
+    Reduction,
     as_tensor_arg,
     node_class,
     record,
@@ -205,7 +206,11 @@ def _inv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (-F.matmul(t, F.matmul(g, t)),)
 
 
-LinalgInvExBackward0 = node_class("LinalgInvExBackward0", _inv_rule)
+LinalgInvExBackward0 = node_class(
+    "LinalgInvExBackward0",
+    _inv_rule,
+    jvp=lambda ts, ins, out, a, s: -_linalg.matmul(out, _linalg.matmul(ts[0], out)),
+)
 
 
 def inv(A: Tensor) -> Tensor:
@@ -247,7 +252,22 @@ def _solve_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (gA, F.sum_to(gB, bshape))
 
 
-LinalgSolveExBackward0 = node_class("LinalgSolveExBackward0", _solve_rule)
+def _solve_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # X = A^-1 B: dX = A^-1 (tB - tA X)
+    A = ins[0]
+    vector = attrs[0]
+    X = _shape.unsqueeze(out, -1) if vector else out
+    rhs = None
+    if ts[1] is not None:
+        rhs = _shape.unsqueeze(ts[1], -1) if vector else ts[1]
+    if ts[0] is not None:
+        r = -_linalg.matmul(ts[0], X)
+        rhs = r if rhs is None else rhs + r
+    dX = solve_matrix(A, rhs)
+    return _shape.squeeze(dX, -1) if vector else dX
+
+
+LinalgSolveExBackward0 = node_class("LinalgSolveExBackward0", _solve_rule, jvp=_solve_jvp)
 
 
 def _solve(A: Tensor, B: Tensor, vector: bool, name: str) -> Tensor:
@@ -317,7 +337,9 @@ def _det_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.solve(_mT(F, A), c * _eye(n, A.shape[-1], A)),)
 
 
-LinalgDetBackward0 = node_class("LinalgDetBackward0", _det_rule)
+# forward mode: a weight per element of the matrix, summed over it (NOTE [JVP rules])
+_MATRIX = Reduction(lambda a: ((-2, -1), False))
+LinalgDetBackward0 = node_class("LinalgDetBackward0", _det_rule, jvp=_MATRIX)
 
 
 def det(A: Tensor) -> Tensor:
@@ -341,7 +363,7 @@ def _logabsdet_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.solve(_mT(F, A), c * _eye(n, A.shape[-1], A)),)
 
 
-LinalgSlogdetBackward0 = node_class("LinalgSlogdetBackward0", _logabsdet_rule)
+LinalgSlogdetBackward0 = node_class("LinalgSlogdetBackward0", _logabsdet_rule, jvp=_MATRIX)
 
 
 def slogdet(A: Tensor) -> SlogdetResult:
@@ -379,7 +401,20 @@ def _cholesky_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (_mT(F, F.solve(_mT(F, L), _mT(F, X))),)  # X L^-1
 
 
-LinalgCholeskyExBackward0 = node_class("LinalgCholeskyExBackward0", _cholesky_rule)
+def _cholesky_jvp(ts: Any, ins: Any, out: Tensor, upper: Any, s: Any) -> Any:
+    # torch's cholesky_jvp: dL = L phi(L^-1 dA L^-T), phi the lower triangle, half diagonal
+    L = _shape.transpose(out, -1, -2) if upper else out
+    k = L.data.shape[-1]
+    Y = solve_matrix(L, ts[0])
+    X = _shape.transpose(solve_matrix(L, _shape.transpose(Y, -1, -2)), -1, -2)
+    phi = np.tril(np.ones((k, k), dtype=out.data.dtype)) - 0.5 * np.eye(k, dtype=out.data.dtype)
+    dL = _linalg.matmul(L, X * Tensor._make(out._device.backend.asarray(phi), False, out._device))
+    return _shape.transpose(dL, -1, -2) if upper else dL
+
+
+LinalgCholeskyExBackward0 = node_class(
+    "LinalgCholeskyExBackward0", _cholesky_rule, jvp=_cholesky_jvp
+)
 
 
 def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
@@ -1097,6 +1132,7 @@ register(
         "linalg.qr",
         qr,
         _qr_samples,
+        forward_ad=False,
         errors=_qr_errors,
         notes="Q and R are LAPACK's (geqrf), the same signs as torch's.",
     ),
@@ -1104,6 +1140,7 @@ register(
         "linalg.eigh",
         eigh,
         _eigh_samples,
+        forward_ad=False,
         torch=_eigh_torch,
         errors=_eigh_errors,
         gradcheck=False,
@@ -1114,6 +1151,7 @@ register(
         "linalg.svd",
         svd,
         _svd_samples,
+        forward_ad=False,
         torch=_svd_torch,
         errors=_pinv_errors,
         tol={"float32": (1e-3, 1e-4)},
@@ -1123,6 +1161,7 @@ register(
         "linalg.pinv",
         pinv,
         _pinv_samples,
+        forward_ad=False,
         errors=_pinv_errors,
         tol={"float32": (1e-3, 1e-4)},
         notes="Computed by an SVD also for ``hermitian=True``.",
@@ -1131,6 +1170,7 @@ register(
         "linalg.solve_triangular",
         solve_triangular,
         _solve_triangular_samples,
+        forward_ad=False,
         errors=_solve_triangular_errors,
         notes="The forward solves the masked triangle with the backend's general solver.",
     ),
@@ -1138,6 +1178,7 @@ register(
         "linalg.lstsq",
         lstsq,
         _lstsq_samples,
+        forward_ad=False,
         errors=_lstsq_errors,
         tol={"float32": (1e-3, 1e-4)},
         notes="torch's CPU results per driver; the solution is pinv(A) @ B, its gradient "

@@ -27,7 +27,16 @@ import numpy as np
 
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import _NUMBERS, Tensor
-from ._core import GradOps, as_view, node_class, record, record_one, same_device
+from ._core import (
+    ELEMENTWISE,
+    TENSOR_OPS,
+    GradOps,
+    as_view,
+    node_class,
+    record,
+    record_one,
+    same_device,
+)
 from ._shape import _norm_dim, dim_or_axis
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
@@ -67,12 +76,21 @@ def _advanced_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.index_add(shape, _fill(template, pos, s), g, False),)
 
 
-SelectBackward0 = node_class("SelectBackward0", _basic_rule)
-SliceBackward0 = node_class("SliceBackward0", _basic_rule)
-UnsqueezeBackward0 = node_class("UnsqueezeBackward0", _basic_rule)
-AliasBackward0 = node_class("AliasBackward0", _basic_rule)
-IndexBackward0 = node_class("IndexBackward0", _advanced_rule)
-IndexSelectBackward0 = node_class("IndexSelectBackward0", _advanced_rule)
+def _basic_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    return getitem(ts[0], attrs[1])  # (a view of the tangent, as the result is)
+
+
+def _advanced_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    _, template, pos = attrs
+    return getitem(ts[0], _fill(template, pos, s))
+
+
+SelectBackward0 = node_class("SelectBackward0", _basic_rule, jvp=_basic_jvp)
+SliceBackward0 = node_class("SliceBackward0", _basic_rule, jvp=_basic_jvp)
+UnsqueezeBackward0 = node_class("UnsqueezeBackward0", _basic_rule, jvp=_basic_jvp)
+AliasBackward0 = node_class("AliasBackward0", _basic_rule, jvp=_basic_jvp)
+IndexBackward0 = node_class("IndexBackward0", _advanced_rule, jvp=_advanced_jvp)
+IndexSelectBackward0 = node_class("IndexSelectBackward0", _advanced_rule, jvp=_advanced_jvp)
 
 
 # -- parsing an index ------------------------------------------------------------------------
@@ -326,7 +344,7 @@ def _advanced(
         out = x.data[idx]
     except IndexError as exc:
         raise _index_error(exc, x) from None
-    if not x._rg:
+    if not x._rg and x._fw is None:
         return record_one(cls, out, x._device, x)
     pos = tuple(i for i, it in enumerate(idx) if hasattr(it, "dtype"))
     template = tuple(None if i in pos else it for i, it in enumerate(idx))
@@ -479,7 +497,7 @@ def index_select(x: Tensor, dim: Any = None, index: Any = None, *, axis: Any = N
     _check_range(a, x.data.shape[d], d, "index_select")
     idx = (slice(None),) * d + (a,)
     out = x.data[idx]
-    if not x._rg:
+    if not x._rg and x._fw is None:
         return record_one(IndexSelectBackward0, out, x._device, x)
     template = (slice(None),) * d + (None,)
     return record(
@@ -493,7 +511,11 @@ def _gather_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.scatter_add(shape, dim, s[0], g),)
 
 
-GatherBackward0 = node_class("GatherBackward0", _gather_rule)
+GatherBackward0 = node_class(
+    "GatherBackward0",
+    _gather_rule,
+    jvp=lambda ts, ins, out, a, s: gather(ts[0], a[1], s[0]),
+)
 
 
 def _check_gather(x: Tensor, d: int, a: Any) -> None:
@@ -595,8 +617,15 @@ def _masked_fill_t_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (gx, gv)
 
 
-MaskedFillBackward0 = node_class("MaskedFillBackward0", _masked_fill_rule)
-MaskedFillBackward1 = node_class("MaskedFillBackward1", _masked_fill_t_rule)
+MaskedFillBackward0 = node_class("MaskedFillBackward0", _masked_fill_rule, jvp=ELEMENTWISE)
+
+
+def _masked_fill_t_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    tx, tv = ts  # the value's tangent where the mask is set, the input's elsewhere
+    return TENSOR_OPS.where(s[0], tv if tv is not None else 0.0, tx if tx is not None else 0.0)
+
+
+MaskedFillBackward1 = node_class("MaskedFillBackward1", _masked_fill_t_rule, jvp=_masked_fill_t_jvp)
 
 
 def masked_fill(x: Tensor, mask: Any, value: Any) -> Tensor:
@@ -651,7 +680,16 @@ def _index_add_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.getitem(g, n.attrs),)
 
 
-IndexAddBackward0 = node_class("IndexAddBackward0", _index_add_rule)
+IndexAddBackward0 = node_class(
+    "IndexAddBackward0",
+    _index_add_rule,
+    jvp=lambda ts, ins, out, a, s: index_add_grad(out.data.shape, a, ts[0], _is_basic(a)),
+)
+
+
+def _is_basic(idx: tuple[Any, ...]) -> bool:
+    """Whether ``idx`` is a basic index (no arrays): what ``index_add_grad`` calls ``basic``."""
+    return not any(hasattr(it, "dtype") for it in idx)
 
 
 def index_add_grad(shape: tuple[int, ...], idx: Any, g: Tensor, basic: bool) -> Tensor:
@@ -669,7 +707,11 @@ def _scatter_add_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.gather(g, dim, idx),)
 
 
-ScatterAddBackward0 = node_class("ScatterAddBackward0", _scatter_add_rule)
+ScatterAddBackward0 = node_class(
+    "ScatterAddBackward0",
+    _scatter_add_rule,
+    jvp=lambda ts, ins, out, a, s: scatter_add_grad(out.data.shape, a[0], a[1], ts[0]),
+)
 
 
 def scatter_add_grad(shape: tuple[int, ...], dim: int, idx: Any, g: Tensor) -> Tensor:

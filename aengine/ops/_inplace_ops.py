@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core._errors import AutogradError
+from ..tensors._creation import zeros_like
 from ..tensors._dtype import get_default_dtype, result_dtype
 from ..tensors._tensor import _NUMBERS, Tensor
 from ..tensors._views import (
@@ -41,7 +42,7 @@ from ._arith import (
     clamp,
     keep_saved,
 )
-from ._core import GradOps, as_tensor_arg, node_class, record, record_one, same_device
+from ._core import ELEMENTWISE, GradOps, as_tensor_arg, node_class, record, record_one, same_device
 from ._index import SelectBackward0, _basic, _index_error, _parse, ints_first
 from ._unary import relu_grad
 
@@ -73,10 +74,18 @@ def _put_flat_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (gx, F.take_flat(g, pos) if need[1] else None)
 
 
-PutFlatBackward0 = node_class("PutFlatBackward0", _put_flat_rule)
+def _put_flat_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    tx, tv = ts
+    if tx is None:
+        tx = zeros_like(ins[0])
+    return put_flat(tx, attrs[0], tv if tv is not None else 0.0, attrs[1])
+
+
+PutFlatBackward0 = node_class("PutFlatBackward0", _put_flat_rule, jvp=_put_flat_jvp)
 TakeFlatBackward0 = node_class(
     "TakeFlatBackward0",
     lambda F, g, s, n: (F.put_flat(F.zeros(n.attrs[1], g), n.attrs[0], g, True),),
+    jvp=lambda ts, ins, out, a, s: take_flat(ts[0], a[0]),
 )
 
 
@@ -231,11 +240,12 @@ def div_(self: Tensor, other: Any) -> Tensor:
 
 
 # -- zero_ / fill_ / copy_ --------------------------------------------------------------------
-ZeroBackward0 = node_class("ZeroBackward0", lambda F, g, s, n: (F.zeros_like(g),))
-FillBackward2 = node_class("FillBackward2", lambda F, g, s, n: (F.zeros_like(g),))
+ZeroBackward0 = node_class("ZeroBackward0", lambda F, g, s, n: (F.zeros_like(g),), jvp=ELEMENTWISE)
+FillBackward2 = node_class("FillBackward2", lambda F, g, s, n: (F.zeros_like(g),), jvp=ELEMENTWISE)
 FillBackward3 = node_class(
     "FillBackward3",
     lambda F, g, s, n: (F.zeros_like(g) if n.needs[0] else None, g if n.needs[1] else None),
+    jvp=ELEMENTWISE,
 )
 
 
@@ -247,7 +257,7 @@ def _copy_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.zeros_like(g) if need[0] else None, gsrc)
 
 
-CopyBackwards = node_class("CopyBackwards", _copy_rule)
+CopyBackwards = node_class("CopyBackwards", _copy_rule, jvp=ELEMENTWISE)
 
 
 def zero_(self: Tensor) -> Tensor:
@@ -324,7 +334,9 @@ def copy_(self: Tensor, src: Any) -> Tensor:
 
 
 # -- clamp_ / relu_ ---------------------------------------------------------------------------
-ReluBackward0 = node_class("ReluBackward0", lambda F, g, s, n: (relu_grad(F, g, s[0]),))
+ReluBackward0 = node_class(
+    "ReluBackward0", lambda F, g, s, n: (relu_grad(F, g, s[0]),), jvp=ELEMENTWISE
+)
 
 
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
@@ -385,7 +397,16 @@ def _index_put_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     )
 
 
-IndexPutBackward0 = node_class("IndexPutBackward0", _index_put_rule)
+def _index_put_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    tx, tv = ts
+    idx, shape = attrs[0], attrs[1]
+    pos = np.arange(int(np.prod(shape))).reshape(shape)[idx]
+    if tx is None:
+        tx = zeros_like(ins[0])
+    return put_flat(tx, out._device.backend.asarray(pos), tv if tv is not None else 0.0)
+
+
+IndexPutBackward0 = node_class("IndexPutBackward0", _index_put_rule, jvp=_index_put_jvp)
 
 
 _WARN_INDEX_PUT = (

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Iterator
 from typing import Any
@@ -34,7 +35,8 @@ from ._core import (
     record_multi,
     same_device,
 )
-from ._index import SliceBackward0, _basic
+from ._forward import linear
+from ._index import SliceBackward0, _basic, getitem
 from ._reshape import atleast_1d, atleast_2d, atleast_3d
 from ._shape import _norm_dim, dim_or_axis
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
@@ -113,7 +115,7 @@ def _cat_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return grads
 
 
-CatBackward0 = node_class("CatBackward0", _cat_rule)
+CatBackward0 = node_class("CatBackward0", _cat_rule, jvp=linear(lambda a, xs: cat(xs, a[0])))
 
 
 def cat(tensors: Any, dim: Any = None, *, axis: Any = None) -> Tensor:
@@ -186,7 +188,7 @@ def _stack_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return [F.getitem(g, (*pre, i, Ellipsis)) if need else None for i, need in enumerate(n.needs)]
 
 
-StackBackward0 = node_class("StackBackward0", _stack_rule)
+StackBackward0 = node_class("StackBackward0", _stack_rule, jvp=linear(lambda a, xs: stack(xs, a)))
 
 
 def stack(tensors: Any, dim: Any = None, *, axis: Any = None) -> Tensor:
@@ -230,7 +232,8 @@ _MULTI: dict[tuple[str, int], type[OpNode]] = {}
 def _multi_class(name: str, rule: Rule, k: int) -> type[OpNode]:
     cls = _MULTI.get((name, k))
     if cls is None:
-        cls = _MULTI[name, k] = node_class(name, rule, num_outputs=k)
+        jvp = _split_jvp if rule is _split_rule else _unbind_jvp
+        cls = _MULTI[name, k] = node_class(name, rule, num_outputs=k, jvp=jvp)
     return cls
 
 
@@ -258,6 +261,19 @@ def _unbind_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     if parts is None:
         return (None,)
     return (F.cat([F.expand_dims(p, d) for p in parts], d),)
+
+
+def _split_jvp(ts: Any, ins: Any, outs: Any, attrs: Any, s: Any) -> Any:
+    d, sizes, _ = attrs
+    pre = (slice(None),) * d
+    starts = [0, *itertools.accumulate(sizes)]
+    return [getitem(ts[0], (*pre, slice(p, p + n), Ellipsis)) for p, n in zip(starts, sizes)]
+
+
+def _unbind_jvp(ts: Any, ins: Any, outs: Any, attrs: Any, s: Any) -> Any:
+    d, shape = attrs
+    pre = (slice(None),) * d
+    return [getitem(ts[0], (*pre, i, Ellipsis)) for i in range(shape[d])]
 
 
 def _views(x: Tensor, name: str, rule: Rule, idxs: list[Any], attrs: Any) -> tuple[Tensor, ...]:

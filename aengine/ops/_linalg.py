@@ -19,6 +19,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from . import _arith, _index, _reduce, _shape
 from ._core import GradOps, ShapeError, as_tensor_arg, node_class, record, same_device
+from ._forward import multilinear
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
@@ -117,9 +118,10 @@ def _product(cls: Any, out: Any, dev: Any, a: Tensor, b: Tensor, k: int) -> Tens
     return t
 
 
-MmBackward0 = node_class("MmBackward0", _matmul_rule)
-MvBackward0 = node_class("MvBackward0", _matmul_rule)
-DotBackward0 = node_class("DotBackward0", _matmul_rule)
+_PRODUCT_JVP = multilinear(lambda a, xs: matmul(xs[0], xs[1]))
+MmBackward0 = node_class("MmBackward0", _matmul_rule, jvp=_PRODUCT_JVP)
+MvBackward0 = node_class("MvBackward0", _matmul_rule, jvp=_PRODUCT_JVP)
+DotBackward0 = node_class("DotBackward0", _matmul_rule, jvp=_PRODUCT_JVP)
 
 
 def matmul(a: Any, other: Any) -> Tensor:
@@ -545,7 +547,11 @@ def _einsum_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     )
 
 
-EinsumBackward0 = node_class("EinsumBackward0", _einsum_rule)
+EinsumBackward0 = node_class(
+    "EinsumBackward0",
+    _einsum_rule,
+    jvp=multilinear(lambda a, xs: einsum(",".join(a[0]) + "->" + a[1], *xs)),
+)
 
 
 def einsum(equation: str, *operands: Any) -> Tensor:

@@ -36,8 +36,10 @@ from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
 from . import _activation, _unary
 from ._arith import where
-from ._core import GradOps, node_class, record, record_one, tie
+from ._core import ELEMENTWISE, GradOps, node_class, record, record_one, tie
+from ._index import gather
 from ._reduce import log_softmax, mean, sum
+from ._shape import reshape, sum_to
 from ._table import ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
@@ -185,8 +187,17 @@ def _nll_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (tie(gx, s[0]),)  # (NOTE [Gradients tied to an input])
 
 
-NllLossBackward0 = node_class("NllLossBackward0", _nll_rule)
-NllLoss2DBackward0 = node_class("NllLoss2DBackward0", _nll_rule)
+def _nll_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # the picked classes' tangents, weighted as the loss (coef), reduced to the result
+    _, cdim, idx, coef = attrs
+    dev = out._device
+    picked = gather(ts[0], cdim, Tensor._make(idx, False, dev))
+    picked = reshape(picked, picked.data.shape[:cdim] + picked.data.shape[cdim + 1 :])
+    return sum_to(picked * Tensor._make(coef, False, dev), out.data.shape)
+
+
+NllLossBackward0 = node_class("NllLossBackward0", _nll_rule, jvp=_nll_jvp)
+NllLoss2DBackward0 = node_class("NllLoss2DBackward0", _nll_rule, jvp=_nll_jvp)
 
 
 def _check_nll_shapes(x: Tensor, t: Tensor) -> None:
@@ -580,7 +591,7 @@ def _bce_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (gx, gt)
 
 
-BinaryCrossEntropyBackward0 = node_class("BinaryCrossEntropyBackward0", _bce_rule)
+BinaryCrossEntropyBackward0 = node_class("BinaryCrossEntropyBackward0", _bce_rule, jvp=ELEMENTWISE)
 
 
 def _bce_elements(x: Tensor, t: Tensor, w: Any) -> Tensor:

@@ -28,8 +28,10 @@ from ..core._modes import no_grad
 from ..tensors._creation import generator_rng, tensor_input
 from ..tensors._tensor import Tensor
 from ._arith import add, clamp, mul, sub, where
-from ._core import GradOps, node_class, record, record_one, same_device, wrap
+from ._core import TENSOR_OPS, GradOps, node_class, record, record_one, same_device, wrap
 from ._cpu_kernels import sum_trailing
+from ._forward import ForwardUnsupported
+from ._index import getitem
 from ._inplace_ops import copy_, mul_
 from ._linalg import _MACS_PER_ELEMENT, matmul
 from ._reduce import softmax
@@ -222,10 +224,41 @@ def _channel_grads(xp: Any, g: Any, x: Any, w: Any, attrs: Any, need: Any) -> An
     return (gx, gw, gb)
 
 
-NativeLayerNormBackward0 = node_class("NativeLayerNormBackward0", _normalize_rule)
-NativeGroupNormBackward0 = node_class("NativeGroupNormBackward0", _normalize_rule)
-NativeBatchNormBackward0 = node_class("NativeBatchNormBackward0", _normalize_rule)
-RmsNormBackward0 = node_class("RmsNormBackward0", _normalize_rule)
+def _normalize_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # y = (x - mean) rstd: dy = rstd (t - mean(t) - y mean(t y)) (rms: no mean(t)),
+    # then the result's y w + b: dy w + y tw + tb
+    nshape, axes, eps, rms, pshape, xshape, _, _, _ = attrs
+    x, w, _ = ins
+    tx, tw, tb = ts
+    cnt = float(math.prod(nshape[a] for a in axes))
+    y, rstd = _stats(TENSOR_OPS, reshape(x, nshape), axes, cnt, eps, rms)
+    total = None
+    if tx is not None:
+        tv = reshape(tx, nshape)
+        inner = tv - y * (_sum(tv * y, axes, True) / cnt)
+        if not rms:
+            inner = inner - _sum(tv, axes, True) / cnt
+        dy = reshape(rstd * inner, xshape)
+        total = dy * reshape(w, pshape) if w is not None else dy
+    if tw is not None:
+        r = reshape(y, xshape) * reshape(tw, pshape)
+        total = r if total is None else total + r
+    if tb is not None:
+        r = reshape(tb, pshape)
+        total = r if total is None else total + r
+    return total
+
+
+NativeLayerNormBackward0 = node_class(
+    "NativeLayerNormBackward0", _normalize_rule, jvp=_normalize_jvp
+)
+NativeGroupNormBackward0 = node_class(
+    "NativeGroupNormBackward0", _normalize_rule, jvp=_normalize_jvp
+)
+NativeBatchNormBackward0 = node_class(
+    "NativeBatchNormBackward0", _normalize_rule, jvp=_normalize_jvp
+)
+RmsNormBackward0 = node_class("RmsNormBackward0", _normalize_rule, jvp=_normalize_jvp)
 
 
 def _normalize(
@@ -711,8 +744,21 @@ def _linear_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (gx, gw, gb)
 
 
-AddmmBackward0 = node_class("AddmmBackward0", _linear_rule)
-_LinearMmBackward0 = node_class("MmBackward0", _linear_rule)
+def _linear_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    x, w = ins[0], ins[1]
+    total = None
+    if ts[0] is not None:
+        total = _linear2(ts[0], w, None)
+    if ts[1] is not None:
+        r = _linear2(x, ts[1], None)
+        total = r if total is None else total + r
+    if len(ts) > 2 and ts[2] is not None:
+        total = ts[2] if total is None else total + ts[2]
+    return total
+
+
+AddmmBackward0 = node_class("AddmmBackward0", _linear_rule, jvp=_linear_jvp)
+_LinearMmBackward0 = node_class("MmBackward0", _linear_rule, jvp=_linear_jvp)
 
 
 def _linear2(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
@@ -813,7 +859,17 @@ def _embedding_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.index_add(vshape, (idx,), g2, False),)
 
 
-EmbeddingBackward0 = node_class("EmbeddingBackward0", _embedding_rule)
+def _embedding_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    idx, keep, _, _ = attrs
+    if keep is not None:  # (the indices of padding_idx are not kept on the node)
+        raise ForwardUnsupported(
+            "Trying to use forward AD with embedding with padding_idx that does not support "
+            "it because it has not been implemented yet; use reverse mode (ae.grad)"
+        )
+    return reshape(getitem(ts[0], (idx,)), out.data.shape)
+
+
+EmbeddingBackward0 = node_class("EmbeddingBackward0", _embedding_rule, jvp=_embedding_jvp)
 
 
 def _index_tensor(t: Tensor, fn: str) -> None:

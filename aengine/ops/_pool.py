@@ -32,9 +32,10 @@ import numpy as np
 
 from ..tensors._tensor import Tensor
 from ._conv import _Geom, int_tuple, pad_to
-from ._core import GradOps, as_tensor_arg, node_class, record, tie
+from ._core import TENSOR_OPS, GradOps, as_tensor_arg, node_class, record, tie
 from ._cpu_kernels import where_zero
-from ._index import index_select
+from ._index import gather, getitem, index_select
+from ._shape import reshape as F_reshape
 from ._table import ErrorCase, Maker, OpInfo, Sample, batching, register
 
 __all__ = [
@@ -106,10 +107,20 @@ def _max_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (tie(F.reshape(gx, shape), x),)
 
 
-MaxPool1DWithIndicesBackward0 = node_class("MaxPool1DWithIndicesBackward0", _max_rule)
-MaxPool2DWithIndicesBackward0 = node_class("MaxPool2DWithIndicesBackward0", _max_rule)
-AdaptiveMaxPool1DBackward0 = node_class("AdaptiveMaxPool1DBackward0", _max_rule)
-AdaptiveMaxPool2DBackward0 = node_class("AdaptiveMaxPool2DBackward0", _max_rule)
+def _max_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # the tangent at each window's chosen position (the rule's positions, per row)
+    pos, shape, tiles = attrs
+    if pos is None:
+        pos = _tile_positions(out._device.backend.xp, tiles, shape)
+    m = pos.shape[0]
+    rows = F_reshape(ts[0], (m, math.prod(shape) // m if m else 0))
+    return F_reshape(gather(rows, 1, Tensor._make(pos, False, out._device)), out.data.shape)
+
+
+MaxPool1DWithIndicesBackward0 = node_class("MaxPool1DWithIndicesBackward0", _max_rule, jvp=_max_jvp)
+MaxPool2DWithIndicesBackward0 = node_class("MaxPool2DWithIndicesBackward0", _max_rule, jvp=_max_jvp)
+AdaptiveMaxPool1DBackward0 = node_class("AdaptiveMaxPool1DBackward0", _max_rule, jvp=_max_jvp)
+AdaptiveMaxPool2DBackward0 = node_class("AdaptiveMaxPool2DBackward0", _max_rule, jvp=_max_jvp)
 
 
 def _max_record(
@@ -426,8 +437,13 @@ def _avg_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (_avg_any(AVG, g, geom, div, n),)
 
 
-AvgPool2DBackward0 = node_class("AvgPool2DBackward0", _avg_rule)
-AvgPool2DBackwardBackward0 = node_class("AvgPool2DBackwardBackward0", _avg_rule)
+def _avg_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    kind, geom, div = attrs  # linear: the same kernel on the tangent
+    return _avg_prim(kind, ts[0], geom, div)
+
+
+AvgPool2DBackward0 = node_class("AvgPool2DBackward0", _avg_rule, jvp=_avg_jvp)
+AvgPool2DBackwardBackward0 = node_class("AvgPool2DBackwardBackward0", _avg_rule, jvp=_avg_jvp)
 
 
 def _avg_prim(kind: str, x: Tensor, geom: _Geom, div: Any) -> Tensor:
@@ -604,8 +620,16 @@ def _adaptive_avg_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (tie(_apply_mats(F, g, n.attrs, True), x),)
 
 
-AdaptiveAvgPool1DBackward0 = node_class("AdaptiveAvgPool1DBackward0", _adaptive_avg_rule)
-AdaptiveAvgPool2DBackward0 = node_class("AdaptiveAvgPool2DBackward0", _adaptive_avg_rule)
+def _adaptive_avg_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    return _apply_mats(TENSOR_OPS, ts[0], attrs, False)  # linear: the same products
+
+
+AdaptiveAvgPool1DBackward0 = node_class(
+    "AdaptiveAvgPool1DBackward0", _adaptive_avg_rule, jvp=_adaptive_avg_jvp
+)
+AdaptiveAvgPool2DBackward0 = node_class(
+    "AdaptiveAvgPool2DBackward0", _adaptive_avg_rule, jvp=_adaptive_avg_jvp
+)
 
 
 def _adaptive_avg(name: str, nd: int, input: Any, output_size: Any) -> Tensor:
@@ -732,7 +756,11 @@ def _const_pad_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (_const_pad_any(g, tuple(-v for v in lo), tuple(-v for v in hi), 0, n),)
 
 
-ConstantPadNdBackward0 = node_class("ConstantPadNdBackward0", _const_pad_rule)
+ConstantPadNdBackward0 = node_class(
+    "ConstantPadNdBackward0",
+    _const_pad_rule,
+    jvp=lambda ts, ins, out, a, s: _const_pad(ts[0], a[0], a[1], 0),
+)
 
 
 def _const_pad(x: Tensor, lo: tuple[int, ...], hi: tuple[int, ...], value: Any) -> Tensor:
@@ -776,9 +804,15 @@ def _index_pad_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (tie(gx, s[0]) if link else gx,)
 
 
-ReflectionPadBackward0 = node_class("ReflectionPad2DBackward0", _index_pad_rule)
-ReplicationPadBackward0 = node_class("ReplicationPad2DBackward0", _index_pad_rule)
-CircularPadBackward0 = node_class("CircularPadBackward0", _index_pad_rule)
+def _index_pad_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    return getitem(ts[0], attrs[0])  # the input's tangent at the padded positions
+
+
+ReflectionPadBackward0 = node_class("ReflectionPad2DBackward0", _index_pad_rule, jvp=_index_pad_jvp)
+ReplicationPadBackward0 = node_class(
+    "ReplicationPad2DBackward0", _index_pad_rule, jvp=_index_pad_jvp
+)
+CircularPadBackward0 = node_class("CircularPadBackward0", _index_pad_rule, jvp=_index_pad_jvp)
 
 
 def _pad_index(mode: str, n: int, lo: int, hi: int) -> Any:

@@ -22,12 +22,22 @@ from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
 from . import _compare
 from ._arith import maximum, minimum
-from ._core import TRANSCENDENTAL, GradOps, node_class, record, record_one, weigh, wrap
+from ._core import (
+    ELEMENTWISE,
+    TRANSCENDENTAL,
+    GradOps,
+    Reduction,
+    node_class,
+    record,
+    record_one,
+    weigh,
+    wrap,
+)
 from ._cpu_kernels import SUM_MIN_SIZE, sum_trailing
 from ._raw import RawOps
 from ._shape import dim_or_axis
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
-from ._unary import abs
+from ._unary import abs, exp
 
 __all__ = [
     "sum",
@@ -107,10 +117,26 @@ def _sum_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (expand_reduced(F, g, shape, dims, keepdim),)
 
 
+# forward mode: the reduced dims of a node's attrs (NOTE [JVP rules] in _forward.py)
+_DIMS = Reduction(lambda a: (a[1], a[2]))  # (shape, dims, keepdim, ...)
+_DIM = Reduction(lambda a: ((a[1],) if a[0] else None, a[2]))  # (shape, dim, keepdim, index)
+_ALL = Reduction(lambda a: (None, False))  # every element
+
+
 # The sum of every element (dim None): attrs is the input's shape alone, one
 # object less per node (a loss sums once per step, a wide graph per branch).
-SumBackward0 = node_class("SumBackward0", lambda F, g, s, n: (F.broadcast_to(g, n.attrs),))
-SumBackward1 = node_class("SumBackward1", _sum_rule)
+def _sum_all_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
+    return sum(ts[0]).reshape(out.data.shape)
+
+
+def _sum_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
+    return sum(ts[0], a[1], a[2])
+
+
+SumBackward0 = node_class(
+    "SumBackward0", lambda F, g, s, n: (F.broadcast_to(g, n.attrs),), jvp=_sum_all_jvp
+)
+SumBackward1 = node_class("SumBackward1", _sum_rule, jvp=_sum_jvp)
 
 
 def sum(
@@ -155,8 +181,8 @@ def _mean_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (expand_reduced(F, g / count, shape, dims, keepdim),)
 
 
-MeanBackward0 = node_class("MeanBackward0", _mean_rule)
-MeanBackward1 = node_class("MeanBackward1", _mean_rule)
+MeanBackward0 = node_class("MeanBackward0", _mean_rule, jvp=_DIMS)
+MeanBackward1 = node_class("MeanBackward1", _mean_rule, jvp=_DIMS)
 
 
 def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
@@ -300,8 +326,8 @@ def _prod_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (gk * others,)
 
 
-ProdBackward0 = node_class("ProdBackward0", _prod_rule)
-ProdBackward1 = node_class("ProdBackward1", _prod_rule)
+ProdBackward0 = node_class("ProdBackward0", _prod_rule, jvp=_DIMS)
+ProdBackward1 = node_class("ProdBackward1", _prod_rule, jvp=_DIMS)
 
 
 def prod(
@@ -372,10 +398,10 @@ def _extreme_all_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.where(mask, g / count, 0.0),)
 
 
-AmaxBackward0 = node_class("AmaxBackward0", _extreme_rule)
-AminBackward0 = node_class("AminBackward0", _extreme_rule)
-MaxBackward1 = node_class("MaxBackward1", _extreme_all_rule)
-MinBackward1 = node_class("MinBackward1", _extreme_all_rule)
+AmaxBackward0 = node_class("AmaxBackward0", _extreme_rule, jvp=_DIMS)
+AminBackward0 = node_class("AminBackward0", _extreme_rule, jvp=_DIMS)
+MaxBackward1 = node_class("MaxBackward1", _extreme_all_rule, jvp=_ALL)
+MinBackward1 = node_class("MinBackward1", _extreme_all_rule, jvp=_ALL)
 
 
 def _extreme(cls: Any, x: Tensor, dim: Any, keepdim: bool, is_max: bool, name: str) -> Tensor:
@@ -455,8 +481,8 @@ def _select_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.where(onehot, _keep(F, g, shape, (dim,), keepdim), 0.0),)
 
 
-MaxBackward0 = node_class("MaxBackward0", _select_rule)
-MinBackward0 = node_class("MinBackward0", _select_rule)
+MaxBackward0 = node_class("MaxBackward0", _select_rule, jvp=_DIM)
+MinBackward0 = node_class("MinBackward0", _select_rule, jvp=_DIM)
 
 
 def _select(x: Tensor, dim: int, keepdim: bool, is_max: bool) -> Any:
@@ -558,8 +584,8 @@ def _std_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return _var_grad(F, g, x, n.attrs)
 
 
-VarBackward0 = node_class("VarBackward0", _var_rule)
-StdBackward0 = node_class("StdBackward0", _std_rule)
+VarBackward0 = node_class("VarBackward0", _var_rule, jvp=_DIMS)
+StdBackward0 = node_class("StdBackward0", _std_rule, jvp=_DIMS)
 
 
 def _correction(name: str, unbiased: Any, correction: Any) -> float:
@@ -679,7 +705,7 @@ def _logsumexp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (_keep(F, g, shape, dims, keepdim) * F.exp(x - _keep(F, out, shape, dims, keepdim)),)
 
 
-LogsumexpBackward0 = node_class("LogsumexpBackward0", _logsumexp_rule)
+LogsumexpBackward0 = node_class("LogsumexpBackward0", _logsumexp_rule, jvp=_DIMS)
 
 
 def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
@@ -747,8 +773,13 @@ def _log_softmax_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (xp.subtract(g, t, out=t),)
 
 
-SoftmaxBackward0 = node_class("SoftmaxBackward0", _softmax_rule)
-LogSoftmaxBackward0 = node_class("LogSoftmaxBackward0", _log_softmax_rule)
+# softmax's Jacobian is symmetric: its rule is its JVP (NOTE [JVP rules])
+SoftmaxBackward0 = node_class("SoftmaxBackward0", _softmax_rule, jvp=ELEMENTWISE)
+LogSoftmaxBackward0 = node_class(
+    "LogSoftmaxBackward0",
+    _log_softmax_rule,
+    jvp=lambda ts, ins, out, a, s: ts[0] - sum(exp(out) * ts[0], a, True),
+)
 
 
 def _softmax_input(x: Tensor, dim: Any, dtype: Any, name: str) -> tuple[Tensor, Any]:
@@ -838,10 +869,12 @@ def _norm_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (x * F.abs(x) ** (p - 2) * scale,)
 
 
-LinalgVectorNormBackward0 = node_class("LinalgVectorNormBackward0", _norm_rule)
+LinalgVectorNormBackward0 = node_class("LinalgVectorNormBackward0", _norm_rule, jvp=_DIMS)
 
 
-LinalgVectorNormBackward1 = node_class("LinalgVectorNormBackward0", lambda F, g, s, n: (None,))
+LinalgVectorNormBackward1 = node_class(
+    "LinalgVectorNormBackward0", lambda F, g, s, n: (None,), jvp=lambda *_: None
+)
 
 
 def vector_norm(
@@ -1036,10 +1069,10 @@ class AminmaxResult(NamedTuple):
     max: Tensor
 
 
-MedianBackward0 = node_class("MedianBackward0", _extreme_all_rule)
-MedianBackward1 = node_class("MedianBackward1", _select_rule)
-KthvalueBackward0 = node_class("KthvalueBackward0", _select_rule)
-ModeBackward0 = node_class("ModeBackward0", _select_rule)
+MedianBackward0 = node_class("MedianBackward0", _extreme_all_rule, jvp=_ALL)
+MedianBackward1 = node_class("MedianBackward1", _select_rule, jvp=_DIM)
+KthvalueBackward0 = node_class("KthvalueBackward0", _select_rule, jvp=_DIM)
+ModeBackward0 = node_class("ModeBackward0", _select_rule, jvp=_DIM)
 
 
 def _selected(cls: Any, x: Tensor, d: int, keepdim: bool, kidx: Any, result: Any) -> Any:
@@ -1229,8 +1262,8 @@ def _nan_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (gx * (keep if gx.__class__ is not Tensor else wrap(keep, gx._device)),)
 
 
-NansumBackward0 = node_class("NansumBackward0", _nan_rule)
-NanmeanBackward0 = node_class("NanmeanBackward0", _nan_rule)
+NansumBackward0 = node_class("NansumBackward0", _nan_rule, jvp=_DIMS)
+NanmeanBackward0 = node_class("NanmeanBackward0", _nan_rule, jvp=_DIMS)
 
 
 def _nan_reduce(x: Tensor, dim: Any, keepdim: bool, dtype: Any, name: str) -> Tensor:

@@ -31,10 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ..tensors._creation import tensor_input
+from ..tensors._creation import tensor_input, zeros_like
 from ..tensors._tensor import Tensor
-from ._core import GradOps, as_view, node_class, record_one, wrap
+from ._core import ELEMENTWISE, GradOps, as_view, node_class, record_one, wrap
 from ._index import index_select
+from ._inplace_ops import put_flat, take_flat
 from ._shape import (
     _expand,
     _norm_dim,
@@ -138,6 +139,17 @@ def _view_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     """The gradient of a view by positions: ``g`` added into zeros at its positions."""
     p, accumulate = n.attrs
     return (F.put_flat(F.zeros(p.shape, g), p.get(), g, accumulate),)
+
+
+def _take_jvp(ts: Any, ins: Any, out: Tensor, p: Any, s: Any) -> Any:
+    # the rule takes the gradient at the result positions of the input's elements:
+    # the tangent puts the input's tangent there
+    return put_flat(zeros_like(out), p.get(), ts[0])
+
+
+def _view_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # the input's tangent at the view's positions (a copy, not a view of the tangent)
+    return take_flat(ts[0], attrs[0].get())
 
 
 def _position_view(
@@ -283,7 +295,11 @@ def _repeat_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.reshape(g, shape),)
 
 
-RepeatBackward0 = node_class("RepeatBackward0", _repeat_rule)
+RepeatBackward0 = node_class(
+    "RepeatBackward0",
+    _repeat_rule,
+    jvp=lambda ts, ins, out, a, s: repeat(ts[0], *a[1]) if a[1] else clone(ts[0]),
+)
 
 
 def repeat(input: Tensor, *repeats: Any) -> Tensor:
@@ -416,8 +432,8 @@ def _repeat_counts(r: Tensor, n: int | None) -> Any:
 
 
 # -- flip / roll / rot90: copies that permute the elements --------------------------------
-FlipBackward0 = node_class("FlipBackward0", _take_rule)
-RollBackward0 = node_class("RollBackward0", _take_rule)
+FlipBackward0 = node_class("FlipBackward0", _take_rule, jvp=_take_jvp)
+RollBackward0 = node_class("RollBackward0", _take_rule, jvp=_take_jvp)
 
 
 def _dims(dims: Any, nd: int, fn: str) -> tuple[int, ...]:
@@ -554,8 +570,8 @@ def rot90(input: Tensor, k: int = 1, dims: Any = (0, 1)) -> Tensor:
 
 
 # -- diagonal / diag_embed / diag / tril / triu -----------------------------------------------
-DiagonalBackward0 = node_class("DiagonalBackward0", _view_rule)
-DiagEmbedBackward0 = node_class("DiagEmbedBackward0", _take_rule)
+DiagonalBackward0 = node_class("DiagonalBackward0", _view_rule, jvp=_view_jvp)
+DiagEmbedBackward0 = node_class("DiagEmbedBackward0", _take_rule, jvp=_take_jvp)
 
 
 def _two_dims(dim1: Any, dim2: Any, nd: int) -> tuple[int, int]:
@@ -642,8 +658,12 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
 
 
 _diagonal = diagonal
-TrilBackward0 = node_class("TrilBackward0", lambda F, g, s, n: (F.where(n.attrs, g, 0.0),))
-TriuBackward0 = node_class("TriuBackward0", lambda F, g, s, n: (F.where(n.attrs, g, 0.0),))
+TrilBackward0 = node_class(
+    "TrilBackward0", lambda F, g, s, n: (F.where(n.attrs, g, 0.0),), jvp=ELEMENTWISE
+)
+TriuBackward0 = node_class(
+    "TriuBackward0", lambda F, g, s, n: (F.where(n.attrs, g, 0.0),), jvp=ELEMENTWISE
+)
 
 
 def _triangle(x: Tensor, k: Any, lower: bool) -> Tensor:
@@ -688,7 +708,7 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
 
 
 # -- unfold ------------------------------------------------------------------------------------
-UnfoldBackward0 = node_class("UnfoldBackward0", _view_rule)
+UnfoldBackward0 = node_class("UnfoldBackward0", _view_rule, jvp=_view_jvp)
 
 
 def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:

@@ -22,11 +22,14 @@ import numpy as np
 
 from ..tensors._creation import tensor_input
 from ..tensors._tensor import Tensor
-from ._core import GradOps, node_class, record, record_multi, record_one, wrap
+from ._core import TENSOR_OPS, GradOps, node_class, record, record_multi, record_one, wrap
 from ._cpu_kernels import SCAN_MIN_SIZE, cumsum_last
+from ._forward import ForwardUnsupported
+from ._index import gather
 from ._reduce import _check_float, _one_dim, amax, amin, norm_dims, sum, vector_norm
 from ._shape import permute, unsqueeze
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
+from ._unary import exp
 
 __all__ = [
     "norm",
@@ -68,7 +71,11 @@ def _cumsum_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (_cumsum(F, g, d, not reverse, n.dev),)
 
 
-CumsumBackward0 = node_class("CumsumBackward0", _cumsum_rule)
+CumsumBackward0 = node_class(
+    "CumsumBackward0",
+    _cumsum_rule,
+    jvp=lambda ts, ins, out, a, s: _cumsum_op(ts[0], a[0], a[1]),
+)
 
 
 def _cumsum_op(x: Tensor, d: int, reverse: bool, dtype: Any = None) -> Tensor:
@@ -136,7 +143,20 @@ def _cumprod_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.swapaxes(_shifted(F, om, 1, True, True) * acc, d, -1),)
 
 
-CumprodBackward0 = node_class("CumprodBackward0", _cumprod_rule)
+def _cumprod_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # out * cumsum(t / x): where x has no zeros (torch's formula there as well)
+    x, t = ins[0], ts[0]
+    if x.data.ndim == 0:
+        return t
+    if (x.data == 0).any():
+        raise ForwardUnsupported(
+            "forward AD of cumprod through an input with zeros is not implemented; use "
+            "reverse mode (ae.grad) for it"
+        )
+    return out * _cumsum_op(t / x, attrs[0], False)
+
+
+CumprodBackward0 = node_class("CumprodBackward0", _cumprod_rule, jvp=_cumprod_jvp)
 
 
 def cumprod(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
@@ -197,7 +217,26 @@ def _logcumsumexp_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
         return (up - down,)
 
 
-LogcumsumexpBackward0 = node_class("LogcumsumexpBackward0", _logcumsumexp_rule)
+def _logcumsumexp_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    # sum_{j<=k} exp(x_j - out_k) t_j, with the positive and negative parts of t in
+    # log space (as the rule): nothing under- or overflows
+    x, t = ins[0], ts[0]
+    d, reverse = attrs
+    if x.data.ndim == 0 or x.data.size == 0:
+        return t
+    F = TENSOR_OPS
+    ta = t.data
+    log_abs = F.log(F.where(ta != 0, F.abs(t), 1.0))
+    parts = []
+    for mask in (ta > 0, ta < 0):
+        logs = x + F.where(mask, log_abs, -math.inf)
+        parts.append(exp(_logcumsumexp_op(logs, d, reverse) - out))
+    return parts[0] - parts[1]
+
+
+LogcumsumexpBackward0 = node_class(
+    "LogcumsumexpBackward0", _logcumsumexp_rule, jvp=_logcumsumexp_jvp
+)
 
 
 def _logcumsumexp_op(x: Tensor, d: int, reverse: bool) -> Tensor:
@@ -248,8 +287,13 @@ def _cum_extreme_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.scatter_add(shape, d, idx, g),)
 
 
-CummaxBackward0 = node_class("CummaxBackward0", _cum_extreme_rule)
-CumminBackward0 = node_class("CumminBackward0", _cum_extreme_rule)
+def _cum_extreme_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
+    shape, d, idx = attrs
+    return gather(ts[0], d, Tensor._make(idx, False, out._device)) if shape else ts[0]
+
+
+CummaxBackward0 = node_class("CummaxBackward0", _cum_extreme_rule, jvp=_cum_extreme_jvp)
+CumminBackward0 = node_class("CumminBackward0", _cum_extreme_rule, jvp=_cum_extreme_jvp)
 
 
 def _cum_extreme(x: Tensor, dim: int, is_max: bool) -> Any:

@@ -16,7 +16,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._device import Device
 from ..tensors._dtype import as_dtype
 from ..tensors._tensor import Tensor
-from ._core import GradOps, OpNode, ShapeError, as_view, node_class, record_one, wrap
+from ._core import ELEMENTWISE, GradOps, OpNode, ShapeError, as_view, node_class, record_one, wrap
 from ._raw import sum_to_axes
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 
@@ -91,14 +91,18 @@ def _reshape_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.reshape(g, n.attrs),)
 
 
-ViewBackward0 = node_class("ViewBackward0", _reshape_rule)
-ReshapeAliasBackward0 = node_class("ReshapeAliasBackward0", _reshape_rule)
-UnsafeViewBackward0 = node_class("UnsafeViewBackward0", _reshape_rule)
-UnsqueezeBackward0 = node_class("UnsqueezeBackward0", _reshape_rule)
+def _reshape_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
+    return reshape(ts[0], out.data.shape)  # (a view of the tangent, as the result is)
+
+
+ViewBackward0 = node_class("ViewBackward0", _reshape_rule, jvp=_reshape_jvp)
+ReshapeAliasBackward0 = node_class("ReshapeAliasBackward0", _reshape_rule, jvp=_reshape_jvp)
+UnsafeViewBackward0 = node_class("UnsafeViewBackward0", _reshape_rule, jvp=_reshape_jvp)
+UnsqueezeBackward0 = node_class("UnsqueezeBackward0", _reshape_rule, jvp=_reshape_jvp)
 # PyTorch's squeeze(), squeeze(dim) and squeeze(dims)
-SqueezeBackward0 = node_class("SqueezeBackward0", _reshape_rule)
-SqueezeBackward1 = node_class("SqueezeBackward1", _reshape_rule)
-SqueezeBackward2 = node_class("SqueezeBackward2", _reshape_rule)
+SqueezeBackward0 = node_class("SqueezeBackward0", _reshape_rule, jvp=_reshape_jvp)
+SqueezeBackward1 = node_class("SqueezeBackward1", _reshape_rule, jvp=_reshape_jvp)
+SqueezeBackward2 = node_class("SqueezeBackward2", _reshape_rule, jvp=_reshape_jvp)
 
 
 def _resolve_shape(shape: tuple[int, ...], numel: int, old: tuple[int, ...]) -> tuple[int, ...]:
@@ -220,8 +224,13 @@ def _permute_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.permute(g, n.attrs),)
 
 
-PermuteBackward0 = node_class("PermuteBackward0", _permute_rule)
-TransposeBackward0 = node_class("TransposeBackward0", _permute_rule)
+def _permute_jvp(ts: Any, ins: Any, out: Tensor, inv: Any, s: Any) -> Any:
+    # the node keeps the inverse permutation (a transposition is its own)
+    return permute(ts[0], *sorted(range(len(inv)), key=inv.__getitem__))
+
+
+PermuteBackward0 = node_class("PermuteBackward0", _permute_rule, jvp=_permute_jvp)
+TransposeBackward0 = node_class("TransposeBackward0", _permute_rule, jvp=_permute_jvp)
 
 
 def permute(x: Tensor, *dims: Any) -> Tensor:
@@ -262,7 +271,9 @@ def _expand_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     return (F.sum_to(g, n.attrs),)
 
 
-ExpandBackward0 = node_class("ExpandBackward0", _expand_rule)
+ExpandBackward0 = node_class(
+    "ExpandBackward0", _expand_rule, jvp=lambda ts, ins, out, a, s: expand(ts[0], out.data.shape)
+)
 
 
 def expand(x: Tensor, *sizes: Any) -> Tensor:
@@ -327,7 +338,11 @@ def _expand_error(old: tuple[int, ...], sizes: tuple[int, ...]) -> str:
     )
 
 
-SumToBackward0 = node_class("SumToBackward0", lambda F, g, s, n: (F.broadcast_to(g, n.attrs),))
+SumToBackward0 = node_class(
+    "SumToBackward0",
+    lambda F, g, s, n: (F.broadcast_to(g, n.attrs),),
+    jvp=lambda ts, ins, out, a, s: sum_to(ts[0], out.data.shape),
+)
 
 
 def sum_to(x: Tensor, shape: Any) -> Tensor:
@@ -342,7 +357,7 @@ def sum_to(x: Tensor, shape: Any) -> Tensor:
 
 
 # -- clone / to ----------------------------------------------------------------------------------
-CloneBackward0 = node_class("CloneBackward0", lambda F, g, s, n: (g,))
+CloneBackward0 = node_class("CloneBackward0", lambda F, g, s, n: (g,), jvp=ELEMENTWISE)
 
 
 def clone(x: Tensor) -> Tensor:
@@ -366,6 +381,7 @@ ToCopyBackward0 = node_class(
     lambda F, g, s, n: (
         F.to_device(F.astype(g, n.attrs[1]) if g.dtype != n.attrs[1] else g, n.attrs[0]),
     ),
+    jvp=lambda ts, ins, out, a, s: to(ts[0], out._device, dtype=out.data.dtype),
 )
 
 

@@ -19,7 +19,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
 from . import _arith
-from ._core import TRANSCENDENTAL, GradOps, node_class, record_one, wrap
+from ._core import ELEMENTWISE, TRANSCENDENTAL, GradOps, node_class, record_one, wrap
 from ._cpu_kernels import erf32, fast
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
 from ._unary import INT_TOL, _unary, set_doc, unary_samples
@@ -209,7 +209,7 @@ digamma = _unary(
 )
 
 PolygammaBackward0 = node_class(
-    "PolygammaBackward0", lambda F, g, s, n: (g * F.polygamma(n.attrs + 1, s[0]),)
+    "PolygammaBackward0", lambda F, g, s, n: (g * F.polygamma(n.attrs + 1, s[0]),), jvp=ELEMENTWISE
 )
 
 
@@ -241,7 +241,7 @@ def polygamma(n: int, input: Tensor) -> Tensor:
 
 
 LogitBackward0 = node_class(
-    "LogitBackward0", lambda F, g, s, n: (_logit_grad(F, g, s[0], n.attrs),)
+    "LogitBackward0", lambda F, g, s, n: (_logit_grad(F, g, s[0], n.attrs),), jvp=ELEMENTWISE
 )
 
 
@@ -296,8 +296,8 @@ trunc = _unary(
 frac = _unary("frac", lambda xp, a: a - xp.trunc(a), lambda F, g, s, n: (g,), "none", ints="error")
 sgn = _unary("sgn", lambda xp, a: xp.sign(a), _zero_rule, "none", floating=False)
 
-RoundBackward0 = node_class("RoundBackward0", _zero_rule)
-RoundBackward1 = node_class("RoundBackward1", _zero_rule)
+RoundBackward0 = node_class("RoundBackward0", _zero_rule, jvp=ELEMENTWISE)
+RoundBackward1 = node_class("RoundBackward1", _zero_rule, jvp=ELEMENTWISE)
 
 
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
@@ -338,7 +338,9 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
 
 # -- nan_to_num, isnan, isinf, isfinite -----------------------------------------------------------
 NanToNumBackward0 = node_class(
-    "NanToNumBackward0", lambda F, g, s, n: (F.where(F.abs(s[0]) < math.inf, g, 0.0),)
+    "NanToNumBackward0",
+    lambda F, g, s, n: (F.where(F.abs(s[0]) < math.inf, g, 0.0),),
+    jvp=ELEMENTWISE,
 )
 
 

@@ -9,6 +9,7 @@ from ..tensors._creation import tensor_input
 from ..tensors._dtype import get_default_dtype
 from ..tensors._tensor import Tensor
 from ._core import (
+    ELEMENTWISE,
     TRANSCENDENTAL,
     GradOps,
     Rule,
@@ -66,7 +67,7 @@ def _unary(
     (``weigh``), where it evaluates a transcendental function.  ``doc``: the
     op's docstring.
     """
-    cls = node_class(node or f"{name.capitalize()}Backward0", rule)
+    cls = node_class(node or f"{name.capitalize()}Backward0", rule, jvp=ELEMENTWISE)
     save_input = save == "input"
     save_output = save == "output"
     int_mode = ints or ("float" if floating else None)
@@ -177,7 +178,7 @@ def _sigmoid(xp: Any, a: Any) -> Any:
     return xp.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(a.dtype, copy=False)
 
 
-SignBackward0 = node_class("SignBackward0", lambda F, g, s, n: (g * 0.0,))
+SignBackward0 = node_class("SignBackward0", lambda F, g, s, n: (g * 0.0,), jvp=ELEMENTWISE)
 
 
 def sign(x: Tensor) -> Tensor:

@@ -40,3 +40,9 @@ class TensorFields(TensorBase):
     _inference: bool = False
     _view_meta: Any = None
     _creation: str | None = None
+    #: the tangent at the open dual level (NOTE [Forward-mode AD] in _dual.py)
+    _fw: Any = None
+    #: an in-place op's tangent, computed once the op wrote its result
+    _fw_pending: Any = None
+    #: a snapshot's mark: the value of a tensor before an in-place op
+    _snap: bool = False

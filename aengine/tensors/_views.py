@@ -59,6 +59,7 @@ import numpy as np
 from ..core import AutogradError, Node, gradient_edge, own_vc
 from ..core._graph import freed_error, new_tensor, set_history
 from ..core._modes import _grad_enabled, _inference
+from . import _dual
 from ._fields import TensorFields
 from ._tensor_ops import TENSOR_OPS, ViewFn
 
@@ -173,6 +174,8 @@ def check_inplace(t: TensorFields, *others: Any, overlap: bool = True) -> bool:
     if t._inference and not _inference.get():
         raise AutogradError(_ERR_INFERENCE)
     record = _records_history(t, others)
+    if not record and _dual.LEVEL is not None:  # a tangent to update (NOTE [Forward-mode AD])
+        record = _dual_inplace(t, others)
     data = t.data
     strides = getattr(data, "strides", None)
     if overlap and strides and 0 in strides and has_internal_overlap(data):
@@ -249,10 +252,16 @@ def snapshot(t: T, copy: bool) -> T:
     otherwise it is shared and must not be read by the rule.  The stand-in
     has a version counter of its own, so saving it never trips the check.
     """
-    s = new_tensor(t.data.copy() if copy else t.data, t._device)
+    dual = _dual.LEVEL is not None
+    # (inside a dual level the JVP rule runs after the write: it reads the old value)
+    s = new_tensor(t.data.copy() if copy or dual else t.data, t._device)
     fn = t.grad_fn
     if fn is not None:
         set_history(s, fn, t.output_nr)
+    if dual:
+        s._snap = True  # its op's tangent waits for the write (NOTE [JVP rules])
+        if t._fw is not None:
+            s._fw = t._fw
     return s  # type: ignore[no-any-return]  # (new_tensor makes a Tensor, typed in the core as Any)
 
 
@@ -264,6 +273,9 @@ def commit_inplace(t: T, r: TensorFields | None) -> T:
     """
     vc = own_vc(t)
     vc[0] += 1
+    if r is not None and r._fw_pending is not None:
+        pending, r._fw_pending = r._fw_pending, None
+        _update_tangent(t, pending())
     if r is None or r._fn is None:
         return t
     node = r._fn
@@ -277,6 +289,48 @@ def commit_inplace(t: T, r: TensorFields | None) -> T:
         node.versions = tuple(versions)  # type: ignore[attr-defined]
     _rebase_history(t, node)
     return t
+
+
+def _dual_inplace(t: TensorFields, others: tuple[Any, ...]) -> bool:
+    """Whether an in-place op on ``t`` changes a tangent (so it is recorded for one)."""
+    if t._fw is not None or (t._base is not None and t._base._fw is not None):
+        return True
+    for o in others:
+        if isinstance(o, TensorFields) and o._fw is not None:
+            return True
+    return False
+
+
+def _update_tangent(t: TensorFields, new: Any) -> None:
+    """After an in-place op: ``t``'s tangent becomes ``new`` (None: zeros).
+
+    As PyTorch, the tangent is updated in place where ``t`` has one (a
+    view's tangent is a view of its base's, so the base's tangent sees
+    the change); a view without one gets the view of its base's tangent
+    (zeros where the base had none) first.
+    """
+    if new is None and t._fw is None:
+        return
+    token = _dual.computing.set(True)
+    try:
+        tangent = t._fw
+        if tangent is None:
+            base = t._base
+            if base is not None and t._view_fn is not None:
+                if base._fw is None:
+                    _dual.set_tangent(base, TENSOR_OPS.zeros_like(base))
+                tangent = t._view_fn(TENSOR_OPS, base._fw)
+                _dual.set_tangent(t, tangent)
+            elif new is not None:  # (a copy: ``new`` may be another tensor's tangent)
+                _dual.set_tangent(t, new.clone())
+                return
+        if new is None:
+            tangent.data[...] = 0
+        else:
+            tangent.data[...] = new.data
+        own_vc(tangent)[0] += 1
+    finally:
+        _dual.computing.reset(token)
 
 
 def _rebase_history(t: TensorFields, node: Node) -> None:

@@ -1001,6 +1001,16 @@ TABLE: dict[str, Bad] = {
         ValueError,
         "at least one input tensor to require gradient",
     ),
+    "ae.autograd.forward_ad.make_dual: outside a dual level": Bad(
+        lambda x: ae.autograd.forward_ad.make_dual(x, t([1.0])),
+        RuntimeError,
+        "no level exists, make sure to enter_dual_level",
+    ),
+    "ae.autograd.forward_ad.make_dual: a tangent of another shape": Bad(
+        lambda x: _in_dual_level(lambda: ae.autograd.forward_ad.make_dual(x, t([1.0, 2.0, 3.0]))),
+        RuntimeError,
+        "different size than that of the original Tensor",
+    ),
     "ae.sync.gradcheck: a result that is not a tensor": Bad(
         lambda x: ae.sync.gradcheck(lambda v: "a", (x,)),
         TypeError,
@@ -1125,9 +1135,9 @@ def _functional_rows(prefix: str, run: Callable[..., Any]) -> dict[str, Bad]:
         'Expected strategy to be either "forward-mode" or "reverse-mode"',
     )
     rows[f"{prefix}.jacobian: forward-mode strategy"] = Bad(
-        lambda x: run("jacobian", lambda a: a, x, strategy="forward-mode", vectorize=True),
+        lambda x: run("jacobian", lambda a: a, x, strategy="forward-mode"),
         NotImplementedError,
-        "no forward-mode AD",
+        "only implemented for `vectorize=True`",
     )
     rows[f"{prefix}.jacobian: strict with vectorize"] = Bad(
         lambda x: run("jacobian", lambda a: a, x, strict=True, vectorize=True),
@@ -1694,6 +1704,8 @@ def test_bad_input_raises_a_clear_error_and_leaves_grad_untouched(row: Bad) -> N
 
 #: public names with no argument to get wrong, or covered under another name, with the reason
 NO_BAD_INPUT: dict[str, str] = {
+    "autograd": "a module: rows for ae.autograd.forward_ad.make_dual above, the rest in "
+    "tests/api/test_forward_ad.py",
     "linalg": "a module: its functions are operators of the table (tests/ops/test_table.py)",
     "nn": "a module: modules, init and utils are tested in tests/nn/ (bad arguments too)",
     "optim": "a module: bad arguments of optimizers and schedules in tests/nn/test_optim.py",
@@ -1721,7 +1733,6 @@ NO_BAD_INPUT: dict[str, str] = {
     "BackwardError": "an exception type",
     "GradcheckError": "an exception type",
     "CheckpointError": "an exception type",
-    "autograd": "a module: saved-tensor hooks' bad input in tests/api/test_saved_tensors_hooks.py",
     "MaxResult": "a result tuple of max(dim)",
     "MinResult": "a result tuple of min(dim)",
     "Tensor": "its methods have rows (Tensor.*)",
@@ -1796,6 +1807,11 @@ def _in_operator_table(name: str) -> bool:
         method = name.removeprefix("Tensor.")
         return any(i.method_name == method for i in OPS.values())
     return name in OPS
+
+
+def _in_dual_level(fn: Any) -> Any:
+    with ae.autograd.forward_ad.dual_level():
+        return fn()
 
 
 def _has_row(name: str) -> bool:
