@@ -412,7 +412,7 @@ def _conv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 
 def _conv_jvp(ts: Any, ins: Any, out: Tensor, attrs: Any, s: Any) -> Any:
     # bilinear in (a, b), and the bias added: NOTE [JVP rules] in _forward.py
-    kind, geom, _ = attrs
+    kind, geom = attrs
     a, b = ins[0], ins[1]
     total = None
     if ts[0] is not None:
