@@ -413,7 +413,8 @@ def _const(value: Any, like: BatchedTensor) -> Any:
     """A number as the left operand of a reflected op (the op takes a Tensor first)."""
     if isinstance(value, Tensor):
         return value
-    from ..tensors._creation import full  # (creation is a tensors-layer helper)
+    # here: creation is a tensors-layer helper
+    from ..tensors._creation import full
 
     return full((), value, dtype=like.dtype)
 

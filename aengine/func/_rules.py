@@ -381,9 +381,8 @@ def _matmul(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             r = r.squeeze(-1)
         return r.squeeze(-1 if b1 else -2) if a1 else r
     if _is(a, lvl) and _fast(b, lvl) and b.ndim == 2:
-        from ._persample import (
-            shared_linear,
-        )  # (the per-sample Functions import the rules' helpers)
+        # here: the per-sample Functions import the rules' helpers
+        from ._persample import shared_linear
 
         return wrap(shared_linear(a._v, b._v.transpose(1, 2), None), lvl)
     nd = max(a.ndim, b.ndim)
@@ -397,7 +396,8 @@ def _linear(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if not _is(w, lvl) and not _is(bias, lvl):
         return wrap(_op("nn.functional.linear", x._v, w, bias), lvl)
     if _is(x, lvl) and _fast(w, lvl) and w.ndim == 2 and _fast_bias(bias, lvl):
-        from ._persample import shared_linear  # (see _matmul)
+        # here: see _matmul (the per-sample Functions import the rules' helpers)
+        from ._persample import shared_linear
 
         b = bias._v if bias is not None and _is(bias, lvl) else bias
         return wrap(shared_linear(x._v, w._v, b), lvl)
@@ -419,7 +419,8 @@ def _conv2d(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = _op("nn.functional.conv2d", v4, w, bias, stride, padding, dilation, groups)
         return wrap(out if three else out.reshape(*shape[:2], *out.shape[1:]), lvl)
     if _is(x, lvl) and _fast(w, lvl) and groups == 1 and _fast_bias(bias, lvl):
-        from ._persample import shared_conv2d  # (see _matmul)
+        # here: see _matmul (the per-sample Functions import the rules' helpers)
+        from ._persample import shared_conv2d
 
         b = bias._v if bias is not None and _is(bias, lvl) else bias
         v = x._v
@@ -511,7 +512,8 @@ def _dropout(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         )
     if lvl.randomness == "different":
         return wrap(_op("nn.functional.dropout", x._v, p, True), lvl)
-    from ..tensors._creation import ones  # (a mask of one sample's shape)
+    # here: a mask of one sample's shape
+    from ..tensors._creation import ones
 
     mask = _op("nn.functional.dropout", ones(*x.shape, dtype=x.dtype), p, True)
     return wrap(x._v * mask, lvl)

@@ -95,7 +95,8 @@ def _vmap_gen(
 
 
 def _cat_chunks(chunks: list[Any], out_dims: Any) -> Any:
-    from ..ops import cat  # (only the chunked path joins results)
+    # here: only the chunked path joins results
+    from ..ops import cat
 
     flat = [tree_flatten(c) for c in chunks]
     spec = flat[0][1]
