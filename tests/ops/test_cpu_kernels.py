@@ -23,6 +23,7 @@ from aengine.ops._cpu_kernels import (
     fast,
     gelu32,
     gelu32_grad,
+    sum_leading,
     sum_trailing,
     where_zero,
 )
@@ -202,7 +203,17 @@ def test_large_cumsum_matches_torch() -> None:
 
 @pytest.mark.parametrize(
     ("shape", "dims"),
-    [((256, 1024), (1,)), ((64, 4, 256), (1, 2)), ((64, 1000), (1,)), ((1 << 17,), (0,))],
+    [
+        ((256, 1024), (1,)),
+        ((64, 4, 256), (1, 2)),
+        ((64, 1000), (1,)),
+        ((1 << 17,), (0,)),
+        # short rows: a product with ones, at any size
+        ((32, 16, 64), (2,)),
+        ((2048, 4, 4), (1, 2)),
+        ((3, 5), (1,)),
+        ((7,), (0,)),
+    ],
 )
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_sum_trailing(shape: tuple[int, ...], dims: tuple[int, ...], keepdims: bool) -> None:
@@ -223,6 +234,23 @@ def test_sum_trailing(shape: tuple[int, ...], dims: tuple[int, ...], keepdims: b
         np.testing.assert_array_equal(
             sum_trailing(b, d, keepdims), b.sum(axis=d, keepdims=keepdims)
         )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "lead"), [((32, 16, 64), 2), ((512, 3), 1), ((4, 600), 1)])
+def test_sum_leading(shape: tuple[int, ...], lead: int, dtype: Any) -> None:
+    a = (np.random.default_rng(12).standard_normal(shape) + 0.5).astype(dtype)
+    dims = tuple(range(lead))
+    got, want = sum_leading(a, lead), a.sum(axis=dims)
+    assert got.shape == want.shape and got.dtype == dtype
+    exact = a.astype(np.longdouble).sum(axis=dims)
+    scale = np.abs(a).astype(np.longdouble).sum(axis=dims)
+    eps = np.finfo(dtype).eps
+    # as accurate as numpy's sum, give or take a few roundings
+    assert np.max(np.abs(got - exact) / scale) < 4 * np.max(np.abs(want - exact) / scale) + 8 * eps
+    # other layouts and dtypes: numpy's own sum, exactly
+    for b in (a[::2], a.astype(np.int64)):
+        np.testing.assert_array_equal(sum_leading(b, lead), b.sum(axis=dims))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
