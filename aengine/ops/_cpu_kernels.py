@@ -40,6 +40,7 @@ __all__ = [
     "SCAN_MIN_SIZE",
     "sum_trailing",
     "sum_leading",
+    "max_trailing",
     "SUM_MIN_SIZE",
 ]
 
@@ -383,3 +384,28 @@ def sum_trailing(a: Any, dims: tuple[int, ...], keepdims: bool) -> Any:
     blocks = np.einsum("ijk->ij", a.reshape(-1, inner // block, block))
     out = blocks.sum(axis=1)
     return out.reshape(lead + (1,) * k if keepdims else lead)
+
+
+#: rows of at most this many elements take ``max_trailing``'s transposed maximum
+_MAX_ROW = 64
+#: ... when there are at least this many of them
+_MAX_ROWS = 256
+
+
+def max_trailing(a: Any, dims: tuple[int, ...]) -> Any:
+    """``a.max(axis=dims, keepdims=True)`` over trailing ``dims``; faster for many short rows.
+
+    numpy's maximum along the last axis costs ~0.1 us a row (188 us for a
+    softmax over 2048 rows of 16: the attention weights of a small
+    transformer); over the rows of the transposed copy it is one vectorised
+    pass per column (about 4x faster there).  The same values, nan included.
+    """
+    if not dims or not _summable(a) or dims != tuple(range(a.ndim - len(dims), a.ndim)):
+        return a.max(axis=dims, keepdims=True)
+    k = len(dims)
+    inner = math.prod(a.shape[a.ndim - k :])
+    rows = a.size // inner
+    if inner > _MAX_ROW or rows < _MAX_ROWS:
+        return a.max(axis=dims, keepdims=True)
+    m = np.ascontiguousarray(a.reshape(rows, inner).T).max(axis=0)
+    return m.reshape(a.shape[: a.ndim - k] + (1,) * k)

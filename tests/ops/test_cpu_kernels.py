@@ -23,6 +23,7 @@ from aengine.ops._cpu_kernels import (
     fast,
     gelu32,
     gelu32_grad,
+    max_trailing,
     sum_leading,
     sum_trailing,
     where_zero,
@@ -234,6 +235,22 @@ def test_sum_trailing(shape: tuple[int, ...], dims: tuple[int, ...], keepdims: b
         np.testing.assert_array_equal(
             sum_trailing(b, d, keepdims), b.sum(axis=d, keepdims=keepdims)
         )
+
+
+@pytest.mark.parametrize(
+    ("shape", "dims"), [((32, 4, 16, 16), (3,)), ((512, 8, 8), (1, 2)), ((4, 16), (1,))]
+)
+def test_max_trailing_is_numpys_max(shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
+    a = np.random.default_rng(13).standard_normal(shape).astype(np.float32)
+    a.reshape(-1)[[0, 17, 40]] = [np.nan, np.inf, -np.inf]
+    want = a.max(axis=dims, keepdims=True)
+    for b in (a, a.astype(np.float64)):
+        got = max_trailing(b, dims)
+        assert got.shape == want.shape and got.dtype == b.dtype
+        np.testing.assert_array_equal(got, want.astype(b.dtype))
+    np.testing.assert_array_equal(
+        max_trailing(a[..., ::2], dims), a[..., ::2].max(dims, keepdims=True)
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
