@@ -315,15 +315,18 @@ def cumsum_last(a: Any, reverse: bool) -> Any:
 # costs ~0.1 us a row whatever its length (57 us for 512 rows of 64, the
 # statistics of a layer norm; as much for a softmax's rows), and its sum
 # over the leading axes (a norm's weight gradient) walks row by row too.
-# Sums of rows of at most 512 elements (any number of rows), and column
-# sums of C-contiguous rows of at most 512, are one matrix-vector product
-# with a vector of ones (BLAS, ~3 us there): SIMD accumulators over the
-# row, the error of the einsum blocks above.
+# Sums of rows of at most 512 elements (64 rows or more: fewer cost numpy
+# less than the product's call), and column sums of as many C-contiguous
+# rows, are one matrix-vector product with a vector of ones (BLAS, ~3 us
+# there): SIMD accumulators over the row, the error of the einsum blocks
+# above.
 _SUM_BLOCKS = range(512, 127, -1)
 #: the smallest array that takes the blocked sum (smaller: numpy's sum as it is)
 SUM_MIN_SIZE = 1 << 16
 #: the longest rows (and columns' rows) summed by a product with ones
 _ROW_MAX = 512
+#: ... when there are at least this many of them (fewer: numpy's sum costs less than the call)
+_ROW_MIN = 64
 _ONES: dict[tuple[int, Any], Any] = {}
 
 
@@ -356,7 +359,7 @@ def sum_leading(a: Any, lead: int) -> Any:
     most ``_ROW_MAX`` elements), else numpy's sum.
     """
     inner = math.prod(a.shape[lead:])
-    if lead == 0 or not _summable(a) or inner > _ROW_MAX:
+    if lead == 0 or not _summable(a) or inner > _ROW_MAX or a.size < _ROW_MIN * inner:
         return a.sum(axis=tuple(range(lead)))
     rows = a.size // inner
     return (_ones(rows, a.dtype) @ a.reshape(rows, inner)).reshape(a.shape[lead:])
@@ -370,12 +373,17 @@ def sum_trailing(a: Any, dims: tuple[int, ...], keepdims: bool) -> Any:
     with ones) or the array of at least ``SUM_MIN_SIZE`` elements and their
     size a multiple of a block size (128 to 512).
     """
-    if not dims or not _summable(a) or dims != tuple(range(a.ndim - len(dims), a.ndim)):
+    if (
+        a.size < _ROW_MIN
+        or not dims
+        or not _summable(a)
+        or dims != tuple(range(a.ndim - len(dims), a.ndim))
+    ):
         return a.sum(axis=dims, keepdims=keepdims)
     nd, k = a.ndim, len(dims)
     inner = math.prod(a.shape[nd - k :])
     lead = a.shape[: nd - k]
-    if inner <= _ROW_MAX:
+    if inner <= _ROW_MAX and a.size >= _ROW_MIN * inner:
         out = a.reshape(-1, inner) @ _ones(inner, a.dtype)
         return out.reshape(lead + (1,) * k if keepdims else lead)
     block = next((b for b in _SUM_BLOCKS if inner % b == 0), 0)
@@ -400,7 +408,12 @@ def max_trailing(a: Any, dims: tuple[int, ...]) -> Any:
     transformer); over the rows of the transposed copy it is one vectorised
     pass per column (about 4x faster there).  The same values, nan included.
     """
-    if not dims or not _summable(a) or dims != tuple(range(a.ndim - len(dims), a.ndim)):
+    if (
+        a.size < _MAX_ROWS
+        or not dims
+        or not _summable(a)
+        or dims != tuple(range(a.ndim - len(dims), a.ndim))
+    ):
         return a.max(axis=dims, keepdims=True)
     k = len(dims)
     inner = math.prod(a.shape[a.ndim - k :])
