@@ -46,7 +46,7 @@ from ._core import (
     record_one,
     weigh,
 )
-from ._cpu_kernels import erf32, fast, where_zero
+from ._cpu_kernels import erf32, fast, gelu32, gelu32_grad, where_zero
 from ._join import chunk
 from ._shape import _norm_dim
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
@@ -512,20 +512,8 @@ def _gelu_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
     if x.__class__ is Tensor:  # create_graph: differentiable ops
         cdf = (F.erf(x * _SQRT1_2) + 1.0) * 0.5
         return (g * (cdf + x * (F.exp(x * x * -0.5) * _INV_SQRT_2PI)),)
-    if fast(x):  # (NOTE [A float32 erf for numpy]); temporaries owned here, in place
-        xp = n.dev.backend.xp
-        d = x * _SQRT1_2
-        d = erf32(d, d)
-        d += 1.0
-        d *= 0.5  # Phi(x)
-        p = x * x
-        p *= -0.5
-        xp.exp(p, out=p)
-        p *= x
-        p *= _INV_SQRT_2PI  # x * phi(x)
-        d += p
-        d *= g
-        return (d,)
+    if fast(x):  # one float32 kernel (NOTE [A float32 gelu for numpy])
+        return (gelu32_grad(x, g),)
     # erf of the backend on arrays (what RawOps.erf is: the array namespace is the
     # installed adapters', which may predate it)
     cdf = (n.dev.backend.special.erf(x * _SQRT1_2) + 1.0) * 0.5
@@ -563,12 +551,8 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
             out += 1.0
             out *= a
             out *= 0.5
-    elif fast(a):  # the same formula, erf in place (NOTE [A float32 erf for numpy])
-        out = a * _SQRT1_2
-        out = erf32(out, out)
-        out += 1.0
-        out *= 0.5
-        out *= a
+    elif fast(a):  # one float32 kernel (NOTE [A float32 gelu for numpy])
+        out = gelu32(a)
     else:
         out = a * 0.5 * (1.0 + dev.backend.special.erf(a * _SQRT1_2))
     t = record_one(GeluBackward0, out, dev, input, 1, approximate, save_input=True)

@@ -1,12 +1,11 @@
-"""Faster numpy kernels for large arrays: erf, a masked gradient, cumsum, sums over trailing dims.
+"""Faster numpy kernels for large arrays: erf, gelu, a masked gradient, cumsum, trailing sums.
 
 # NOTE [A float32 erf for numpy]
 # scipy.special.erf evaluates the float64 Cephes erf element by element
-# (about 20 ns an element, 20 ms for a million): most of the time of ``erf``
-# and of ``gelu`` (whose forward and backward each take an erf).  For large
-# float32 arrays on numpy these kernels evaluate instead a rational
-# approximation ``erf(x) = x P(x^2) / Q(x^2)`` (P and Q of degree 6, x
-# clamped to +-4, where erf rounds to +-1 in float32) in float64, in
+# (about 20 ns an element, 20 ms for a million): most of the time of ``erf``.
+# For large float32 arrays on numpy these kernels evaluate instead a
+# rational approximation ``erf(x) = x P(x^2) / Q(x^2)`` (P and Q of degree
+# 6, x clamped to +-4, where erf rounds to +-1 in float32) in float64, in
 # chunks that stay in the cache, rounding once to float32 at the end.  Its
 # relative error is below 1e-9 (the coefficients come from a weighted
 # linearised least-squares fit of erf(x) / x on [0, 4]), so the float32
@@ -16,9 +15,8 @@
 # numerator and the denominator are one product: their coefficients times
 # the rows of powers of z (a BLAS call where Horner's scheme would take 24
 # passes over the chunk; the monomials lose nothing in float64 here, the
-# terms being of one sign or small).  gelu keeps its float32
-# formula around this erf (``x * 0.5 * (1 + erf(x / sqrt 2))``, as torch's
-# kernel: the same zeros for large negative x).
+# terms being of one sign or small).  gelu has a float32 kernel of its
+# own (NOTE [A float32 gelu for numpy]).
 #
 # Other dtypes, small arrays (where the chunk loop's calls would cost more
 # than scipy's kernel) and other backends (CuPy's erf is a fast GPU kernel)
@@ -35,10 +33,14 @@ import numpy as np
 __all__ = [
     "fast",
     "erf32",
+    "gelu32",
+    "gelu32_grad",
     "where_zero",
     "cumsum_last",
     "SCAN_MIN_SIZE",
     "sum_trailing",
+    "sum_leading",
+    "max_trailing",
     "SUM_MIN_SIZE",
 ]
 
@@ -106,6 +108,126 @@ def erf32(a: Any, out: Any = None) -> Any:
         p, q = np.matmul(_PQ, powers, out=pq)  # P and Q in one product
         p *= x
         np.divide(p, q, out=dst[i:j])  # (rounded once, to float32)
+    return out
+
+
+# NOTE [A float32 gelu for numpy]
+# Exact gelu, ``x * Phi(x)`` (Phi: the normal CDF), took two erf32 calls a
+# step for each layer (forward and backward), each ~40 float64 passes over
+# the array, and the backward's float64 chunk buffers (2.6 MB) made the
+# peak of a transformer's training step.  For large float32 arrays gelu
+# and its gradient are float32 kernels of their own, evaluated in chunks
+# that stay in the L2 cache (their temporaries are two chunks):
+#
+#   Phi(x) = 1 / (1 + exp(x T(x^2))),
+#
+# T a polynomial of degree 6 (Horner's scheme, float32), fitted to
+# -logit(Phi(x)) / x on [0, 5.5] (weighted least squares, iterated to the
+# minimax of Phi's error; the fit is within 3e-8 and the float32 evaluation
+# dominates).  One exp and a division replace erf's rational, and Phi of a
+# negative x keeps its relative accuracy (``1 + erf`` loses it).  gelu is
+# ``x / (1 + exp(x T))``; its gradient ``Phi(x) + x phi(x)`` takes phi's
+# exact ``exp(-x^2 / 2) / sqrt(2 pi)``, whose ``x^2`` is T's.  On a dense
+# grid the results are within 5 ulp of float64 for x > -1, 18 ulp for
+# x > -2, 170 ulp for x > -3, and 6e-7 absolute everywhere (torch's own
+# float32 gelu, whose erf is a short approximation: 5, 38 and 2200 ulp,
+# 1.2e-6; tests/ops/test_cpu_kernels.py).  Beyond the fit T keeps growing
+# (its leading coefficient is positive, x T(x^2) is 18.2 at 5.5 and rises):
+# for x >= 5.5 exp(-x T) < 3e-8, so gelu is x exactly (as torch's); below
+# -5.5 the result is under 1e-7 in magnitude and reaches -0.0 (torch's
+# value) by x = -8, where exp overflows to inf.  nan gives nan; inf gives
+# inf (as aengine's small-array formula; torch's kernel gives nan) and -inf
+# nan (as torch's).
+#: -T's coefficients, from x^0 to x^12: Phi(x) = 1 / (1 + exp(x * sum(c_k x^2k)))
+_GELU_T = (
+    -1.595770001411438,
+    -0.07266560941934586,
+    6.464213220169768e-05,
+    0.00011082308628829196,
+    -7.96557742432924e-06,
+    2.672558707672579e-07,
+    -3.585704844155657e-09,
+)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+#: elements per chunk of the gelu kernels: their chunk-sized operands stay in the L2 cache
+_GELU_CHUNK = 1 << 15
+
+
+def _gelu_denominator(x: Any, z: Any, t: Any) -> None:
+    """``t = 1 + exp(x T(z))``, Phi(x)'s denominator, for ``z = x * x`` (chunks of float32)."""
+    c = _GELU_T
+    np.multiply(z, c[6], out=t)
+    for k in range(5, 0, -1):
+        t += c[k]
+        t *= z
+    t += c[0]
+    t *= x
+    np.exp(t, out=t)  # (inf for x below about -8: Phi is 0)
+    t += 1.0
+
+
+def gelu32(a: Any) -> Any:
+    """Exact gelu of a float32 numpy array (``fast(a)``), a new C-contiguous float32 array.
+
+    NOTE [A float32 gelu for numpy].
+    """
+    src = np.ascontiguousarray(a).reshape(-1)
+    out = np.empty(a.shape, np.float32)
+    dst = out.reshape(-1)
+    n = src.size
+    m = min(n, _GELU_CHUNK)
+    z, t = np.empty(m, np.float32), np.empty(m, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(0, n, m):
+            j = min(i + m, n)
+            x = src[i:j]
+            if j - i < m:
+                z, t = z[: j - i], t[: j - i]
+            np.multiply(x, x, out=z)
+            _gelu_denominator(x, z, t)
+            np.divide(x, t, out=dst[i:j])
+    return out
+
+
+def gelu32_grad(a: Any, g: Any) -> Any:
+    """``g * (Phi(a) + a phi(a))``, exact gelu's gradient, for float32 numpy ``a`` (``fast(a)``).
+
+    A new float32 array of ``a``'s shape (NOTE [A float32 gelu for numpy]); ``g``
+    may be of any layout or broadcastable shape.
+    """
+    src = np.ascontiguousarray(a).reshape(-1)
+    out = np.empty(a.shape, np.float32)
+    dst = out.reshape(-1)
+    fused = (
+        g.__class__ is np.ndarray
+        and g.dtype == np.float32
+        and g.shape == a.shape
+        and g.flags.c_contiguous
+    )
+    gs = g.reshape(-1) if fused else None
+    n = src.size
+    m = min(n, _GELU_CHUNK)
+    z, t = np.empty(m, np.float32), np.empty(m, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(0, n, m):
+            j = min(i + m, n)
+            x = src[i:j]
+            if j - i < m:
+                z, t = z[: j - i], t[: j - i]
+            np.multiply(x, x, out=z)
+            _gelu_denominator(x, z, t)
+            np.divide(1.0, t, out=t)  # Phi(x)
+            z *= -0.5
+            np.exp(z, out=z)
+            z *= x
+            z *= _INV_SQRT_2PI  # x phi(x)
+            if gs is None:
+                np.add(t, z, out=dst[i:j])
+            else:
+                t += z
+                np.multiply(t, gs[i:j], out=dst[i:j])
+    if gs is None:
+        out *= g
     return out
 
 
@@ -188,33 +310,115 @@ def cumsum_last(a: Any, reverse: bool) -> Any:
 # elements (a divisor of the summed size), then numpy's pairwise sum of the
 # blocks' sums.  The error stays that of numpy's sum (a few terms in turn,
 # then a tree); the rounding differs in the last bits.
+#
+# Short rows are the other slow case: numpy's reduce along the last axis
+# costs ~0.1 us a row whatever its length (57 us for 512 rows of 64, the
+# statistics of a layer norm; as much for a softmax's rows), and its sum
+# over the leading axes (a norm's weight gradient) walks row by row too.
+# Sums of rows of at most 512 elements (64 rows or more: fewer cost numpy
+# less than the product's call), and column sums of as many C-contiguous
+# rows, are one matrix-vector product with a vector of ones (BLAS, ~3 us
+# there): SIMD accumulators over the row, the error of the einsum blocks
+# above.
 _SUM_BLOCKS = range(512, 127, -1)
 #: the smallest array that takes the blocked sum (smaller: numpy's sum as it is)
 SUM_MIN_SIZE = 1 << 16
+#: the longest rows (and columns' rows) summed by a product with ones
+_ROW_MAX = 512
+#: ... when there are at least this many of them (fewer: numpy's sum costs less than the call)
+_ROW_MIN = 64
+_ONES: dict[tuple[int, Any], Any] = {}
+
+
+def _ones(n: int, dtype: Any) -> Any:
+    """A read-only float vector of ``n`` ones (cached: the norms take the same few sizes)."""
+    key = (n, dtype)
+    v = _ONES.get(key)
+    if v is None:
+        v = np.ones(n, dtype)
+        v.flags.writeable = False
+        if len(_ONES) < 64:
+            _ONES[key] = v
+    return v
+
+
+def _summable(a: Any) -> bool:
+    """A numpy float32 / float64 C-contiguous array with elements: the sums' fast paths."""
+    return (
+        a.__class__ is np.ndarray
+        and a.dtype.type in (np.float32, np.float64)
+        and a.size > 0
+        and a.flags.c_contiguous
+    )
+
+
+def sum_leading(a: Any, lead: int) -> Any:
+    """``a.sum(axis=tuple(range(lead)))``: the sum over the first ``lead`` dims (a new array).
+
+    A product with ones where NOTE [A faster float sum...] applies (rows of at
+    most ``_ROW_MAX`` elements), else numpy's sum.
+    """
+    inner = math.prod(a.shape[lead:])
+    if lead == 0 or not _summable(a) or inner > _ROW_MAX or a.size < _ROW_MIN * inner:
+        return a.sum(axis=tuple(range(lead)))
+    rows = a.size // inner
+    return (_ones(rows, a.dtype) @ a.reshape(rows, inner)).reshape(a.shape[lead:])
 
 
 def sum_trailing(a: Any, dims: tuple[int, ...], keepdims: bool) -> Any:
     """``a.sum(axis=dims, keepdims=keepdims)``, blocked where NOTE [A faster float sum...] applies.
 
-    That is: a numpy float32 / float64 C-contiguous array of at least
-    ``SUM_MIN_SIZE`` elements, ``dims`` its last dims (in order), their size
-    a multiple of a block size (128 to 512).
+    That is: a numpy float32 / float64 C-contiguous array, ``dims`` its last
+    dims (in order), and either their size at most ``_ROW_MAX`` (a product
+    with ones) or the array of at least ``SUM_MIN_SIZE`` elements and their
+    size a multiple of a block size (128 to 512).
     """
     if (
-        a.__class__ is not np.ndarray
-        or a.size < SUM_MIN_SIZE
-        or a.dtype.type not in (np.float32, np.float64)
+        a.size < _ROW_MIN
         or not dims
+        or not _summable(a)
         or dims != tuple(range(a.ndim - len(dims), a.ndim))
-        or not a.flags.c_contiguous
     ):
         return a.sum(axis=dims, keepdims=keepdims)
     nd, k = a.ndim, len(dims)
     inner = math.prod(a.shape[nd - k :])
+    lead = a.shape[: nd - k]
+    if inner <= _ROW_MAX and a.size >= _ROW_MIN * inner:
+        out = a.reshape(-1, inner) @ _ones(inner, a.dtype)
+        return out.reshape(lead + (1,) * k if keepdims else lead)
     block = next((b for b in _SUM_BLOCKS if inner % b == 0), 0)
-    if not block:
+    if a.size < SUM_MIN_SIZE or not block:
         return a.sum(axis=dims, keepdims=keepdims)
     blocks = np.einsum("ijk->ij", a.reshape(-1, inner // block, block))
     out = blocks.sum(axis=1)
-    lead = a.shape[: nd - k]
     return out.reshape(lead + (1,) * k if keepdims else lead)
+
+
+#: rows of at most this many elements take ``max_trailing``'s transposed maximum
+_MAX_ROW = 64
+#: ... when there are at least this many of them
+_MAX_ROWS = 256
+
+
+def max_trailing(a: Any, dims: tuple[int, ...]) -> Any:
+    """``a.max(axis=dims, keepdims=True)`` over trailing ``dims``; faster for many short rows.
+
+    numpy's maximum along the last axis costs ~0.1 us a row (188 us for a
+    softmax over 2048 rows of 16: the attention weights of a small
+    transformer); over the rows of the transposed copy it is one vectorised
+    pass per column (about 4x faster there).  The same values, nan included.
+    """
+    if (
+        a.size < _MAX_ROWS
+        or not dims
+        or not _summable(a)
+        or dims != tuple(range(a.ndim - len(dims), a.ndim))
+    ):
+        return a.max(axis=dims, keepdims=True)
+    k = len(dims)
+    inner = math.prod(a.shape[a.ndim - k :])
+    rows = a.size // inner
+    if inner > _MAX_ROW or rows < _MAX_ROWS:
+        return a.max(axis=dims, keepdims=True)
+    m = np.ascontiguousarray(a.reshape(rows, inner).T).max(axis=0)
+    return m.reshape(a.shape[: a.ndim - k] + (1,) * k)

@@ -29,7 +29,7 @@ from ..tensors._creation import generator_rng, tensor_input
 from ..tensors._tensor import Tensor
 from ._arith import add, clamp, mul, sub, where
 from ._core import TENSOR_OPS, GradOps, node_class, record, record_one, same_device, wrap
-from ._cpu_kernels import sum_trailing
+from ._cpu_kernels import sum_leading, sum_trailing
 from ._forward import ForwardUnsupported
 from ._index import getitem
 from ._inplace_ops import copy_, mul_
@@ -147,6 +147,8 @@ def _sum_to(t: Any, shape: tuple[int, ...]) -> Any:
     dims = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and t.shape[lead + i] != 1
     )
+    if lead and len(dims) == lead:  # a layer norm's weight: over the rows (NOTE [A faster...])
+        return sum_leading(t, lead).reshape(shape)
     return t.sum(axis=dims).reshape(shape)  # (a copy even when dims is empty)
 
 
@@ -1164,12 +1166,15 @@ def scaled_dot_product_attention(
     sc = 1.0 / math.sqrt(e) if scale is None else float(scale)
     sf = math.sqrt(builtins.abs(sc))
     attn = matmul(mul(q, -sf if sc < 0 else sf), transpose(mul(k, sf), -2, -1))
+    xp = q._device.backend.xp
+    # torch's _safe_softmax: a row masked entirely (all -inf) gives zeros, not NaN.  No
+    # mask, or the causal one (which keeps each row's first key), masks no row unless a
+    # score is -inf: then the check on every row (a reduction over short rows) is skipped
+    may_mask = not (bias is None or is_causal) or bool(xp.isneginf(attn.data).any())
     if bias is not None:
         attn = add(attn, bias)
-    # torch's _safe_softmax: a row masked entirely (all -inf) gives zeros, not NaN
-    xp = q._device.backend.xp
-    full = xp.all(attn.data == -xp.inf, axis=-1, keepdims=True)
-    masked = bool(full.any())
+    full = xp.all(attn.data == -xp.inf, axis=-1, keepdims=True) if may_mask else None
+    masked = full is not None and bool(full.any())
     if masked:
         attn = where(full, 0.0, attn)
     w = softmax(attn, -1)

@@ -33,7 +33,7 @@ from ._core import (
     weigh,
     wrap,
 )
-from ._cpu_kernels import SUM_MIN_SIZE, sum_trailing
+from ._cpu_kernels import SUM_MIN_SIZE, max_trailing, sum_trailing
 from ._raw import RawOps
 from ._shape import dim_or_axis
 from ._table import ALL, ErrorCase, Maker, OpInfo, Sample, batching, register
@@ -695,7 +695,7 @@ def _shift(xp: Any, a: Any, dims: Any) -> Any:
     """The max over ``dims`` (kept), 0 where infinite or when the slice is empty."""
     if a.size == 0:
         return xp.zeros(_kept_shape(a.shape, dims), dtype=a.dtype)
-    m = a.max(axis=dims, keepdims=True)
+    m = max_trailing(a, dims)  # (short rows: NOTE in ops/_cpu_kernels.py)
     return xp.where(xp.isfinite(m), m, 0).astype(a.dtype, copy=False)
 
 

@@ -1,9 +1,9 @@
 """The numpy kernels of aengine/ops/_cpu_kernels.py.
 
 The table tests compare erf and gelu with torch on small samples, which take
-scipy's erf; these check the large-array float32 erf itself (NOTE [A float32 erf
-for numpy]): its rounding error on a dense grid, its special values, and erf and
-gelu on large inputs against float64 and torch; and that the branch-free masked
+scipy's erf; these check the large-array float32 erf and gelu themselves (NOTE [A float32
+erf for numpy], NOTE [A float32 gelu for numpy]): their error on a dense grid,
+their special values, and erf and gelu on large inputs against float64 and torch; and that the branch-free masked
 gradient (NOTE [A branch-free masked gradient]) has ``where``'s exact bits.
 """
 
@@ -17,7 +17,17 @@ import scipy.special
 import torch
 
 import aengine as ae
-from aengine.ops._cpu_kernels import cumsum_last, erf32, fast, sum_trailing, where_zero
+from aengine.ops._cpu_kernels import (
+    cumsum_last,
+    erf32,
+    fast,
+    gelu32,
+    gelu32_grad,
+    max_trailing,
+    sum_leading,
+    sum_trailing,
+    where_zero,
+)
 
 
 def _grid() -> np.ndarray:
@@ -57,27 +67,75 @@ def test_large_erf_gelu_match_float64_and_torch() -> None:
     g = np.random.default_rng(2).standard_normal(a.shape).astype(np.float32)
     x64, g64 = a.astype(np.float64), g.astype(np.float64)
     pdf = np.exp(-x64 * x64 / 2) / np.sqrt(2 * np.pi)
-    cases = [  # op, torch's, float64 value, float64 gradient
-        (ae.erf, torch.erf, scipy.special.erf(x64), g64 * 2 / np.sqrt(np.pi) * np.exp(-x64 * x64)),
+    cases = [  # op, torch's, float64 value, float64 gradient, tolerance against them
+        (
+            ae.erf,
+            torch.erf,
+            scipy.special.erf(x64),
+            g64 * 2 / np.sqrt(np.pi) * np.exp(-x64 * x64),
+            (3e-7, 1.5e-7),  # erf32 rounds correctly; the gradient's float32 formula
+        ),
         (
             ae.nn.functional.gelu,
             torch.nn.functional.gelu,
             x64 * scipy.special.ndtr(x64),
             g64 * (scipy.special.ndtr(x64) + x64 * pdf),
+            (1e-6, 6e-7),  # NOTE [A float32 gelu for numpy] (torch's is off by up to 1.2e-6)
         ),
     ]
-    for f, tf, ref, gref in cases:
+    for f, tf, ref, gref, (rtol, atol) in cases:
         x = ae.tensor(a, requires_grad=True)
         tx = torch.from_numpy(a.copy()).requires_grad_(True)
         y, ty = f(x), tf(tx)
         (gx,) = ae.sync.grad([y], [x], [ae.tensor(g)])
         (tgx,) = torch.autograd.grad([ty], [tx], [torch.from_numpy(g)])
         assert y.dtype == ae.float32 and gx.dtype == ae.float32
-        # float32 rounding of the float32 formulas (torch's gelu is off by up to 1e-6 for x < -2)
-        np.testing.assert_allclose(y.detach().numpy(), ref, rtol=3e-7, atol=1.5e-7)
+        np.testing.assert_allclose(y.detach().numpy(), ref, rtol=rtol, atol=atol)
         np.testing.assert_allclose(gx.numpy(), gref, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-6, atol=2e-6)
         np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-5, atol=2e-6)
+
+
+def test_gelu32_accuracy_on_a_dense_grid() -> None:
+    # NOTE [A float32 gelu for numpy]: its error bounds, where torch's float32 gelu is
+    # 5, 38 and 2200 ulp and 1.2e-6 absolute
+    x = np.concatenate([np.linspace(-12.0, 12.0, 2_000_001, dtype=np.float32), _grid()])
+    x64 = x.astype(np.float64)
+    ref = x64 * scipy.special.ndtr(x64)
+    got = gelu32(x)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    err = np.abs(got - ref)
+    ulp = err / np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    assert err.max() < 6.5e-7
+    assert ulp[x > -1].max() < 5 and ulp[x > -2].max() < 20 and ulp[x > -3].max() < 200
+    assert np.array_equal(got[x >= 5.5], x[x >= 5.5])  # Phi rounds to 1 there, as torch's
+    pdf = np.exp(-x64 * x64 / 2) / np.sqrt(2 * np.pi)
+    gref = scipy.special.ndtr(x64) + x64 * pdf
+    gg = gelu32_grad(x, np.ones_like(x))
+    assert np.abs(gg - gref).max() < 6.5e-7
+    # a gradient of another layout or a broadcast one: the same values
+    np.testing.assert_array_equal(gelu32_grad(x, np.float32(2.0)), gg * 2)
+
+
+def test_gelu32_special_values_and_layouts() -> None:
+    x = np.zeros(5000, np.float32)
+    x[:8] = [np.nan, -0.0, np.inf, -np.inf, 1e30, -1e30, -8.0, 0.5]
+    tx = torch.from_numpy(x.copy()).requires_grad_(True)
+    ty = torch.nn.functional.gelu(tx)
+    got, want = gelu32(x), ty.detach().numpy()
+    # nan, -0.0, (inf), nan, x, -0.0, -0.0; gelu(inf) is inf (aengine's small-array
+    # formula too) where torch's kernel gives nan
+    assert got[2] == np.inf and np.isnan(want[2])
+    keep = [0, 1, 3, 4, 5, 6]
+    np.testing.assert_array_equal(got[keep], want[keep])
+    assert np.signbit(got[[1, 5, 6]]).all()
+    g = np.random.default_rng(7).standard_normal(x.shape).astype(np.float32)
+    (tgx,) = torch.autograd.grad([ty], [tx], [torch.from_numpy(g)])
+    np.testing.assert_allclose(gelu32_grad(x, g)[:8], tgx.numpy()[:8], rtol=1e-6, atol=1e-7)
+    a = np.random.default_rng(8).standard_normal((100, 80)).astype(np.float32)
+    ga = np.random.default_rng(9).standard_normal((80, 100)).astype(np.float32).T
+    np.testing.assert_array_equal(gelu32(a.T), gelu32(a.T.copy()))  # not C-contiguous
+    np.testing.assert_array_equal(gelu32_grad(a, ga), gelu32_grad(a, ga.copy()))
 
 
 def test_large_tanh_gelu_matches_torch() -> None:
@@ -146,7 +204,17 @@ def test_large_cumsum_matches_torch() -> None:
 
 @pytest.mark.parametrize(
     ("shape", "dims"),
-    [((256, 1024), (1,)), ((64, 4, 256), (1, 2)), ((64, 1000), (1,)), ((1 << 17,), (0,))],
+    [
+        ((256, 1024), (1,)),
+        ((64, 4, 256), (1, 2)),
+        ((64, 1000), (1,)),
+        ((1 << 17,), (0,)),
+        # short rows: a product with ones, at any size
+        ((32, 16, 64), (2,)),
+        ((2048, 4, 4), (1, 2)),
+        ((3, 5), (1,)),
+        ((7,), (0,)),
+    ],
 )
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_sum_trailing(shape: tuple[int, ...], dims: tuple[int, ...], keepdims: bool) -> None:
@@ -167,6 +235,39 @@ def test_sum_trailing(shape: tuple[int, ...], dims: tuple[int, ...], keepdims: b
         np.testing.assert_array_equal(
             sum_trailing(b, d, keepdims), b.sum(axis=d, keepdims=keepdims)
         )
+
+
+@pytest.mark.parametrize(
+    ("shape", "dims"), [((32, 4, 16, 16), (3,)), ((512, 8, 8), (1, 2)), ((4, 16), (1,))]
+)
+def test_max_trailing_is_numpys_max(shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
+    a = np.random.default_rng(13).standard_normal(shape).astype(np.float32)
+    a.reshape(-1)[[0, 17, 40]] = [np.nan, np.inf, -np.inf]
+    want = a.max(axis=dims, keepdims=True)
+    for b in (a, a.astype(np.float64)):
+        got = max_trailing(b, dims)
+        assert got.shape == want.shape and got.dtype == b.dtype
+        np.testing.assert_array_equal(got, want.astype(b.dtype))
+    np.testing.assert_array_equal(
+        max_trailing(a[..., ::2], dims), a[..., ::2].max(dims, keepdims=True)
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "lead"), [((32, 16, 64), 2), ((512, 3), 1), ((4, 600), 1)])
+def test_sum_leading(shape: tuple[int, ...], lead: int, dtype: Any) -> None:
+    a = (np.random.default_rng(12).standard_normal(shape) + 0.5).astype(dtype)
+    dims = tuple(range(lead))
+    got, want = sum_leading(a, lead), a.sum(axis=dims)
+    assert got.shape == want.shape and got.dtype == dtype
+    exact = a.astype(np.longdouble).sum(axis=dims)
+    scale = np.abs(a).astype(np.longdouble).sum(axis=dims)
+    eps = np.finfo(dtype).eps
+    # as accurate as numpy's sum, give or take a few roundings
+    assert np.max(np.abs(got - exact) / scale) < 4 * np.max(np.abs(want - exact) / scale) + 8 * eps
+    # other layouts and dtypes: numpy's own sum, exactly
+    for b in (a[::2], a.astype(np.int64)):
+        np.testing.assert_array_equal(sum_leading(b, lead), b.sum(axis=dims))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -117,3 +117,28 @@ def test_large_normalize_match_torch(case: Any, dtype: str) -> None:
     for ga, gt in zip(grads, t_grads):
         scale = float(np.abs(gt.numpy()).max())
         np.testing.assert_allclose(ga.numpy(), gt.numpy(), rtol=rtol, atol=atol * scale)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_row_masked_by_infinite_scores(causal: bool) -> None:
+    # the causal path skips the masked-row check unless a score is -inf: here row 0's one
+    # kept score is -inf, a row masked entirely, zeros as torch's (the later rows: nan)
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 3, 4)).astype(np.float32) for _ in range(3))
+    k[0, 0] = np.inf
+    q[0, 0] = -1.0
+    keep = np.tril(np.ones((3, 3), dtype=bool))
+    mask = None if causal else keep
+    want = torch.nn.functional.scaled_dot_product_attention(
+        *(torch.from_numpy(a) for a in (q, k, v)),
+        attn_mask=None if mask is None else torch.from_numpy(mask),
+        is_causal=causal,
+    )
+    with np.errstate(invalid="ignore"):
+        got = ae.nn.functional.scaled_dot_product_attention(
+            *(ae.tensor(a) for a in (q, k, v)),
+            attn_mask=None if mask is None else ae.tensor(mask),
+            is_causal=causal,
+        )
+    assert np.array_equal(got.numpy()[0, 0], np.zeros(4, np.float32))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6, equal_nan=True)
