@@ -61,6 +61,7 @@ from ..core import (
 from ..core._modes import _grad_enabled
 from ..tensors import CPU, Device
 from . import _blas
+from ._calls import Call, CallBook, unlimited
 from ._checks import check_int, check_seconds, check_sim_latency
 from ._choice import Choices
 from ._loop import yield_slice
@@ -418,6 +419,9 @@ class Engine:
         self._inflight: dict[GraphTask, int] = {}
         self._waiters: dict[GraphTask, anyio.Event] = {}
         self._cpu_limiter: anyio.CapacityLimiter | None = None
+        self._runs_limiter: anyio.CapacityLimiter | None = None
+        #: the sync backwards adopted by engine.run calls (NOTE [A backward inside engine.run])
+        self._book = CallBook()
         self._tg: Any = None
         self._tokens: list[Any] = []
         self._ctx = contextvars.Context()
@@ -549,11 +553,11 @@ class Engine:
                 "`async with ae.Engine()` block"
             )
         self._calls += 1
-        call = functools.partial(fn, *args, **kwargs)
         if self._explore is not None:  # no thread in an explored run (NOTE [Choice points])
             await checkpoint()
-            return contextvars.copy_context().run(call)
-        result = await anyio.to_thread.run_sync(call, limiter=self._cpu())
+            return contextvars.copy_context().run(functools.partial(fn, *args, **kwargs))
+        # its sync backwards are the Engine's (NOTE [A backward inside engine.run])
+        result = await Call(self).run(fn, args, kwargs)
         # cancelled while fn ran: its result is dropped, the cancellation raised
         await checkpoint_if_cancelled()
         return result
@@ -568,11 +572,12 @@ class Engine:
         if share is not None:
             slices = share.slices - self._share_base[0]
             overran = share.overran - self._share_base[1]
+        book = self._book
         return EngineStats(
-            backwards_done=self._done_ok,
-            backwards_failed=self._failed,
-            backwards_cancelled=self._cancelled,
-            backwards_inflight=len(self._admitted),
+            backwards_done=self._done_ok + book.done,
+            backwards_failed=self._failed + book.failed,
+            backwards_cancelled=self._cancelled + book.cancelled,
+            backwards_inflight=len(self._admitted) + book.running,
             backwards_waiting=0 if self._admission is None else len(self._admission.waiters),
             queue_depth=depth,
             kernels_offloaded=self._kernels,
@@ -727,6 +732,13 @@ class Engine:
         lim = self._cpu_limiter
         if lim is None:
             lim = self._cpu_limiter = anyio.CapacityLimiter(self.offload_threads)
+        return lim
+
+    def _run_limiter(self) -> anyio.CapacityLimiter:
+        """The threads of engine.run calls: unbounded, each call holds a ``_cpu()`` token."""
+        lim = self._runs_limiter
+        if lim is None:
+            lim = self._runs_limiter = unlimited()
         return lim
 
     async def _probe_lag(self) -> None:
