@@ -45,14 +45,16 @@ from .threads import ENV_VARS
 __all__ = ["run_http_service", "main", "SYSTEMS", "FULL", "QUICK"]
 
 ROOT = Path(__file__).resolve().parent.parent
-AENGINE = "aengine (FastAPI example, await ae.grad)"
+AENGINE = "aengine (FastAPI example, whole request in engine.run)"
 HANDLER = "torch in the handler"
 THREADED = "torch in anyio.to_thread"
+FLOOR = "numpy by hand in anyio.to_thread (floor)"
 #: system name -> uvicorn factory
 SYSTEMS = {
     AENGINE: "bench._http_apps:aengine_example",
     HANDLER: "bench._http_apps:torch_handler",
     THREADED: "bench._http_apps:torch_threads",
+    FLOOR: "bench._http_apps:numpy_threads",
 }
 
 #: full size: 32 clients in 2 processes, 1,000 requests, at most 60 s per system and round
@@ -391,7 +393,7 @@ def _unavailable(names: list[str]) -> dict[str, str]:
             return dict.fromkeys(names, why)
     why = _have("torch")
     if why:
-        out.update({n: why for n in names if n != AENGINE})
+        out.update({n: why for n in names if n in (HANDLER, THREADED)})
     if AENGINE in names and not EXAMPLE.exists():
         out[AENGINE] = f"{EXAMPLE.relative_to(ROOT)} not found"
     return out
@@ -467,7 +469,7 @@ def run_http_service(
         ],
         "ratios": True,
         "reference": HANDLER,
-        "references": [HANDLER, THREADED],
+        "references": [HANDLER, THREADED, FLOOR],
         "subject": AENGINE,
         "rows": rows,
     }
@@ -491,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, help="trials per system, interleaved (default 3; --quick: 1)"
     )
     p.add_argument("--threads", type=int, help="BLAS/torch threads per server (default 1)")
-    p.add_argument("--only", help="comma-separated systems: aengine, handler, threads")
+    p.add_argument("--only", help="comma-separated systems: aengine, handler, threads, numpy")
     p.add_argument("--json", help="also write the workload record to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
@@ -501,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg[key] = getattr(args, key)
     systems = None
     if args.only:
-        short = {"aengine": AENGINE, "handler": HANDLER, "threads": THREADED}
+        short = {"aengine": AENGINE, "handler": HANDLER, "threads": THREADED, "numpy": FLOOR}
         systems = [short.get(s.strip(), s.strip()) for s in args.only.split(",") if s.strip()]
     _progress.enable(not args.quiet)
     rec = run_http_service(cfg, _progress.write, args.threads, systems)
