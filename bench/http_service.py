@@ -42,7 +42,7 @@ from .report import workload_table
 from .service import _have, _rows
 from .threads import ENV_VARS
 
-__all__ = ["run_http_service", "main", "SYSTEMS", "FULL", "QUICK"]
+__all__ = ["run_http_service", "main", "targets", "SYSTEMS", "FULL", "QUICK", "TARGETS"]
 
 ROOT = Path(__file__).resolve().parent.parent
 AENGINE = "aengine (FastAPI example, whole request in engine.run)"
@@ -475,6 +475,34 @@ def run_http_service(
     }
 
 
+#: the example's targets (32 clients, 2 cores, one BLAS thread): (what, metric, reference
+#: system or None for an absolute figure, limit, higher is better)
+TARGETS: list[tuple[str, str, str | None, float, bool]] = [
+    ("/health p99 under load (ms)", "health_p99", None, 10.0, False),
+    ("worst loop lag under load (ms)", "lag_worst", None, 20.0, False),
+    (f"throughput vs {THREADED}", "throughput", THREADED, 1.0, True),
+    (f"throughput vs {FLOOR}", "throughput", FLOOR, 0.9, True),
+]
+
+
+def targets(rec: dict[str, Any]) -> list[str]:
+    """The targets of the aengine row as markdown table lines (medians; ratios in one run)."""
+    rows = {r["system"]: r for r in rec["rows"] if r.get("metrics")}
+    out = ["| target | measured | limit | status |", "|---|---|---|---|"]
+    for what, key, ref, limit, higher in TARGETS:
+        mine = rows.get(AENGINE, {}).get("metrics", {}).get(key, {}).get("median")
+        other = None if ref is None else rows.get(ref, {}).get("metrics", {}).get(key, {})
+        if mine is None or (ref is not None and not (other or {}).get("median")):
+            out.append(f"| {what} | not measured | {limit:g} | - |")
+            continue
+        value = mine / other["median"] if other else mine * 1e3
+        met = value >= limit if higher else value <= limit
+        shown = f"{value:.2f}x" if other else f"{value:.1f}"
+        bound = f"at least {limit:g}x" if higher else f"at most {limit:g}"
+        out.append(f"| {what} | {shown} | {bound} | {'met' if met else 'missed'} |")
+    return out
+
+
 def _check_body() -> bytes:
     return payloads(CHECK_SEED, 1)[0]
 
@@ -510,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rec, indent=1, default=str))
     print(workload_table(rec))
+    print("\n".join(["", *targets(rec)]))
     bad = [r for r in rec["rows"] if not r["status"].startswith((OK, "unavailable"))]
     return 1 if bad else 0
 
