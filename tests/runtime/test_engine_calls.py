@@ -238,3 +238,34 @@ async def test_a_call_cancelled_while_its_backward_waits_for_admission_ends() ->
     assert waiter.cancelled_caught and ran == []
     assert stats.backwards_cancelled == 1 and stats.backwards_done == 2
     assert stats.backwards_inflight == 0 and stats.backwards_waiting == 0
+
+
+@pytest.mark.anyio
+async def test_a_training_step_runs_whole_in_engine_run_as_torchs() -> None:
+    torch = torch_or_skip()
+    x, ws = mlp(np.random.default_rng(2))
+    params = [ae.nn.Parameter(ae.tensor(w)) for w in ws]
+    optimizer = ae.optim.SGD(params, lr=0.1, momentum=0.9)
+
+    def train_step(x: np.ndarray) -> float:  # forward, backward, optimizer step: one thread
+        optimizer.zero_grad()
+        h = ae.tanh(ae.tensor(x) @ params[0])
+        loss = ((h @ params[1]) ** 2).mean()
+        ae.sync.backward(loss)
+        optimizer.step()
+        return float(loss.detach().numpy())
+
+    async with ae.Engine() as engine:
+        losses = [await engine.run(train_step, x) for _ in range(3)]
+        stats = engine.stats()
+    assert stats.backwards_done == 3 and stats.calls_run == 3
+    tp = [torch.nn.Parameter(torch.tensor(w)) for w in ws]
+    topt = torch.optim.SGD(tp, lr=0.1, momentum=0.9)
+    for want in losses:
+        topt.zero_grad()
+        loss = ((torch.tanh(torch.tensor(x) @ tp[0]) @ tp[1]) ** 2).mean()
+        loss.backward()
+        topt.step()
+        assert want == pytest.approx(float(loss.detach()), rel=1e-12)
+    for p, t in zip(params, tp, strict=True):
+        np.testing.assert_allclose(p.detach().numpy(), t.detach().numpy(), rtol=1e-12)
