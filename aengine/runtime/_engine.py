@@ -129,7 +129,7 @@ class Engine:
     * heavy kernels run in compute threads (one per core by default), so the
       backwards of concurrent requests use every core; ``await
       engine.run(fn, *args)`` runs a function there too (a request's
-      forward);
+      whole compute: its forward, ``ae.sync.grad``, an optimizer step);
     * each non-cpu device used (``sim:N``, ``cuda:N``) gets a ready queue
       shared by all backwards and ``workers_per_device`` worker tasks.
 
@@ -308,6 +308,11 @@ class Engine:
         caller's context (grad mode, ``ae.no_grad()``...), so the graph it
         records is the caller's to differentiate.  Cancelling the caller waits
         for ``fn`` to return (a thread cannot be stopped), then raises.
+
+        A backward ``fn`` runs with ``ae.sync.grad`` or ``ae.sync.backward``
+        is one of this Engine's: counted in ``stats()``, admitted under
+        ``max_inflight``, stopped at its next time slice when the caller is
+        cancelled (see NOTE [A backward inside engine.run] in _calls.py).
 
         Example::
 
