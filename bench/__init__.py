@@ -11,8 +11,9 @@ Layout:
 - ``systems``: one adapter per system for the graph workloads.
 - ``workloads``: chain, wide and mlp (graph definitions and the numpy floor).
 - ``service``: loop lag, concurrency, fixed cost and memory.
-- ``http_service``: a real HTTP service under load (``_http_apps``, ``_http_torch``: its
-  servers; ``_http_load``: the load generators and the /health prober).
+- ``http_service``: a real HTTP service under load (``_http_apps``, ``_http_torch``,
+  ``_http_numpy``: its servers; ``_http_load``: the load generators and the
+  /health prober).
 - ``_progress``: progress bars on stderr (tqdm; off without a terminal or with --quiet).
 - ``report``: the markdown tables and the targets.
 - ``profile``: ``python -m bench.profile`` profiles aengine's backward.

@@ -10,7 +10,9 @@ Each factory returns an ASGI app serving the same contract:
 
 ``aengine_example`` serves the FastAPI example (examples/fastapi_service.py)
 unchanged; ``torch_handler`` calls torch in the request handler (on the event
-loop); ``torch_threads`` calls it through ``anyio.to_thread.run_sync``.  Every
+loop); ``torch_threads`` calls it through ``anyio.to_thread.run_sync``;
+``numpy_threads`` is the floor: the whole request written by hand in numpy,
+run through ``anyio.to_thread.run_sync``.  Every
 app is wrapped in ``LagProbe``, which measures the event loop's lateness the
 same way in every server and answers ``GET /_bench/lag`` (NOTE [Loop lag of a
 server]).
@@ -36,6 +38,7 @@ __all__ = [
     "aengine_example",
     "torch_handler",
     "torch_threads",
+    "numpy_threads",
     "init_params",
     "torch_norm",
     "BATCH",
@@ -161,6 +164,14 @@ def torch_threads() -> App:
     from ._http_torch import torch_app
 
     return LagProbe(torch_app(threaded=True))
+
+
+def numpy_threads() -> App:
+    """The floor: the request's forward and backward by hand in numpy, in anyio's threads."""
+    # imported here: the module imports FastAPI, which the other factories import lazily too
+    from ._http_numpy import numpy_app
+
+    return LagProbe(numpy_app())
 
 
 def aengine_example() -> App:

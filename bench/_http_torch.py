@@ -8,38 +8,17 @@ anyio's worker threads (``anyio.to_thread.run_sync``).
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any
+from typing import Any
 
 import anyio.to_thread
 import numpy as np
 import torch
-from fastapi import FastAPI, HTTPException
-from pydantic import BaseModel, Field
+from fastapi import FastAPI
 
-from ._http_apps import SIZES, THREADS_ENV, init_params, torch_norm
+from ._http_apps import THREADS_ENV, init_params, torch_norm
+from ._http_numpy import Batch, as_batch
 
-__all__ = ["torch_app", "Batch", "as_batch"]
-
-
-#: a JSON number, as the example accepts it (no int coercion, no NaN or infinity)
-Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-MAX_ABS = 1e6
-
-
-class Batch(BaseModel):
-    """The body of POST /grad: ``x``, rows of 16 numbers (the example's model)."""
-
-    x: list[list[Number]]
-
-
-def as_batch(rows: list[list[float]]) -> np.ndarray:
-    """x as an N x 16 float32 array, or HTTP 422: the example's checks, in the same order."""
-    if not 1 <= len(rows) <= 4096 or any(len(r) != SIZES[0] for r in rows):
-        raise HTTPException(422, f"x must be a list of 1 to 4096 rows of {SIZES[0]} numbers")
-    x = np.array(rows, dtype=np.float64)
-    if np.abs(x).max() > MAX_ABS:
-        raise HTTPException(422, f"the numbers in x must be at most {MAX_ABS:g} in magnitude")
-    return x.astype(np.float32)
+__all__ = ["torch_app"]
 
 
 def torch_app(threaded: bool) -> FastAPI:

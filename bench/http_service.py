@@ -42,17 +42,19 @@ from .report import workload_table
 from .service import _have, _rows
 from .threads import ENV_VARS
 
-__all__ = ["run_http_service", "main", "SYSTEMS", "FULL", "QUICK"]
+__all__ = ["run_http_service", "main", "targets", "SYSTEMS", "FULL", "QUICK", "TARGETS"]
 
 ROOT = Path(__file__).resolve().parent.parent
-AENGINE = "aengine (FastAPI example, await ae.grad)"
+AENGINE = "aengine (FastAPI example, whole request in engine.run)"
 HANDLER = "torch in the handler"
 THREADED = "torch in anyio.to_thread"
+FLOOR = "numpy by hand in anyio.to_thread (floor)"
 #: system name -> uvicorn factory
 SYSTEMS = {
     AENGINE: "bench._http_apps:aengine_example",
     HANDLER: "bench._http_apps:torch_handler",
     THREADED: "bench._http_apps:torch_threads",
+    FLOOR: "bench._http_apps:numpy_threads",
 }
 
 #: full size: 32 clients in 2 processes, 1,000 requests, at most 60 s per system and round
@@ -391,7 +393,7 @@ def _unavailable(names: list[str]) -> dict[str, str]:
             return dict.fromkeys(names, why)
     why = _have("torch")
     if why:
-        out.update({n: why for n in names if n != AENGINE})
+        out.update({n: why for n in names if n in (HANDLER, THREADED)})
     if AENGINE in names and not EXAMPLE.exists():
         out[AENGINE] = f"{EXAMPLE.relative_to(ROOT)} not found"
     return out
@@ -467,10 +469,38 @@ def run_http_service(
         ],
         "ratios": True,
         "reference": HANDLER,
-        "references": [HANDLER, THREADED],
+        "references": [HANDLER, THREADED, FLOOR],
         "subject": AENGINE,
         "rows": rows,
     }
+
+
+#: the example's targets (32 clients, 2 cores, one BLAS thread): (what, metric, reference
+#: system or None for an absolute figure, limit, higher is better)
+TARGETS: list[tuple[str, str, str | None, float, bool]] = [
+    ("/health p99 under load (ms)", "health_p99", None, 10.0, False),
+    ("worst loop lag under load (ms)", "lag_worst", None, 20.0, False),
+    (f"throughput vs {THREADED}", "throughput", THREADED, 1.0, True),
+    (f"throughput vs {FLOOR}", "throughput", FLOOR, 0.9, True),
+]
+
+
+def targets(rec: dict[str, Any]) -> list[str]:
+    """The targets of the aengine row as markdown table lines (medians; ratios in one run)."""
+    rows = {r["system"]: r for r in rec["rows"] if r.get("metrics")}
+    out = ["| target | measured | limit | status |", "|---|---|---|---|"]
+    for what, key, ref, limit, higher in TARGETS:
+        mine = rows.get(AENGINE, {}).get("metrics", {}).get(key, {}).get("median")
+        other = None if ref is None else rows.get(ref, {}).get("metrics", {}).get(key, {})
+        if mine is None or (ref is not None and not (other or {}).get("median")):
+            out.append(f"| {what} | not measured | {limit:g} | - |")
+            continue
+        value = mine / other["median"] if other else mine * 1e3
+        met = value >= limit if higher else value <= limit
+        shown = f"{value:.2f}x" if other else f"{value:.1f}"
+        bound = f"at least {limit:g}x" if higher else f"at most {limit:g}"
+        out.append(f"| {what} | {shown} | {bound} | {'met' if met else 'missed'} |")
+    return out
 
 
 def _check_body() -> bytes:
@@ -491,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, help="trials per system, interleaved (default 3; --quick: 1)"
     )
     p.add_argument("--threads", type=int, help="BLAS/torch threads per server (default 1)")
-    p.add_argument("--only", help="comma-separated systems: aengine, handler, threads")
+    p.add_argument("--only", help="comma-separated systems: aengine, handler, threads, numpy")
     p.add_argument("--json", help="also write the workload record to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
@@ -501,13 +531,14 @@ def main(argv: list[str] | None = None) -> int:
             cfg[key] = getattr(args, key)
     systems = None
     if args.only:
-        short = {"aengine": AENGINE, "handler": HANDLER, "threads": THREADED}
+        short = {"aengine": AENGINE, "handler": HANDLER, "threads": THREADED, "numpy": FLOOR}
         systems = [short.get(s.strip(), s.strip()) for s in args.only.split(",") if s.strip()]
     _progress.enable(not args.quiet)
     rec = run_http_service(cfg, _progress.write, args.threads, systems)
     if args.json:
         Path(args.json).write_text(json.dumps(rec, indent=1, default=str))
     print(workload_table(rec))
+    print("\n".join(["", *targets(rec)]))
     bad = [r for r in rec["rows"] if not r["status"].startswith((OK, "unavailable"))]
     return 1 if bad else 0
 

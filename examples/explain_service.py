@@ -33,7 +33,10 @@ unless the request names one), pixel by pixel, for the image as sent:
 The whole request's compute runs in one of the Engine's compute threads,
 never on the event loop: ``await engine.run(explain, ...)`` runs a function
 that does the forward AND the backward, the backward with ``ae.sync.grad``
-(which needs no event loop: in that thread none runs).  For integrated
+(which needs no event loop: in that thread none runs).  The Engine counts
+that backward as its own (/stats), and stops it at its next time slice if
+the request is cancelled (a client that goes away: CancelOnDisconnect).
+For integrated
 gradients the ``steps`` interpolated images are one batch, behind the image
 itself and the baseline: one forward gives the prediction, logit(0) and
 every interpolated logit; one backward of the sum of the interpolated
@@ -58,6 +61,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 import aengine as ae
+from aengine.asgi import CancelOnDisconnect
 
 SIDE = 8  # the images are SIDE x SIDE
 MAX_PIXEL = 16.0  # scikit-learn's digits: 0 (white) to 16 (black)
@@ -234,6 +238,7 @@ def create_app(
 
     app = FastAPI(title="aengine explanations", lifespan=lifespan)
     app.add_exception_handler(RequestValidationError, invalid_body)
+    app.add_middleware(CancelOnDisconnect)  # a client that goes away cancels its backward
 
     @app.post("/explain")
     async def explain_route(body: ExplainRequest, request: Request) -> dict[str, Any]:

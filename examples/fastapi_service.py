@@ -14,11 +14,12 @@ of 16 numbers, 1 <= N <= MAX_ROWS, each of magnitude at most 1e6), takes
 loss = mean of the squared outputs, and answers the global L2 norm of the
 gradients of the loss with respect to the 6 parameters.
 
-* One ae.Engine for the whole app, opened in the lifespan: every request's
-  backward runs under it, and /stats reports it.
-* The forward runs off the event loop (``await engine.run(forward, x)``),
-  the backward is awaited (``await ae.grad(...)``): /health answers while
-  gradients are computed.
+* One ae.Engine for the whole app, opened in the lifespan: its compute
+  threads run every request's work, and /stats reports it.
+* The whole request runs off the event loop, in one of those threads:
+  ``await engine.run(gradient_norm, x)`` runs the forward, the backward
+  (``ae.sync.grad``, which the Engine counts, admits and cancels as its
+  own) and the norm; /health answers while gradients are computed.
 * A client that goes away cancels its request's backward (CancelOnDisconnect).
 * A request that takes more than GRAD_TIMEOUT seconds (an environment
   variable, default 30; or set app.state.grad_timeout) answers 504; its
@@ -78,9 +79,19 @@ def global_norm(grads: tuple[ae.Tensor, ...]) -> float:
     return math.sqrt(sum(float(np.vdot(g.numpy(), g.numpy())) for g in grads))
 
 
+def gradient_norm(x: np.ndarray) -> float:
+    """A request's whole compute, run in one of the Engine's compute threads.
+
+    The forward, the backward (``ae.sync.grad``: no event loop runs in that
+    thread; the Engine counts it, admits it and stops it if the request is
+    cancelled) and the norm.
+    """
+    return global_norm(ae.sync.grad(forward(x), PARAMS))
+
+
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI):
-    async with ae.Engine() as engine:  # one Engine serves every request's backward
+    async with ae.Engine() as engine:  # one Engine runs every request's compute
         app.state.engine = engine
         yield
 
@@ -126,9 +137,8 @@ async def grad(x: Annotated[list[list[Number]], Body(embed=True)], request: Requ
     state.requests["inflight"] += 1
     try:
         with anyio.fail_after(timeout):
-            loss = await engine.run(forward, batch)  # in a compute thread
-            grads = await ae.grad(loss, PARAMS)  # the loop serves others meanwhile
-            norm = global_norm(grads)  # tens of microseconds: less than a thread hop
+            # the whole request in a compute thread: the loop serves others meanwhile
+            norm = await engine.run(gradient_norm, batch)
     except TimeoutError:
         state.requests["timed_out"] += 1
         message = f"the gradient took more than {timeout:g} s (GRAD_TIMEOUT); try again later"

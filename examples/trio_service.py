@@ -14,7 +14,9 @@ hidden layers, the output layer linear), its 6 parameters made at import
 from a fixed seed; POST /grad answers the global L2 norm of the gradients
 of loss = mean of the squared outputs with respect to them, for x of N
 rows of 16 numbers (1 <= N <= MAX_ROWS, each of magnitude at most 1e6).
-A client that goes away cancels its backward; a request that takes more
+The whole request runs in one of the Engine's compute threads (``await
+engine.run(gradient_norm, x)``: forward, ``ae.sync.grad``, norm).  A client
+that goes away cancels its backward; a request that takes more
 than GRAD_TIMEOUT seconds (an environment variable, default 30; or set
 app.state.grad_timeout) answers 504.
 """
@@ -74,6 +76,16 @@ def global_norm(grads: tuple[ae.Tensor, ...]) -> float:
     return math.sqrt(sum(float(np.vdot(g.numpy(), g.numpy())) for g in grads))
 
 
+def gradient_norm(x: np.ndarray) -> float:
+    """A request's whole compute, run in one of the Engine's compute threads.
+
+    The forward, the backward (``ae.sync.grad``: no event loop runs in that
+    thread; the Engine counts it, admits it and stops it if the request is
+    cancelled) and the norm.
+    """
+    return global_norm(ae.sync.grad(forward(x), PARAMS))
+
+
 class BadInput(ValueError):
     """What is wrong with a request's body (answered with HTTP 422)."""
 
@@ -95,7 +107,7 @@ def as_batch(body: object) -> np.ndarray:
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette):
-    async with ae.Engine() as engine:  # one Engine serves every request's backward
+    async with ae.Engine() as engine:  # one Engine runs every request's compute
         app.state.engine = engine
         yield
 
@@ -112,9 +124,8 @@ async def grad(request: Request) -> JSONResponse:
     state.requests["inflight"] += 1
     try:
         with anyio.fail_after(timeout):
-            loss = await engine.run(forward, x)  # in a compute thread
-            grads = await ae.grad(loss, PARAMS)  # the loop serves others meanwhile
-            norm = global_norm(grads)  # tens of microseconds: less than a thread hop
+            # the whole request in a compute thread: the loop serves others meanwhile
+            norm = await engine.run(gradient_norm, x)
     except TimeoutError:
         state.requests["timed_out"] += 1
         message = f"the gradient took more than {timeout:g} s (GRAD_TIMEOUT); try again later"

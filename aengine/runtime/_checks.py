@@ -4,11 +4,109 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from ..tensors import Device
+from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS
+from ._settings import DEFAULT_TIME_SLICE
 
-__all__ = ["check_int", "check_seconds", "check_sim_latency"]
+__all__ = [
+    "EngineSettings",
+    "check_engine_settings",
+    "check_int",
+    "check_seconds",
+    "check_sim_latency",
+]
+
+
+class EngineSettings(NamedTuple):
+    """ae.Engine's settings, checked, with their defaults filled in."""
+
+    time_slice: float
+    max_inflight: int | None
+    offload: bool
+    offload_threshold: int
+    offload_threads: int | None
+    offload_backward: bool
+    blas_threads: int | None
+    reentrant_depth_limit: int
+    reentrant_overflow: str
+    workers_per_device: int
+    sim_latency: float | dict[str, float]
+    on_node: Callable[..., Any] | None
+
+
+def check_engine_settings(
+    time_slice: float | None,
+    max_inflight: int | None,
+    offload: bool,
+    offload_threshold: int | None,
+    offload_threads: int | None,
+    offload_backward: bool,
+    blas_threads: int | None,
+    reentrant_depth_limit: int,
+    reentrant_overflow: str,
+    workers_per_device: int,
+    sim_latency: float | dict[str, float],
+    on_node: Callable[..., Any] | None,
+) -> EngineSettings:
+    """Every setting of ae.Engine checked, naming it: a wrong one fails now, not in a backward.
+
+    None for ``time_slice`` and ``offload_threshold``: their defaults.
+    """
+    seconds = check_seconds("time_slice", DEFAULT_TIME_SLICE if time_slice is None else time_slice)
+    if not seconds > 0:
+        raise ValueError(f"time_slice must be a positive number of seconds, got {seconds}")
+    if max_inflight is not None:
+        max_inflight = check_int("max_inflight", max_inflight, 1)
+    _check_bool("offload", offload)
+    threshold = DEFAULT_OFFLOAD_MIN_ELEMENTS if offload_threshold is None else offload_threshold
+    threshold = check_int("offload_threshold", threshold, 0)
+    if offload_threads is not None:
+        offload_threads = check_int("offload_threads", offload_threads, 1)
+    _check_bool("offload_backward", offload_backward)
+    if blas_threads is not None:
+        blas_threads = check_int("blas_threads", blas_threads, 1)
+    depth = check_int("reentrant_depth_limit", reentrant_depth_limit, 1)
+    overflow = _check_overflow(reentrant_overflow)
+    workers = check_int("workers_per_device", workers_per_device, 1)
+    latency = check_sim_latency(sim_latency)
+    if on_node is not None and not callable(on_node):
+        raise TypeError(
+            "on_node must be a callable (node, where) or None, got "
+            f"{type(on_node).__name__} {on_node!r}"
+        )
+    return EngineSettings(
+        seconds,
+        max_inflight,
+        offload,
+        threshold,
+        offload_threads,
+        offload_backward,
+        blas_threads,
+        depth,
+        overflow,
+        workers,
+        latency,
+        on_node,
+    )
+
+
+def _check_overflow(value: Any) -> str:
+    """``reentrant_overflow``: 'thread' or 'task'."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"reentrant_overflow must be 'thread' or 'task', got {type(value).__name__} {value!r}"
+        )
+    if value not in ("thread", "task"):
+        raise ValueError(f"reentrant_overflow must be 'thread' or 'task', got {value!r}")
+    return value
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
 
 
 def check_int(name: str, value: Any, least: int) -> int:

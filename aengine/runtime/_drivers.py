@@ -21,6 +21,7 @@ from ..core import ERR_BACKWARD_TWICE, YIELD, AutogradError, GraphTask, await_us
 from ..core import wrap_node_error as _wrap
 from ..core._modes import _grad_enabled
 from ..core._node_hooks import AWAIT
+from ._calls import Call, adopting
 from ._engine import (
     LAZY,
     NEED_ENGINE,
@@ -120,6 +121,14 @@ ENDED = object()
 
 def run_sync(gt: GraphTask) -> None:
     """Execute ``gt`` to completion on the calling thread (the async loop without awaits)."""
+    call = adopting(gt)  # started by engine.run: NOTE [A backward inside engine.run]
+    if call is None:
+        _run_sync(gt, None)
+    else:
+        call.backward(gt, _run_sync)
+
+
+def _run_sync(gt: GraphTask, call: Call | None) -> None:
     # async user code runs in a loop of its own where none runs in this thread
     gt.attach(None, detach=detach_if_no_loop)
     token = _grad_enabled.set(gt.create_graph)
@@ -128,10 +137,12 @@ def run_sync(gt: GraphTask) -> None:
         while step is not DONE:
             try:
                 if step is RUN:
-                    step = gt.run()
+                    step = gt.run() if call is None else gt.run(call.slice_end())
                 elif step is None:
                     step = DONE
                 elif step is YIELD:
+                    if call is not None:
+                        call.boundary(gt)  # cancelled here if its caller was
                     step = RUN
                 else:  # a node's awaitable, which must not suspend here
                     drive_sync(step)

@@ -41,44 +41,33 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import os
-import weakref
 from collections.abc import Awaitable, Callable
-from time import perf_counter
 from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
-from anyio.lowlevel import RunVar, checkpoint, checkpoint_if_cancelled
+from anyio.lowlevel import checkpoint_if_cancelled
 
-from ..core import (
-    ERR_BACKWARD_TWICE,
-    YIELD,
-    AutogradError,
-    GraphTask,
-    Node,
-)
-from ..core._modes import _grad_enabled
+from ..core import YIELD, AutogradError, GraphTask, Node
 from ..tensors import CPU, Device
 from . import _blas
-from ._checks import check_int, check_seconds, check_sim_latency
+from ._calls import Call, CallBook, unlimited
+from ._checks import check_engine_settings
 from ._choice import Choices
-from ._loop import yield_slice
-from ._offload import DEFAULT_OFFLOAD_MIN_ELEMENTS, NEVER, run_kernel
-from ._queues import DeviceQueue, SeededQueue
-from ._seeded import SeededSlots
-from ._settings import (
-    DEFAULT_REENTRANT_DEPTH_LIMIT,
-    DEFAULT_TIME_SLICE,
-    _block,
-    loop_engine,
-    set_loop_engine,
-)
-from ._share import FifoSlots, LoopShare, loop_share
+from ._lazy import LAZY, NEED_ENGINE, _Lazy, default_threads, node_device
+from ._lifetime import _engine_var as _engine_var  # _reentrant.py reads it here
+from ._lifetime import close_engine, open_engine
+from ._offload import NEVER, run_kernel
+from ._queues import DeviceQueue
+from ._released import ERR_CANCELLED_GRAPH, cancelled_graph_error, mark_released
+from ._settings import DEFAULT_REENTRANT_DEPTH_LIMIT, loop_engine
+from ._share import FifoSlots, LoopShare
 from ._stats import EngineStats
 from ._threaded import IN_THREAD, TO_THREAD, movable, run_slice, starts_heavy
+from ._workers import open_queue, worker_name
 
 __all__ = [
+    "ERR_CANCELLED_GRAPH",
     "Engine",
     "EngineStats",
     "LAZY",
@@ -90,32 +79,6 @@ __all__ = [
     "cancelled_graph_error",
     "worker_name",
 ]
-
-#: returned by ``Scheduler.dispatch`` when an async backward without an
-#: Engine meets its first non-cpu node: the driver opens a short-lived Engine
-NEED_ENGINE = object()
-
-#: the Engine whose queues serve backwards of this task (innermost block);
-#: its settings are read through ``_settings._block``, which a nested
-#: backward moved to a thread of its own keeps while it drops this one (the
-#: queues belong to the caller's loop, the settings do not)
-_engine_var: contextvars.ContextVar[Engine | None] = contextvars.ContextVar(
-    "aengine_engine", default=None
-)
-_worker_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "aengine_worker", default=None
-)
-
-ERR_CANCELLED_GRAPH = (
-    "Trying to backward through a graph whose saved tensors were freed by a previous "
-    "backward through it that was cancelled or failed part way (retain_graph=False frees "
-    "the saved values of every node that already ran). Build the graph again (run the "
-    "forward again), or pass retain_graph=True to a backward that may be cancelled or "
-    "fail so that the graph can be used again."
-)
-
-#: nodes whose saved tensors were freed by a backward that did not complete
-_released_by_failure: weakref.WeakSet[Node] = weakref.WeakSet()
 
 
 def current_engine() -> Engine | None:
@@ -140,112 +103,6 @@ def current_engine() -> Engine | None:
     return loop_engine()  # type: ignore[no-any-return]
 
 
-def worker_name() -> str:
-    """The name of the device worker running here (``'sim:0#0'``), else ``'owner'``."""
-    return _worker_var.get() or "owner"
-
-
-def node_device(node: Node) -> Device:
-    """The device whose queue runs ``node`` (see NOTE [Device queues])."""
-    dev = node.dev
-    return CPU if dev is None else dev
-
-
-# -- marking graphs freed by a failed backward -------------------------------------------------
-
-
-def mark_released(gt: GraphTask) -> None:
-    """Remember the nodes a failed/cancelled non-retaining backward freed."""
-    roots = gt.roots
-    if not roots:
-        return
-    stack: list[Node] = []
-    for t in roots:
-        fn = getattr(t, "grad_fn", None)
-        if fn is not None:
-            stack.append(fn)
-    seen: set[Node] = set(stack)
-    while stack:
-        node = stack.pop()
-        if getattr(node, "saved", ()) is None:
-            _released_by_failure.add(node)
-        for nxt in node:
-            if nxt is not None and nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-
-
-def cancelled_graph_error(gt: GraphTask, exc: BaseException) -> BaseException | None:
-    """The clear error for a backward through a graph freed by a failed backward."""
-    node = gt.error_node
-    if (
-        node is not None
-        and isinstance(exc, AutogradError)
-        and str(exc) == ERR_BACKWARD_TWICE
-        and node in _released_by_failure
-    ):
-        return AutogradError(ERR_CANCELLED_GRAPH)
-    return None
-
-
-# -- where a node runs ------------------------------------------------------------------------
-
-
-def _loop_limiter() -> anyio.CapacityLimiter:
-    """The kernel-thread limiter of the running event loop (backwards without an Engine)."""
-    try:
-        return _LIMITER_VAR.get()
-    except LookupError:
-        lim = anyio.CapacityLimiter(_default_threads())
-        _LIMITER_VAR.set(lim)
-        return lim
-
-
-_LIMITER_VAR: RunVar[anyio.CapacityLimiter] = RunVar("aengine_cpu_limiter")
-
-
-class _Lazy:
-    """Scheduler of an async backward without an Engine (cpu only until proven otherwise).
-
-    The first non-cpu node makes ``dispatch`` return NEED_ENGINE: the driver
-    then opens a short-lived Engine and continues inside it, so a cpu-only
-    graph never pays for task groups.  Heavy kernels run in threads of the
-    loop's own limiter.
-    """
-
-    __slots__ = ()
-    home = CPU
-    offload_min = DEFAULT_OFFLOAD_MIN_ELEMENTS
-
-    def node_hook(self) -> None:
-        return None
-
-    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
-        gt.keep(node, buffer)
-
-    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
-        if node_device(node) is CPU:
-            return False
-        gt.keep(node, buffer)
-        return NEED_ENGINE
-
-    def busy(self, gt: GraphTask) -> bool:
-        return False
-
-    def release(self, gt: GraphTask) -> None:
-        pass
-
-    async def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
-        return await run_kernel(node, inputs, gt.create_graph, _loop_limiter())
-
-
-LAZY = _Lazy()
-
-
-def _default_threads() -> int:
-    return max(2, os.cpu_count() or 2)
-
-
 def scheduler_for(gt: GraphTask) -> Engine | _Lazy:
     """The scheduler an async backward uses: the current Engine, else the lazy one."""
     eng = current_engine()
@@ -253,10 +110,6 @@ def scheduler_for(gt: GraphTask) -> Engine | _Lazy:
 
 
 T = TypeVar("T")
-
-
-#: seconds between two loop-lag probes of an Engine
-LAG_PROBE_PERIOD = 0.01
 
 
 class Engine:
@@ -276,7 +129,7 @@ class Engine:
     * heavy kernels run in compute threads (one per core by default), so the
       backwards of concurrent requests use every core; ``await
       engine.run(fn, *args)`` runs a function there too (a request's
-      forward);
+      whole compute: its forward, ``ae.sync.grad``, an optimizer step);
     * each non-cpu device used (``sim:N``, ``cuda:N``) gets a ready queue
       shared by all backwards and ``workers_per_device`` worker tasks.
 
@@ -359,75 +212,57 @@ class Engine:
         on_node: Callable[[Node, str], Any] | None = None,
         _ephemeral: bool = False,
     ) -> None:
-        # every setting is checked here, naming it: a wrong one fails now, not in a backward
-        if time_slice is None:
-            time_slice = DEFAULT_TIME_SLICE
-        time_slice = check_seconds("time_slice", time_slice)
-        if not time_slice > 0:
-            raise ValueError(f"time_slice must be a positive number of seconds, got {time_slice}")
-        if max_inflight is not None:
-            max_inflight = check_int("max_inflight", max_inflight, 1)
-        if not isinstance(offload, bool):
-            raise TypeError(f"offload must be a bool, got {type(offload).__name__} {offload!r}")
-        if offload_threshold is None:
-            offload_threshold = DEFAULT_OFFLOAD_MIN_ELEMENTS
-        offload_threshold = check_int("offload_threshold", offload_threshold, 0)
-        if offload_threads is not None:
-            offload_threads = check_int("offload_threads", offload_threads, 1)
-        if not isinstance(offload_backward, bool):
-            raise TypeError(
-                "offload_backward must be a bool, got "
-                f"{type(offload_backward).__name__} {offload_backward!r}"
-            )
-        if blas_threads is not None:
-            blas_threads = check_int("blas_threads", blas_threads, 1)
-        reentrant_depth_limit = check_int("reentrant_depth_limit", reentrant_depth_limit, 1)
-        if not isinstance(reentrant_overflow, str):
-            raise TypeError(
-                "reentrant_overflow must be 'thread' or 'task', got "
-                f"{type(reentrant_overflow).__name__} {reentrant_overflow!r}"
-            )
-        if reentrant_overflow not in ("thread", "task"):
-            raise ValueError(
-                f"reentrant_overflow must be 'thread' or 'task', got {reentrant_overflow!r}"
-            )
-        self.reentrant_overflow = reentrant_overflow
-        workers_per_device = check_int("workers_per_device", workers_per_device, 1)
-        sim_latency = check_sim_latency(sim_latency)
-        if on_node is not None and not callable(on_node):
-            raise TypeError(
-                "on_node must be a callable (node, where) or None, got "
-                f"{type(on_node).__name__} {on_node!r}"
-            )
-        self.time_slice = time_slice
-        self.max_inflight = max_inflight
-        self.offload = offload
-        self.offload_threshold = offload_threshold
+        s = check_engine_settings(  # each named: a wrong one fails now, not in a backward
+            time_slice,
+            max_inflight,
+            offload,
+            offload_threshold,
+            offload_threads,
+            offload_backward,
+            blas_threads,
+            reentrant_depth_limit,
+            reentrant_overflow,
+            workers_per_device,
+            sim_latency,
+            on_node,
+        )
+        self.reentrant_overflow = s.reentrant_overflow
+        self.time_slice = s.time_slice
+        self.max_inflight = s.max_inflight
+        self.offload = s.offload
+        self.offload_threshold = s.offload_threshold
         #: the Scheduler protocol's facts (NOTE [The scheduler protocol])
         self.home = CPU
-        self.offload_min = self.offload_threshold if self.offload else NEVER
-        self.offload_threads = offload_threads or _default_threads()
-        self.offload_backward = offload_backward and offload
-        self.blas_threads = blas_threads
-        self.reentrant_depth_limit = int(reentrant_depth_limit)
-        self.workers_per_device = int(workers_per_device)
-        self.sim_latency = sim_latency
-        self.on_node = on_node
+        self.offload_min = s.offload_threshold if s.offload else NEVER
+        self.offload_threads = s.offload_threads or default_threads()
+        self.offload_backward = s.offload_backward and s.offload
+        self.blas_threads = s.blas_threads
+        self.reentrant_depth_limit = s.reentrant_depth_limit
+        self.workers_per_device = s.workers_per_device
+        self.sim_latency = s.sim_latency
+        self.on_node = s.on_node
         self._ephemeral = _ephemeral
+        self._admission = FifoSlots(s.max_inflight) if s.max_inflight is not None else None
+        self._init_state()
+
+    def _init_state(self) -> None:
+        """The state of a new Engine: closed, nothing queued, nothing counted."""
         self._queues: dict[Device, DeviceQueue] = {}
         self._inflight: dict[GraphTask, int] = {}
         self._waiters: dict[GraphTask, anyio.Event] = {}
         self._cpu_limiter: anyio.CapacityLimiter | None = None
+        self._runs_limiter: anyio.CapacityLimiter | None = None
+        #: the sync backwards adopted by engine.run calls (NOTE [A backward inside engine.run])
+        self._book = CallBook()
         self._tg: Any = None
         self._tokens: list[Any] = []
         self._ctx = contextvars.Context()
         self._closed = True
         self._entered = False
         self._capped = False
-        # NOTE [Admission]: the top-level backwards admitted and running, and
-        # the places (None: no limit)
+        # NOTE [Admission]: the top-level backwards admitted and running (the
+        # places: ``_admission``, None for no limit)
         self._admitted: set[GraphTask] = set()
-        self._admission = FifoSlots(max_inflight) if max_inflight is not None else None
         # stats: outcomes, kernels, the share's counts when we opened
         self._done_ok = self._failed = self._cancelled = 0
         self._kernels = self._calls = self._moved = 0
@@ -448,32 +283,9 @@ class Engine:
         """The devices whose queues this Engine has started."""
         return list(self._queues)
 
-    # -- lifetime -----------------------------------------------------------------------------
+    # -- lifetime (_lifetime.py) --------------------------------------------------------------
     async def __aenter__(self) -> Engine:
-        if self._entered:
-            raise RuntimeError("an Engine can be entered only once; create a new ae.Engine()")
-        self._entered = True
-        choices = self._explore = loop_share().choices  # NOTE [Choice points]
-        if choices is not None and self.max_inflight is not None:
-            self._admission = SeededSlots(self.max_inflight, choices)
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        self._closed = False
-        self._tokens = [(_engine_var, _engine_var.set(self)), (_block, _block.set(self))]
-        # workers start from the Engine's context, not from the context of
-        # whichever backward first used a device (its graph task, modes...)
-        self._ctx = contextvars.copy_context()
-        share = self._share = loop_share()
-        self._share_base = (share.slices, share.overran)
-        if not self._ephemeral:
-            if loop_engine() is None:
-                set_loop_engine(self)
-            if self.blas_threads is not None:
-                _blas.cap(self.blas_threads)
-                self._capped = True
-            if choices is None:  # a periodic timer would only slow virtual time down
-                tg.start_soon(self._probe_lag, name="aengine-loop-lag-probe")
+        await open_engine(self)
         return self
 
     async def __aexit__(
@@ -482,37 +294,7 @@ class Engine:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        self._closed = True
-        for var, token in reversed(self._tokens):
-            var.reset(token)
-        self._tokens = []
-        if not self._ephemeral and loop_engine() is self:
-            set_loop_engine(None)
-        if self._capped:
-            self._capped = False
-            _blas.uncap()
-        # Backwards still waiting on our workers cannot finish: fail them.
-        for gt in list(self._inflight):
-            gt.fail(
-                None,
-                AutogradError(
-                    "the ae.Engine serving this backward was closed while it ran; keep the "
-                    "`async with ae.Engine()` block open until every backward started in it "
-                    "has finished"
-                ),
-            )
-            self._wake(gt)
-        tg = self._tg
-        self._tg = None
-        tg.cancel_scope.cancel()
-        try:
-            # the workers are cancelled; wait for them (a kernel running in a
-            # thread finishes first).  The body's exception is not passed in,
-            # so it propagates as is, never wrapped in an exception group.
-            await tg.__aexit__(None, None, None)
-        except BaseException:
-            if exc is None:
-                raise
+        await close_engine(self, exc)
         return False
 
     # -- the public calls -----------------------------------------------------------------------
@@ -526,6 +308,11 @@ class Engine:
         caller's context (grad mode, ``ae.no_grad()``...), so the graph it
         records is the caller's to differentiate.  Cancelling the caller waits
         for ``fn`` to return (a thread cannot be stopped), then raises.
+
+        A backward ``fn`` runs with ``ae.sync.grad`` or ``ae.sync.backward``
+        is one of this Engine's: counted in ``stats()``, admitted under
+        ``max_inflight``, stopped at its next time slice when the caller is
+        cancelled (see NOTE [A backward inside engine.run] in _calls.py).
 
         Example::
 
@@ -549,10 +336,10 @@ class Engine:
                 "`async with ae.Engine()` block"
             )
         self._calls += 1
-        call = functools.partial(fn, *args, **kwargs)
         if self._explore is not None:  # NOTE [Threads under the explorer] (ae.testing)
-            return await self._explore.in_thread(call)
-        result = await anyio.to_thread.run_sync(call, limiter=self._cpu())
+            return await self._explore.in_thread(functools.partial(fn, *args, **kwargs))
+        # its sync backwards are the Engine's (NOTE [A backward inside engine.run])
+        result = await Call(self).run(fn, args, kwargs)
         # cancelled while fn ran: its result is dropped, the cancellation raised
         await checkpoint_if_cancelled()
         return result
@@ -567,11 +354,12 @@ class Engine:
         if share is not None:
             slices = share.slices - self._share_base[0]
             overran = share.overran - self._share_base[1]
+        book = self._book
         return EngineStats(
-            backwards_done=self._done_ok,
-            backwards_failed=self._failed,
-            backwards_cancelled=self._cancelled,
-            backwards_inflight=len(self._admitted),
+            backwards_done=self._done_ok + book.done,
+            backwards_failed=self._failed + book.failed,
+            backwards_cancelled=self._cancelled + book.cancelled,
+            backwards_inflight=len(self._admitted) + book.running,
             backwards_waiting=0 if self._admission is None else len(self._admission.waiters),
             queue_depth=depth,
             kernels_offloaded=self._kernels,
@@ -728,15 +516,12 @@ class Engine:
             lim = self._cpu_limiter = anyio.CapacityLimiter(self.offload_threads)
         return lim
 
-    async def _probe_lag(self) -> None:
-        """Record how late a periodic timer fires: the loop's worst lag."""
-        period = LAG_PROBE_PERIOD
-        while True:
-            start = perf_counter()
-            await anyio.sleep(period)
-            lag = perf_counter() - start - period
-            if lag > self._worst_lag:
-                self._worst_lag = lag
+    def _run_limiter(self) -> anyio.CapacityLimiter:
+        """The threads of engine.run calls: unbounded, each call holds a ``_cpu()`` token."""
+        lim = self._runs_limiter
+        if lim is None:
+            lim = self._runs_limiter = unlimited()
+        return lim
 
     def _put(self, gt: GraphTask, node: Node, buffer: list[Any], dev: Device) -> None:
         if self._closed:
@@ -763,140 +548,5 @@ class Engine:
     def _queue(self, dev: Device) -> DeviceQueue:
         q = self._queues.get(dev)
         if q is None:
-            lat = self.sim_latency
-            latency = 0.0
-            if dev.type == "sim":
-                latency = lat.get(str(dev), 0.0) if isinstance(lat, dict) else float(lat)
-            if self._explore is None:
-                q = DeviceQueue(dev, self.workers_per_device, self.offload_threads, latency)
-            else:
-                q = SeededQueue(
-                    dev, self.workers_per_device, self.offload_threads, latency, self._explore
-                )
-            self._queues[dev] = q
-            for _ in range(self.workers_per_device):
-                self._spawn(q)
+            q = self._queues[dev] = open_queue(self, dev)
         return q
-
-    def _spawn(self, q: DeviceQueue) -> None:
-        q.workers += 1
-        name = f"{q.dev}#{next(q.names)}"
-        self._ctx.run(self._tg.start_soon, self._worker, q, name, name=f"aengine-worker-{name}")
-
-    async def _worker(self, q: DeviceQueue, name: str) -> None:
-        _worker_var.set(name)
-        share = loop_share()
-        time_slice = self.time_slice
-        explore = self._explore
-        if explore is not None:
-            time_slice = 0.0  # a slice of one node; whether to yield is a choice
-        held = False  # the loop's share: taken per slice, never held across an await
-        start = 0.0
-        try:
-            while True:
-                if not q.rr:
-                    if held:  # the queue emptied while it yielded: never wait holding it
-                        held = False
-                        share.give()
-                    if q.workers - q.blocked > q.target:
-                        return  # a replacement whose worker came back
-                    ev = q.event
-                    if ev is None:
-                        ev = q.event = anyio.Event()
-                    await ev.wait()
-                    continue
-                while q.rr:
-                    gt, node, buffer = q.take()
-                    if gt.error is not None or gt.done:
-                        self._done(gt)
-                        continue
-                    if q.latency:
-                        if held:
-                            held = False
-                            share.count(start, time_slice)
-                            share.give()
-                        await anyio.sleep(q.pause())
-                        if gt.error is not None or gt.done:
-                            self._done(gt)
-                            continue
-                    if not held:
-                        if not share.try_take():
-                            await share.take()
-                        held = True
-                        start = perf_counter()
-                    share.running = True
-                    try:
-                        step = self._start(q, gt, node, buffer)
-                    finally:
-                        share.running = False
-                    if step is not None:
-                        held = False
-                        share.count(start, time_slice)
-                        share.give()
-                        await self._wait(q, gt, step)
-                    elif perf_counter() - start > time_slice:
-                        break
-                if held:  # the slice is over (NOTE [The loop's share])
-                    share.count(start, time_slice)
-                    if q.rr:
-                        if explore is not None and not explore.yield_here(explore.label(gt)):
-                            start = perf_counter()
-                            continue
-                        await yield_slice()  # holding it: NOTE [Yielding a time slice]
-                        if share.waiters:
-                            held = False
-                            share.give()
-                        else:
-                            start = perf_counter()
-                        continue
-                    held = False
-                    share.give()
-                await checkpoint()
-        finally:
-            if held:
-                share.give()
-            q.workers -= 1
-
-    def _start(
-        self, q: DeviceQueue, gt: GraphTask, node: Node, buffer: list[Any]
-    ) -> Awaitable[Any] | None:
-        """Run one node of ``gt`` on this worker, as the owner would; what to await, if any."""
-        t2 = _grad_enabled.set(gt.create_graph)
-        step = None
-        try:
-            with gt.as_current():
-                if q.select is None:
-                    step = gt.run_node(node, buffer)
-                else:
-                    with q.select():  # cuda: this device, in this thread
-                        step = gt.run_node(node, buffer)
-        finally:
-            _grad_enabled.reset(t2)
-            if step is None:
-                self._done(gt)
-        return step
-
-    async def _wait(self, q: DeviceQueue, gt: GraphTask, step: Awaitable[Any]) -> None:
-        """Wait inside a node (kernel, async hook, nested backward); replaced meanwhile."""
-        cancelled = anyio.get_cancelled_exc_class()
-        q.blocked += 1
-        if q.workers - q.blocked < q.target:
-            self._spawn(q)  # (the new worker starts in no graph task's context)
-        try:
-            with gt.as_current():
-                t2 = _grad_enabled.set(gt.create_graph)
-                try:
-                    await step
-                    if self._explore is not None:
-                        await self._explore.resume()  # waiters resume in a seeded order
-                finally:
-                    _grad_enabled.reset(t2)
-        except cancelled:
-            raise  # this worker is cancelled (the Engine closes)
-        except BaseException:
-            # recorded on gt (GraphTask.fail), KeyboardInterrupt and
-            # SystemExit too: the owner raises them as they are
-            pass
-        finally:
-            q.blocked -= 1
-            self._done(gt)
