@@ -178,6 +178,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process under it, from /proc (Linux); ``[pid]`` elsewhere."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{tid}/children").read_text().split()]
+            except OSError:
+                pass
+    return out
+
+
+def _tree_cpu_seconds(pid: int) -> float | None:
+    """The CPU seconds of ``pid`` and the processes under it (uvicorn's workers, Ray's)."""
+    total = None
+    for p in _descendants(pid):
+        cpu = _cpu_seconds(p)
+        if cpu is not None:
+            total = (total or 0.0) + cpu
+    return total
+
+
 def _cpu_seconds(pid: int) -> float | None:
     """User + system CPU of process ``pid`` (every thread) from /proc; None elsewhere."""
     try:
@@ -197,11 +225,8 @@ def _env(threads: int) -> dict[str, str]:
     return env
 
 
-def _start_server(target: str, threads: int, log_file: IO[bytes]) -> tuple[subprocess.Popen, str]:
-    """uvicorn serving ``target`` on a free loopback port; waits until /health answers."""
-    import httpx  # imported here: the workload is reported unavailable without it
-
-    port = _free_port()
+def uvicorn_command(target: str, port: int, processes: int = 1) -> list[str]:
+    """uvicorn serving the app factory ``target`` on ``port`` (``processes``: its workers)."""
     cmd = [
         sys.executable,
         "-m",
@@ -220,6 +245,20 @@ def _start_server(target: str, threads: int, log_file: IO[bytes]) -> tuple[subpr
         "--timeout-keep-alive",
         "300",
     ]
+    return cmd if processes == 1 else [*cmd, "--workers", str(processes)]
+
+
+def _start_server(
+    target: str,
+    threads: int,
+    log_file: IO[bytes],
+    command: Callable[[str, int], list[str]] = uvicorn_command,
+) -> tuple[subprocess.Popen, str]:
+    """A server of ``target`` on a free loopback port (``command``); waits until /health answers."""
+    import httpx  # imported here: the workload is reported unavailable without it
+
+    port = _free_port()
+    cmd = command(target, port)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(threads), stdout=log_file, stderr=log_file)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT
@@ -293,8 +332,16 @@ def _trial(
     threads: int,
     check_body: bytes,
     ref: float | None,
+    command: Callable[[str, int], list[str]] = uvicorn_command,
+    servers: int = 1,
 ) -> dict[str, Any]:
-    """One system: start its server, load it, measure, stop everything."""
+    """One system: start its server, load it, measure, stop everything.
+
+    ``command`` starts the server (uvicorn; its workers or Ray Serve's
+    replicas for ``bench.scale``); with ``servers`` processes behind one
+    address the loop-lag probe is read from several requests (each answered
+    by one process) and its worst kept.
+    """
     import httpx  # imported here: the workload is reported unavailable without it
 
     events: queue.Queue = queue.Queue()
@@ -308,7 +355,7 @@ def _trial(
 
     try:
         pbar.set_postfix_str("starting")
-        server, url = _start_server(target, threads, log_file)
+        server, url = _start_server(target, threads, log_file, command)
         with httpx.Client(base_url=url, timeout=60.0) as c:
             r = c.post("/grad", content=check_body, headers={"content-type": "application/json"})
             norm = r.json().get("norm") if r.status_code == 200 else r.text[:200]
@@ -319,17 +366,20 @@ def _trial(
             pbar.set_postfix_str("idle /health")
             children["probe"].send(f"idle {cfg['idle']}")
             idle = json.loads(wait_for({"probe": "idle"}, cfg["idle"] + 30)["probe"])
-            c.get("/_bench/lag?reset=1").raise_for_status()
-            cpu0 = _cpu_seconds(server.pid)
+            for _ in range(4 * servers):
+                c.get("/_bench/lag?reset=1", headers=FRESH).raise_for_status()
+            cpu0 = _tree_cpu_seconds(server.pid)
             pbar.set_postfix_str("load")
             for t in ["probe", *gens]:
                 children[t].send("go")
             res = wait_for(dict.fromkeys(gens, "result"), cfg["cap"] + 60)
-            cpu1 = _cpu_seconds(server.pid)
+            cpu1 = _tree_cpu_seconds(server.pid)
+            rss = _worker_rss(server.pid, servers)
             pbar.update(max(0, cfg["requests"] - getattr(pbar, "n", cfg["requests"])))
             children["probe"].send("stop")
             probe = json.loads(wait_for({"probe": "result"}, 60)["probe"])
-            lag = c.get("/_bench/lag").json()
+            lags = [c.get("/_bench/lag", headers=FRESH).json() for _ in range(4 * servers)]
+            lag = max(lags, key=lambda x: -1.0 if x.get("worst") is None else x["worst"])
             stats = c.get("/stats").json()
     finally:
         pbar.close()
@@ -341,7 +391,29 @@ def _trial(
     server_cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
     out = _summary([json.loads(v) for v in res.values()], probe, idle["latencies"], lag, server_cpu)
     out.update(check=_check(norm, ref), answer={"norm": norm, "torch": ref}, stats=stats)
+    out["server_rss_mb"] = rss
     return out
+
+
+#: a request on a connection of its own: with several processes behind one
+#: socket (uvicorn's workers), each connection is one process's
+FRESH = {"connection": "close"}
+
+
+def _worker_rss(pid: int, servers: int) -> float | None:
+    """The mean resident memory (MB) of the ``servers`` largest processes under ``pid``."""
+    sizes = []
+    for p in _descendants(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    sizes.append(int(line.split()[1]) / 1024)
+        except OSError:
+            pass
+    if not sizes:
+        return None
+    top = sorted(sizes)[-servers:]
+    return sum(top) / len(top)
 
 
 def _summary(
