@@ -381,3 +381,35 @@ def test_models_tool_runs(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"| {name} training step vs torch (one BLAS thread) |" in out, out
         assert f"| {name} peak memory of a step vs torch |" in out, out
         assert f"- {name}: aengine " in out, out
+
+
+def test_scale_targets_and_memory_read_a_record() -> None:
+    """bench.scale's target lines from a record (the workload itself takes minutes)."""
+    from bench import scale
+
+    def row(system: str, tput: float, health: float, rss: float) -> dict:
+        return {
+            "system": system,
+            "metrics": {
+                "throughput": {"median": tput},
+                "health_p99": {"median": health},
+                "server_rss_mb": {"median": rss},
+            },
+        }
+
+    rec = {
+        "rows": [
+            row(scale.ONE, 100.0, 0.009, 80.0),
+            row(scale.TWO, 150.0, 0.008, 82.0),
+            row(scale.SERVE, 120.0, 0.02, 200.0),
+            row(scale.TORCH_TWO, 140.0, 0.05, 400.0),
+            {"system": scale.TORCH_ONE, "status": "unavailable: no torch", "metrics": {}},
+        ]
+    }
+    lines = scale.targets(rec)
+    assert "| 2 uvicorn workers vs 1 process, throughput | 1.50x | at least 1.4x | met |" in lines
+    assert "| 2 Ray Serve replicas vs 1 process, throughput | 1.20x | at least 1.4x | missed |" in lines
+    assert "| 2 Ray Serve replicas: /health p99 (ms) | 20.0 | at most 10 | missed |" in lines
+    assert "| 2 aengine workers vs torch's 2, throughput | 1.07x | at least 1x | met |" in lines
+    memory = scale.memory(rec)
+    assert f"| {scale.SERVE} | 200 |" in memory and f"| {scale.TORCH_ONE} | - |" in memory
