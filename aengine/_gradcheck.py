@@ -223,17 +223,21 @@ def _jacobian_rows(o: Tensor, inputs: tuple[Any, ...], in_idx: list[int]) -> Gen
         for i, g in zip(in_idx, grads, strict=True):
             if g is None:
                 continue
-            x = inputs[i]
-            if g.shape != x.shape:
-                raise GradcheckError(
-                    f"Gradient has shape mismatch for input {i}: got {g.shape}, expected {x.shape}"
-                )
-            if g.dtype != x.dtype:
-                raise GradcheckError(
-                    f"Gradient has dtype mismatch for input {i}: got {g.dtype}, expected {x.dtype}"
-                )
+            _check_grad(i, g, inputs[i])
             jac[i][:, k] = _to_numpy(g).reshape(-1)
     return jac
+
+
+def _check_grad(i: int, g: Tensor, x: Tensor) -> None:
+    """An input's gradient has its shape and dtype (PyTorch's messages)."""
+    if g.shape != x.shape:
+        raise GradcheckError(
+            f"Gradient has shape mismatch for input {i}: got {g.shape}, expected {x.shape}"
+        )
+    if g.dtype != x.dtype:
+        raise GradcheckError(
+            f"Gradient has dtype mismatch for input {i}: got {g.dtype}, expected {x.dtype}"
+        )
 
 
 def _run_check(
@@ -358,18 +362,10 @@ def _analytical_vjps(
         grads = yield from _grad(o, diff, grad_outputs=go, retain_graph=True, allow_unused=True)
         row = {}
         for i, g in zip(in_idx, grads, strict=True):
-            x = inputs[i]
             if g is None:
-                row[i] = np.zeros(x.data.size)
+                row[i] = np.zeros(inputs[i].data.size)
                 continue
-            if g.shape != x.shape:
-                raise GradcheckError(
-                    f"Gradient has shape mismatch for input {i}: got {g.shape}, expected {x.shape}"
-                )
-            if g.dtype != x.dtype:
-                raise GradcheckError(
-                    f"Gradient has dtype mismatch for input {i}: got {g.dtype}, expected {x.dtype}"
-                )
+            _check_grad(i, g, inputs[i])
             row[i] = _to_numpy(g).reshape(-1)
         results.append(row)
     first, again = results

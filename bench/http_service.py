@@ -561,15 +561,24 @@ TARGETS: list[tuple[str, str, str | None, float, bool]] = [
 
 def targets(rec: dict[str, Any]) -> list[str]:
     """The targets of the aengine row as markdown table lines (medians; ratios in one run)."""
-    rows = {r["system"]: r for r in rec["rows"] if r.get("metrics")}
+    return target_lines(
+        rec, [(what, AENGINE, ref, key, lim, hi) for what, key, ref, lim, hi in TARGETS]
+    )
+
+
+def target_lines(
+    rec: dict[str, Any], specs: list[tuple[str, str, str | None, str, float, bool]]
+) -> list[str]:
+    """Markdown lines for ``specs``: (what, system, reference or None, metric, limit, higher)."""
+    rows = {r["system"]: r.get("metrics", {}) for r in rec["rows"]}
     out = ["| target | measured | limit | status |", "|---|---|---|---|"]
-    for what, key, ref, limit, higher in TARGETS:
-        mine = rows.get(AENGINE, {}).get("metrics", {}).get(key, {}).get("median")
-        other = None if ref is None else rows.get(ref, {}).get("metrics", {}).get(key, {})
-        if mine is None or (ref is not None and not (other or {}).get("median")):
+    for what, system, ref, key, limit, higher in specs:
+        mine = rows.get(system, {}).get(key, {}).get("median")
+        other = None if ref is None else rows.get(ref, {}).get(key, {}).get("median")
+        if mine is None or (ref is not None and not other):
             out.append(f"| {what} | not measured | {limit:g} | - |")
             continue
-        value = mine / other["median"] if other else mine * 1e3
+        value = mine / other if other else mine * 1e3
         met = value >= limit if higher else value <= limit
         shown = f"{value:.2f}x" if other else f"{value:.1f}"
         bound = f"at least {limit:g}x" if higher else f"at most {limit:g}"

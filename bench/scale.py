@@ -40,6 +40,7 @@ from .http_service import (
     _reference,
     _rows,
     _trial,
+    target_lines,
     uvicorn_command,
 )
 from .report import workload_table
@@ -138,20 +139,7 @@ def run_scale(
 
 def targets(rec: dict[str, Any]) -> list[str]:
     """The targets as markdown table lines (medians; ratios within the run)."""
-    rows = {r["system"]: r.get("metrics", {}) for r in rec["rows"]}
-    out = ["| target | measured | limit | status |", "|---|---|---|---|"]
-    for what, system, ref, key, limit, higher in TARGETS:
-        mine = rows.get(system, {}).get(key, {}).get("median")
-        other = None if ref is None else rows.get(ref, {}).get(key, {}).get("median")
-        if mine is None or (ref is not None and not other):
-            out.append(f"| {what} | not measured | {limit:g} | - |")
-            continue
-        value = mine / other if other else mine * 1e3
-        met = value >= limit if higher else value <= limit
-        shown = f"{value:.2f}x" if other else f"{value:.1f}"
-        bound = f"at least {limit:g}x" if higher else f"at most {limit:g}"
-        out.append(f"| {what} | {shown} | {bound} | {'met' if met else 'missed'} |")
-    return out
+    return target_lines(rec, TARGETS)
 
 
 def memory(rec: dict[str, Any]) -> list[str]:
