@@ -303,6 +303,8 @@ def test_health_answers_while_backwards_are_in_flight(service: Service) -> None:
         # each request's compute holds one of the Engine's threads; the others wait for one
         n = min(4, service.mod.app.state.engine.offload_threads)
         wait_for(lambda: gate.waiting == n, f"{n} backwards wait at the gate")
+        # the other requests wait for a thread: on a busy machine they may still be on their way
+        wait_for(lambda: service.stats()["requests"]["inflight"] == 4, "4 requests in flight")
         started = time.perf_counter()
         assert service.client.get("/health").json() == {"ok": True}
         health_s = time.perf_counter() - started
