@@ -43,15 +43,30 @@ import sys
 import threading
 from collections.abc import Callable
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.from_thread
 
 from ..core import GraphTask
+from ._share import FifoSlots
 
-if TYPE_CHECKING:
-    from ._engine import Engine
+
+class Engine(Protocol):
+    """What a call sees of its Engine (``ae.Engine``, the one implementation;
+    a Protocol so that this module imports nothing of _engine.py)."""
+
+    @property
+    def time_slice(self) -> float: ...
+    @property
+    def _closed(self) -> bool: ...
+    @property
+    def _admission(self) -> FifoSlots | None: ...
+    @property
+    def _book(self) -> CallBook: ...
+    def _cpu(self) -> anyio.CapacityLimiter: ...
+    def _run_limiter(self) -> anyio.CapacityLimiter: ...
+
 
 __all__ = ["Call", "CallBook", "adopting", "unlimited"]
 

@@ -55,7 +55,6 @@ from ._calls import Call, CallBook, unlimited
 from ._checks import check_engine_settings
 from ._choice import Choices
 from ._lazy import LAZY, NEED_ENGINE, _Lazy, default_threads, node_device
-from ._lifetime import _engine_var as _engine_var  # _reentrant.py reads it here
 from ._lifetime import close_engine, open_engine
 from ._offload import NEVER, run_kernel
 from ._queues import DeviceQueue
@@ -79,6 +78,14 @@ __all__ = [
     "cancelled_graph_error",
     "worker_name",
 ]
+
+#: the Engine whose queues serve backwards of this task (innermost block);
+#: its settings are read through ``_settings._block``, which a nested
+#: backward moved to a thread of its own keeps while it drops this one (the
+#: queues belong to the caller's loop, the settings do not)
+_engine_var: contextvars.ContextVar[Engine | None] = contextvars.ContextVar(
+    "aengine_engine", default=None
+)
 
 
 def current_engine() -> Engine | None:
@@ -285,7 +292,7 @@ class Engine:
 
     # -- lifetime (_lifetime.py) --------------------------------------------------------------
     async def __aenter__(self) -> Engine:
-        await open_engine(self)
+        await open_engine(self, _engine_var)
         return self
 
     async def __aexit__(

@@ -4,28 +4,45 @@ from __future__ import annotations
 
 import contextvars
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import anyio
 
-from ..core import AutogradError
+from ..core import AutogradError, GraphTask
 from . import _blas
+from ._choice import Choices
 from ._seeded import SeededSlots
-from ._settings import _block, loop_engine, set_loop_engine
-from ._share import loop_share
-
-if TYPE_CHECKING:
-    from ._engine import Engine
+from ._settings import EngineSettings, _block, loop_engine, set_loop_engine
+from ._share import FifoSlots, LoopShare, loop_share
 
 __all__ = ["LAG_PROBE_PERIOD", "close_engine", "open_engine"]
 
-#: the Engine whose queues serve backwards of this task (innermost block);
-#: its settings are read through ``_settings._block``, which a nested
-#: backward moved to a thread of its own keeps while it drops this one (the
-#: queues belong to the caller's loop, the settings do not)
-_engine_var: contextvars.ContextVar[Engine | None] = contextvars.ContextVar(
-    "aengine_engine", default=None
-)
+
+class _Engine(EngineSettings, Protocol):
+    """What opening and closing see of an Engine (``ae.Engine``, the one implementation;
+    a Protocol so that this module imports nothing of _engine.py)."""
+
+    _entered: bool
+    _explore: Choices | None
+    _admission: FifoSlots | None
+    _tg: Any
+    _tokens: list[Any]
+    _ctx: contextvars.Context
+    _share: LoopShare | None
+    _share_base: tuple[int, int]
+    _capped: bool
+    _worst_lag: float
+
+    @property
+    def max_inflight(self) -> int | None: ...
+    @property
+    def blas_threads(self) -> int | None: ...
+    @property
+    def _ephemeral(self) -> bool: ...
+    @property
+    def _inflight(self) -> dict[GraphTask, int]: ...
+    def _wake(self, gt: GraphTask) -> None: ...
+
 
 #: seconds between two loop-lag probes of an Engine
 LAG_PROBE_PERIOD = 0.01
@@ -37,8 +54,11 @@ ERR_CLOSED_WHILE_RUNNING = (
 )
 
 
-async def open_engine(eng: Engine) -> None:
-    """``Engine.__aenter__``: its task group, its context, the loop's Engine, the BLAS cap."""
+async def open_engine(eng: _Engine, current: contextvars.ContextVar[Any]) -> None:
+    """``Engine.__aenter__``: its task group, its context, the loop's Engine, the BLAS cap.
+
+    ``current``: the variable naming the Engine of this task (``_engine_var``).
+    """
     if eng._entered:
         raise RuntimeError("an Engine can be entered only once; create a new ae.Engine()")
     eng._entered = True
@@ -49,7 +69,7 @@ async def open_engine(eng: Engine) -> None:
     await tg.__aenter__()
     eng._tg = tg
     eng._closed = False
-    eng._tokens = [(_engine_var, _engine_var.set(eng)), (_block, _block.set(eng))]
+    eng._tokens = [(current, current.set(eng)), (_block, _block.set(eng))]
     # workers start from the Engine's context, not from the context of
     # whichever backward first used a device (its graph task, modes...)
     eng._ctx = contextvars.copy_context()
@@ -65,7 +85,7 @@ async def open_engine(eng: Engine) -> None:
             tg.start_soon(_probe_lag, eng, name="aengine-loop-lag-probe")
 
 
-async def close_engine(eng: Engine, exc: BaseException | None) -> None:
+async def close_engine(eng: _Engine, exc: BaseException | None) -> None:
     """``Engine.__aexit__``: fail the backwards left on its workers, cancel them, wait."""
     eng._closed = True
     for var, token in reversed(eng._tokens):
@@ -93,7 +113,7 @@ async def close_engine(eng: Engine, exc: BaseException | None) -> None:
             raise
 
 
-async def _probe_lag(eng: Engine) -> None:
+async def _probe_lag(eng: _Engine) -> None:
     """Record how late a periodic timer fires: the loop's worst lag."""
     period = LAG_PROBE_PERIOD
     while True:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Awaitable
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.lowlevel import checkpoint
@@ -18,8 +18,27 @@ from ._loop import yield_slice
 from ._queues import DeviceQueue, SeededQueue
 from ._share import loop_share
 
-if TYPE_CHECKING:
-    from ._engine import Engine
+
+class Engine(Protocol):
+    """What the workers see of their Engine (``ae.Engine``, the one implementation;
+    a Protocol so that this module imports nothing of _engine.py)."""
+
+    @property
+    def time_slice(self) -> float: ...
+    @property
+    def offload_threads(self) -> int: ...
+    @property
+    def workers_per_device(self) -> int: ...
+    @property
+    def sim_latency(self) -> float | dict[str, float]: ...
+    @property
+    def _explore(self) -> Choices | None: ...
+    @property
+    def _ctx(self) -> contextvars.Context: ...
+    @property
+    def _tg(self) -> Any: ...
+    def _done(self, gt: GraphTask, n: int = 1) -> None: ...
+
 
 __all__ = ["open_queue", "worker_name"]
 
