@@ -29,7 +29,8 @@ import functools
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from .._autograd import _async_runner, _Call, _grad, _new_call, _no_loop_here, _warn_if_in_loop
+from .._autograd import _async_runner, _grad, _no_loop_here, _warn_if_in_loop
+from .._awaitables import _Call, _new_call
 from ..core import GraphTask
 from ..core._modes import enable_grad
 from ..ops import stack
