@@ -96,7 +96,9 @@ def _raise_node_error(gt: GraphTask, exc: BaseException) -> None:
     err = _wrap(node, exc)
     if err is exc:
         raise exc
-    raise err from exc
+    # the user's frames stay in the traceback (torch re-raises the original
+    # with its backtrace): the wrapper starts from the original's traceback
+    raise err.with_traceback(exc.__traceback__) from exc
 
 
 # NOTE [The drivers' steps]
