@@ -10,15 +10,22 @@
 # root does not reach never counts; the count is static, so a node already
 # queued on a device worker counts); when that
 # many hooks fired, call ``fn(grads)`` once, with None for the tensors whose
-# gradient this backward does not compute.  A backward that fails before
-# that never calls it.  Mode "any": call ``fn(grad)`` once per graph task,
-# at the first gradient.  ``fn`` may be ``async def`` (awaited like any hook).
+# gradient this backward does not compute.  A backward that fails (or is
+# cancelled) before that never calls it.  Mode "any": call ``fn(grad)`` once
+# per graph task, at the first gradient.  ``fn`` may be ``async def``
+# (awaited like any hook).
+#
+# Concurrent backwards (threads, tasks) each have their own entry, made at
+# their first hook and dropped when the graph task finishes, whatever its
+# outcome (``add_on_finish``): a failed backward's partial gradients are not
+# kept, and no entry outlives its backward.  A lock guards the entries:
+# hooks of different backwards run in different threads at once.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -81,6 +88,7 @@ def register_multi_grad_hook(
         if not isinstance(t, Tensor):
             raise TypeError(f"register_multi_grad_hook expects Tensors, got {type(t).__name__}")
     n = len(tensors)
+    lock = threading.Lock()
     if mode == "all":
         nodes = [_node_of(t) for t in tensors]
         state: dict[int, list[Any]] = {}  # gt id -> [count, expected, buffer]
@@ -88,31 +96,41 @@ def register_multi_grad_hook(
         def inner(idx: int) -> Callable[[Tensor], Any]:
             def hook(grad: Tensor) -> Any:
                 gt = _current_gt()
-                st = state.get(gt.id)
-                if st is None:
-                    expected = gt.count_executed(nodes)
-                    st = state[gt.id] = [0, expected, [None] * n]
-                    gt.add_callback(functools.partial(state.pop, gt.id, None))
-                st[0] += 1
-                st[2][idx] = grad
-                if st[0] >= st[1]:
+                with lock:
+                    st = state.get(gt.id)
+                    if st is None:
+                        expected = gt.count_executed(nodes)
+                        st = state[gt.id] = [0, expected, [None] * n]
+                        gt.add_on_finish(drop)
+                    st[0] += 1
+                    st[2][idx] = grad
+                    if st[0] < st[1]:
+                        return None
                     del state[gt.id]
-                    return _none(fn(st[2]))
-                return None
+                return _none(fn(st[2]))
 
             return hook
 
+        def drop(gt: GraphTask) -> None:
+            with lock:
+                state.pop(gt.id, None)
+
         return MultiHandle(tuple(t.register_hook(inner(i)) for i, t in enumerate(tensors)))
 
-    ran: dict[int, bool] = {}
+    ran: set[int] = set()  # the graph tasks (ids) that called fn
 
     def any_hook(grad: Tensor) -> Any:
         gt = _current_gt()
-        if gt.id in ran:
-            return None
-        ran[gt.id] = True
-        gt.add_callback(functools.partial(ran.pop, gt.id, None))
+        with lock:
+            if gt.id in ran:
+                return None
+            ran.add(gt.id)
+            gt.add_on_finish(forget)
         return _none(fn(grad))
+
+    def forget(gt: GraphTask) -> None:
+        with lock:
+            ran.discard(gt.id)
 
     return MultiHandle(tuple(t.register_hook(any_hook) for t in tensors))
 
