@@ -43,7 +43,9 @@ from ._modes import is_anomaly_check_nan_enabled as is_anomaly_check_nan_enabled
 from ._modes import is_anomaly_enabled as is_anomaly_enabled
 from ._modes import is_grad_enabled as is_grad_enabled
 from ._modes import is_inference_mode_enabled as is_inference_mode_enabled
+from ._modes import is_multithreading_enabled as is_multithreading_enabled
 from ._modes import no_grad as no_grad
 from ._modes import set_detect_anomaly as set_detect_anomaly
 from ._modes import set_grad_enabled as set_grad_enabled
+from ._modes import set_multithreading_enabled as set_multithreading_enabled
 from ._node_hooks import await_user as await_user

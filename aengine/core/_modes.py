@@ -31,6 +31,8 @@ __all__ = [
     "detect_anomaly",
     "is_anomaly_enabled",
     "is_anomaly_check_nan_enabled",
+    "set_multithreading_enabled",
+    "is_multithreading_enabled",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -507,3 +509,72 @@ class set_detect_anomaly:
 
     def __exit__(self, *exc: object) -> None:
         _anomaly.set(self._prev)
+
+
+# NOTE [Multithreading mode]
+# PyTorch's ``set_multithreading_enabled(False)`` makes a backward run every
+# node in the calling thread instead of its device threads.  aengine's
+# threads are the compute threads of kernel offload and of a backward moved
+# off the loop (NOTE [Kernel offload policy], NOTE [A backward in a compute
+# thread]): with the mode off, an awaited backward started in this task runs
+# all its cpu nodes on the loop, in the awaiting task (the driver reads the
+# mode once, when it attaches the backward's scheduler).  Device nodes still
+# go to their device workers, which are tasks of the same loop, not threads.
+# A sync backward already runs everything in the calling thread.  The mode is
+# task-local, as the other modes (NOTE [Modes are task-local]); a new OS
+# thread starts with it on, as in PyTorch.
+_multithreading: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "aengine_multithreading_enabled", default=True
+)
+
+
+def is_multithreading_enabled() -> bool:
+    """Return whether a backward started in this task may run nodes in compute threads.
+
+    See :class:`set_multithreading_enabled`.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> ae.autograd.is_multithreading_enabled()
+        True
+    """
+    return _multithreading.get()
+
+
+class set_multithreading_enabled:
+    """Let backwards use compute threads (the default), or keep them on the loop.
+
+    With ``False``, an awaited backward started in the current task runs all
+    its cpu nodes in that task: no kernel runs in a compute thread and the
+    backward never moves into one (``ae.Engine(offload=...,
+    offload_backward=...)`` are not consulted).  Called as a function it takes
+    effect at once (for the current task); used as a context manager it
+    restores the previous setting on exit, as PyTorch's
+    ``torch.autograd.set_multithreading_enabled``.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> with ae.autograd.set_multithreading_enabled(False):
+        ...     ae.autograd.is_multithreading_enabled()
+        False
+        >>> ae.autograd.is_multithreading_enabled()
+        True
+    """
+
+    def __init__(self, mode: bool) -> None:
+        if mode.__class__ is not bool:
+            raise TypeError(
+                "set_multithreading_enabled(): argument 'enabled' (position 1) must be bool, "
+                f"not {type(mode).__name__}"
+            )
+        self.mode = mode
+        self._prev = _multithreading.get()
+        _multithreading.set(mode)
+
+    def __enter__(self) -> None:
+        """Nothing more: the constructor switched it; the exit restores the previous one."""
+
+    def __exit__(self, *exc: object) -> None:
+        _multithreading.set(self._prev)

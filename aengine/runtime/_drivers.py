@@ -19,7 +19,7 @@ import anyio
 
 from ..core import ERR_BACKWARD_TWICE, YIELD, AutogradError, GraphTask, await_user, commit
 from ..core import wrap_node_error as _wrap
-from ..core._modes import _grad_enabled
+from ..core._modes import _grad_enabled, _multithreading
 from ..core._node_hooks import AWAIT
 from ._calls import Call, adopting
 from ._engine import (
@@ -35,7 +35,7 @@ from ._loop import end_checkpoint, loop_running, yield_slice
 from ._seeded import Explored
 from ._settings import DEFAULT_TIME_SLICE, engines_here
 from ._share import LoopShare, _here
-from ._threaded import BACK, TO_THREAD
+from ._threaded import BACK, TO_THREAD, OnLoop
 
 if TYPE_CHECKING:
     from ._choice import Choices
@@ -165,8 +165,9 @@ async def run_async(gt: GraphTask, time_slice: float | None = None) -> None:
     Its slices run while it holds the loop's share (NOTE [The loop's share]
     in _share.py); ``time_slice``: the settings' here when None.
     """
-    sched, time_slice, explored = _attach(gt, time_slice)
-    step: Any = RUN if sched is LAZY else await _admit(gt, sched, explored)
+    threads = _multithreading.get()  # NOTE [Multithreading mode] in core/_modes.py
+    sched, time_slice, explored = _attach(gt, time_slice, threads)
+    step: Any = RUN if sched is LAZY else await _admit(gt, sched, explored, threads)
     share = _here.share
     token = _grad_enabled.set(gt.create_graph)
     held = yielded = False
@@ -220,11 +221,14 @@ async def run_async(gt: GraphTask, time_slice: float | None = None) -> None:
             sched.release(gt)
 
 
-def _attach(gt: GraphTask, time_slice: float | None) -> tuple[Any, float, Choices | None]:
+def _attach(
+    gt: GraphTask, time_slice: float | None, threads: bool
+) -> tuple[Any, float, Choices | None]:
     """Attach ``gt``'s scheduler: (that scheduler, the time slice, the explored run's choices).
 
     The Engine's device queues, or a lazy scheduler that asks for one when
-    a non-cpu node shows up (NOTE [Device queues] in _engine.py).
+    a non-cpu node shows up (NOTE [Device queues] in _engine.py); without
+    ``threads`` (multithreading off), wrapped so that cpu nodes stay on the loop.
     """
     eng, settings = engines_here(_engine_var.get())
     if time_slice is None:
@@ -232,7 +236,10 @@ def _attach(gt: GraphTask, time_slice: float | None) -> tuple[Any, float, Choice
     sched = LAZY if eng is None else eng
     choices = _here.share.choices  # an explored run's (NOTE [Choice points]), else None
     if choices is None:
-        gt.attach(sched, node_hook=None if eng is None else eng.node_hook())
+        gt.attach(
+            sched if threads else OnLoop(sched),
+            node_hook=None if eng is None else eng.node_hook(),
+        )
         return sched, time_slice, None
     # NOTE [Choice points] in _choice.py: every node goes through the seeded
     # scheduler's boundary; slices end by its choice, not the clock
@@ -241,7 +248,7 @@ def _attach(gt: GraphTask, time_slice: float | None) -> tuple[Any, float, Choice
     return sched, math.inf, choices
 
 
-async def _admit(gt: GraphTask, sched: Engine, explored: Choices | None) -> Any:
+async def _admit(gt: GraphTask, sched: Engine, explored: Choices | None, threads: bool) -> Any:
     """Wait for the Engine's admission (NOTE [Admission]); the first step."""
     admission = sched.admit(gt)
     if admission is not None:
@@ -251,7 +258,7 @@ async def _admit(gt: GraphTask, sched: Engine, explored: Choices | None) -> Any:
             gt.fail(None, exc)
             gt.finish()
             raise
-    if explored is None and sched.starts_in_thread(gt):
+    if threads and explored is None and sched.starts_in_thread(gt):
         return TO_THREAD  # NOTE [A backward in a compute thread]
     return RUN
 

@@ -102,6 +102,43 @@ class _InThread:
 IN_THREAD = _InThread()
 
 
+class OnLoop:
+    """The scheduler of a backward started with multithreading off: cpu nodes stay on the loop.
+
+    NOTE [Multithreading mode] in core/_modes.py.  Every cpu kernel runs
+    inline in the awaiting task (``offload_min`` is never reached) and the
+    backward never moves into a compute thread; nodes on other devices go to
+    the real scheduler (the Engine's device workers, or the lazy one that
+    opens an Engine for them).
+    """
+
+    __slots__ = ("home", "real")
+    offload_min = NEVER
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.home = real.home
+
+    def push(self, gt: GraphTask, node: Node, buffer: list[Any]) -> None:
+        self.real.push(gt, node, buffer)
+
+    def dispatch(self, gt: GraphTask, node: Node, buffer: list[Any]) -> Any:
+        dev = node.dev
+        if dev is None or dev is self.home:
+            return False
+        return self.real.dispatch(gt, node, buffer)
+
+    def busy(self, gt: GraphTask) -> bool:
+        return bool(self.real.busy(gt))
+
+    def release(self, gt: GraphTask) -> None:
+        self.real.release(gt)
+
+    async def kernel(self, gt: GraphTask, node: Node, inputs: list[Any]) -> Any:
+        with gt.as_current():  # (only reached for a node the real scheduler gave back)
+            return node.apply(inputs, gt.create_graph)
+
+
 def _user_code(node: Node) -> bool:
     """Whether running ``node`` may call user code other than a sync backward function."""
     if not node._special:

@@ -606,3 +606,223 @@ def _gt_id() -> int:
     gt = current_graph_task()
     assert gt is not None
     return gt.id
+
+
+# -- test_set_multithreading_enabled_as_context_manager_and_function -----------------------------
+
+
+def multithreading_flags(mod: Any) -> list[bool]:
+    """torch.autograd or ae.autograd: the flag after each step of PyTorch's test."""
+    seen = []
+    with mod.set_multithreading_enabled(False):
+        seen.append(mod.is_multithreading_enabled())
+    seen.append(mod.is_multithreading_enabled())
+    with mod.set_multithreading_enabled(True):
+        seen.append(mod.is_multithreading_enabled())
+    seen.append(mod.is_multithreading_enabled())
+    with mod.set_multithreading_enabled(False):
+        mod.set_multithreading_enabled(True)
+        seen.append(mod.is_multithreading_enabled())
+    seen.append(mod.is_multithreading_enabled())
+    mod.set_multithreading_enabled(False)
+    seen.append(mod.is_multithreading_enabled())
+    with mod.set_multithreading_enabled(False):  # a new thread starts with it on
+        seen.extend(reraise(on_threads(lambda i: mod.is_multithreading_enabled(), 2)))
+    mod.set_multithreading_enabled(True)
+    seen.append(mod.is_multithreading_enabled())
+    return seen
+
+
+def test_set_multithreading_enabled_as_context_manager_and_function(torch: Any) -> None:
+    want = multithreading_flags(torch.autograd)
+    assert multithreading_flags(ae.autograd) == want
+    assert want == [False, True, True, True, True, True, False, True, True, True]
+
+
+def test_set_multithreading_enabled_takes_only_a_bool(torch: Any) -> None:
+    msg = r"set_multithreading_enabled\(\): argument 'enabled' \(position 1\) must be bool, not str"
+    with pytest.raises(TypeError, match=msg):
+        torch.autograd.set_multithreading_enabled("no")
+    with pytest.raises(TypeError, match=msg):
+        ae.autograd.set_multithreading_enabled("no")  # type: ignore[arg-type]
+    assert ae.autograd.is_multithreading_enabled()
+
+
+@pytest.mark.anyio
+async def test_set_multithreading_enabled_is_task_local() -> None:
+    off = anyio.Event()
+    seen: dict[str, bool] = {}
+
+    async def switches_off() -> None:
+        ae.autograd.set_multithreading_enabled(False)
+        off.set()
+        seen["itself"] = ae.autograd.is_multithreading_enabled()
+
+    async def looks() -> None:
+        await off.wait()
+        seen["another task"] = ae.autograd.is_multithreading_enabled()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(looks)
+        tg.start_soon(switches_off)
+    assert seen == {"itself": False, "another task": True}
+    assert ae.autograd.is_multithreading_enabled()
+
+
+class Where(ae.Function):
+    """Identity recording the thread its backward ran in."""
+
+    seen: set[int] = set()  # noqa: RUF012
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        Where.seen.add(threading.get_ident())
+        return g
+
+
+def heavy_loss(x0: np.ndarray, w0: np.ndarray) -> tuple[Any, Any]:
+    x, w = ae_t(x0), ae_t(w0, rg=True)
+    h = x
+    for _ in range(3):
+        h = ae.tanh(Where.apply(h @ w))
+    return (h * h).mean(), w
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_multithreading_off_keeps_an_awaited_backward_on_the_loop(
+    T: _Lib, enabled: bool
+) -> None:
+    from aengine.runtime import _offload  # the offload counters (tests read them)
+
+    rng = np.random.default_rng(0)
+    x0, w0 = rng.standard_normal((8, 16)), rng.standard_normal((16, 16)) / 4
+
+    def torch_grad() -> Any:
+        x, w = T.t(x0), T.t(w0, rg=True)
+        h = x
+        for _ in range(3):
+            h = (h @ w).tanh()
+        T.backward((h * h).mean())
+        return _plain(w.grad)
+
+    want = torch_grad()
+    here = threading.get_ident()
+    grads = []
+    for offload_backward in (True, False):  # the backward moved, or its kernels offloaded
+        Where.seen = set()
+        _offload.reset_stats()
+        async with ae.Engine(offload_threshold=1, offload_backward=offload_backward) as engine:
+            with ae.autograd.set_multithreading_enabled(enabled):
+                loss, w = heavy_loss(x0, w0)
+                await ae.backward(loss)
+            st = engine.stats()
+        grads.append(_plain(w.grad))
+        in_threads = st.backwards_in_threads + _offload.stats.kernels
+        if enabled:  # Where's backward runs in the thread the backward moved to
+            assert in_threads > 0 and (Where.seen != {here}) == offload_backward
+        else:
+            assert in_threads == 0 and Where.seen == {here}
+    _compare(want, grads[0])
+    _compare(want, grads[1])
+
+
+# -- test_custom_function_propagates_errors_from_device_thread -----------------------------------
+# torch runs a CUDA node on its device thread; aengine runs a node on another
+# device in that device's worker (here the simulated device ``sim``).
+
+
+def blah_function(L: _Lib) -> Any:
+    class MyFunc(L.Function):  # type: ignore[name-defined,misc]
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            raise RuntimeError("blah")
+
+    return MyFunc
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_custom_function_propagates_errors_from_device_thread(T: _Lib, enabled: bool) -> None:
+    t = T.t([1.0, 2.0], rg=True)
+    with pytest.raises(RuntimeError, match="blah"):
+        T.backward(blah_function(T).apply(t).sum())
+
+    MyFunc = blah_function(AE)
+    x = ae_t([1.0, 2.0], rg=True)
+    with ae.autograd.set_multithreading_enabled(enabled):
+        out = MyFunc.apply(x.to("sim:0")).to("cpu").sum()
+        with pytest.raises(RuntimeError, match="blah"):
+            await ae.backward(out)
+        async with ae.Engine():
+            with pytest.raises(RuntimeError, match="blah"):
+                await ae.backward(out, retain_graph=True)
+    assert x.grad is None
+
+    def on_sim(xs: Any) -> Any:  # a node on the device in the middle: the gradient arrives
+        return ((xs.to("sim:0") * 2.0).to("cpu") * xs).sum()
+
+    t = T.t([1.0, 2.0], rg=True)
+    T.backward((t * 2.0 * t).sum())
+    with ae.autograd.set_multithreading_enabled(enabled):
+        x = ae_t([1.0, 2.0], rg=True)
+        await ae.backward(on_sim(x))
+    _compare(_plain(t.grad), _plain(x.grad))
+
+
+# -- test_dataparallel_saved_tensors_hooks, without DataParallel ---------------------------------
+# Saved-tensor hooks are the setting thread's: a forward in another thread
+# (DataParallel's replicas) does not call them; in the thread that set them it
+# does.  An anyio task started inside the ``with`` copies its context, so
+# aengine's hooks reach it (docs/hooks.md).
+
+
+def saved_hooks_threads(mod: Any, L: _Lib) -> tuple[int, int]:
+    packed: list[str] = []
+    lock = threading.Lock()
+
+    def pack(x: Any) -> Any:
+        with lock:
+            packed.append(threading.current_thread().name)
+        return x
+
+    x = L.ones(5, 5, rg=True)
+    with mod.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        reraise(on_threads(lambda i: x * x, 4))
+        in_threads = len(packed)
+        y = x * x
+    L.backward(y.sum())
+    return in_threads, len(packed) - in_threads
+
+
+def test_saved_tensors_hooks_stay_in_their_thread(torch: Any, T: _Lib) -> None:
+    want = saved_hooks_threads(torch, T)
+    assert saved_hooks_threads(ae, AE) == want == (0, 2)
+
+
+@pytest.mark.anyio
+async def test_saved_tensors_hooks_reach_the_tasks_started_inside() -> None:
+    packed: list[int] = []
+    x = ae_t(np.ones((5, 5)), rg=True)
+
+    async def forward_backward(i: int) -> Any:
+        y = x * x  # saves x twice
+        (g,) = await ae.grad(y.sum(), x)
+        return _plain(g)
+
+    with ae.autograd.graph.saved_tensors_hooks(lambda t: packed.append(1) or t, lambda t: t):
+        grads = reraise(await on_tasks(forward_backward, 4))
+    assert len(packed) == 8
+    for g in grads:
+        _compare(_plain(2 * x), g)
+    packed.clear()
+    reraise(await on_tasks(forward_backward, 2))  # outside the with: none
+    assert packed == []
