@@ -276,27 +276,51 @@ async def test_python_thread_in_middle_on_tasks(T: _Lib) -> None:
 # -- test_fork_join_in_middle ------------------------------------------------------------------
 
 
+def fork(fn: Callable[[], Any]) -> Callable[[], tuple[str, Any]]:
+    """torch.jit._fork on a thread: start ``fn()``; the returned ``wait`` joins it."""
+    out: list[tuple[str, Any]] = []
+
+    def main() -> None:
+        try:
+            out.append(("ok", fn()))
+        except Exception as exc:  # given to the waiter
+            out.append(("err", exc))
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+
+    def wait() -> tuple[str, Any]:
+        thread.join(HANG)
+        assert not thread.is_alive(), "a forked thread hung"
+        return out[0]
+
+    return wait
+
+
 def fork_join(L: _Lib, x0: np.ndarray) -> Any:
-    """A program that forks a thread in the middle and joins it (torch.jit._fork's pattern)."""
+    """A program that forks threads in the middle and joins them (torch.jit._fork's pattern)."""
 
     def branch(middle: Any, orig_x: Any, retain: bool) -> Any:
         y = middle + middle**2
         return _plain(L.grad([y.sum()], [orig_x], retain_graph=retain)[0])
 
+    def attempt(fn: Callable[[], Any]) -> tuple[str, Any]:
+        try:
+            return ("ok", fn())
+        except RuntimeError as err:
+            return ("err", err)
+
     x = L.t(x0, rg=True)
     y_no = (x + 3) * (x + 4) * 0.5
-    forked = on_threads(lambda i: branch(y_no, x, False), 1)  # fut = fork(...); wait(fut)
-    try:
-        here = ("ok", branch(y_no, x, False))
-    except RuntimeError as err:
-        here = ("err", err)
-    check_in_middle_without_retain([*forked, here])
+    wait = fork(lambda: branch(y_no, x, False))  # fut = fork(...)
+    here = attempt(lambda: branch(y_no, x, False))  # while the fork runs
+    check_in_middle_without_retain([wait(), here])
 
     x = L.t(x0, rg=True)
     y = (x + 3) * (x + 4) * 0.5
-    forks = on_threads(lambda i: branch(y, x, True), 2)
+    wait1, wait2 = fork(lambda: branch(y, x, True)), fork(lambda: branch(y, x, True))
     grad = branch(y, x, True)
-    grad1, grad2 = reraise(forks)
+    grad1, grad2 = reraise([wait1(), wait2()])
     return grad, grad1, grad2
 
 
