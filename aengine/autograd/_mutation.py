@@ -14,20 +14,20 @@
 # a value whose graph was freed (a backward ran, the output was dropped) is
 # not cloned.  The version check stays: a handle's ``TrackingVC`` reads the
 # tensor's counter until the clone, then the version cloned, so a change
-# the context did not see (a write to ``.data``, an optimizer step)
-# is still the in-place error, not silently used.  Leaving the context
+# the context did not see (a write to ``.data`` arrays) is still the
+# in-place error, not silently used.  Leaving the context
 # drops what it kept: a backward of its graph afterwards raises
 # AssertionError, as torch.
 #
-# Departures: the in-place op's own operand saved by its own node
-# (``a.mul_(a)``) is saved after the clone, so it is the in-place error
-# as outside the context (torch clones it); storages are compared as a
-# whole (torch compares a view's first element's address, so a change
-# through a view at an offset is not seen there).  The setting is
-# task-local as the grad modes (nesting is checked in the task); the clone
-# before a change applies to values saved by any open context, whichever
-# task changes them.  Until a context is open the in-place path pays one
-# global read.
+# Every in-place op of a Tensor goes through ``check_inplace``; ``mul_`` and
+# ``div_`` ask again after recording (their operand may be the tensor they
+# change, saved just now), and optimizers before each parameter's update.
+# Storages are compared as a whole (torch compares a view's first
+# element's address, so a change through a view at an offset is not seen
+# there).  The setting is task-local as the grad modes (nesting is checked
+# in the task); the clone before a change applies to values saved by any
+# open context, whichever task changes them.  Until a context is open the
+# in-place path pays one global read.
 """
 
 from __future__ import annotations

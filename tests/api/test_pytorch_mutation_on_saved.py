@@ -365,20 +365,34 @@ def test_change_through_a_view_at_an_offset_gives_the_gradient_of_the_values_sav
     np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the operand of an in-place op that is the tensor it changes, saved by that op, "
-    "is saved after the clone: the in-place error, as outside the context "
-    "(docs/pytorch-differences.md)",
-)
 def test_inplace_op_whose_operand_is_the_changed_tensor(T: _Lib) -> None:
+    # mul_ saves its operand, here the tensor it changes: cloned too
     def program(L: _Lib) -> Any:
         x = L.randn(3, rg=True)
-        with _allow(L):
+        with _allow(L) as ctx:
             a = x.clone()
             a.mul_(a)
+            cloned = _cloned(ctx)
             a.sum().backward()
-        return x.grad
+        return x.grad, cloned
+
+    same(T, program)
+
+
+def test_optimizer_step_between_forward_and_backward(T: _Lib) -> None:
+    # the parameters an optimizer changes in place are cloned first too
+    def program(L: _Lib) -> Any:
+        w = L.mod.nn.Parameter(L.t([1.0, -2.0, 0.5]))
+        opt = L.mod.optim.SGD([w], lr=0.5, momentum=0.9)
+        with _allow(L) as ctx:
+            first = (w * w).sum()
+            second = (w**3).sum()
+            second.backward()
+            opt.step()
+            cloned = _cloned(ctx)
+            opt.zero_grad()
+            first.backward()
+        return w, w.grad, cloned
 
     same(T, program)
 
@@ -499,3 +513,22 @@ async def test_async_nesting_in_one_task_raises() -> None:
         out = (b * b).sum()
         b.mul_(5.0)
         await ae.backward(out)
+
+
+def test_inplace_op_saving_its_output_under_saved_tensor_hooks(T: _Lib) -> None:
+    # relu_ saves its result: packed by the user's hooks, unpacked at backward
+    def program(L: _Lib) -> Any:
+        x = L.randn(5, rg=True)
+        packed = []
+
+        def pack(t: Any) -> Any:
+            packed.append(tuple(t.shape))
+            return t
+
+        with L.mod.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = x.clone()
+            y.relu_()
+            (y * 3.0).sum().backward()
+        return x.grad, packed
+
+    same(T, program)
