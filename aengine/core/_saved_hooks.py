@@ -12,7 +12,9 @@
 # the Tensor or SavedTensor it would keep (the same duck type: ``data``,
 # ``_vc``, ``unpack_tensor``): the backward's code does not change, and
 # the version counter of the tensor saved is still checked, so an in-place
-# change of it after the save is still the in-place error.  An error in
+# change of it after the save is still the in-place error (a pack result
+# that is an ``OwnVersion`` brings the counter to check instead: NOTE
+# [Mutation of saved tensors] in autograd/_mutation.py).  An error in
 # ``pack`` surfaces in the forward, one in ``unpack`` in the backward, as
 # raised.  Until hooks are first set, recording pays one global read.
 """
