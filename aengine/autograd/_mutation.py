@@ -12,7 +12,9 @@
 # backward unpacks the clone, so it computes with the values as they were
 # saved.  A handle lives as long as a node keeps it (weak dictionaries), so
 # a value whose graph was freed (a backward ran, the output was dropped) is
-# not cloned.  The version check stays: a handle's ``TrackingVC`` reads the
+# not cloned (the tids of freed graphs are swept from ``sid_to_tid`` now
+# and then, so a context open for a whole training loop stays small).
+# The version check stays: a handle's ``TrackingVC`` reads the
 # tensor's counter until the clone, then the version cloned, so a change
 # the context did not see (a write to ``.data`` arrays) is still the
 # in-place error, not silently used.  Leaving the context
@@ -55,6 +57,8 @@ _ERR_OUTSIDE = (
     "in which the graph was originally recorded."
 )
 _ERR_NESTED = "allow_mutation_on_saved_tensors contexts cannot be nested"
+#: saves between two sweeps of the tids of freed graphs (more while many are held)
+_SWEEP_EVERY = 4096
 
 
 class _Handle(OwnVersion):
@@ -88,6 +92,7 @@ class _AllowMutationOnSavedContext:
         self.tid_to_weakhandle: MutableMapping[_TID, _Handle] = WeakValueDictionary()
         self.sid_to_tid: dict[int, set[_TID]] = defaultdict(set)
         self.closed = False
+        self._until_sweep = _SWEEP_EVERY
 
     def clear(self) -> None:
         self.cloned.clear()
@@ -96,6 +101,9 @@ class _AllowMutationOnSavedContext:
         self.sid_to_tid.clear()
 
     def pack(self, t: Tensor) -> _Handle:
+        self._until_sweep -= 1
+        if not self._until_sweep:
+            self._sweep()
         own_vc(t)  # a list of its own (shared with later views), for the handle to read
         tid = (id(t), id(t.data), current_version(t))
         self.sid_to_tid[_storage(t.data)].add(tid)
@@ -105,6 +113,15 @@ class _AllowMutationOnSavedContext:
             self.tid_to_weakhandle[tid] = handle
             self.original[handle] = t
         return handle
+
+    def _sweep(self) -> None:
+        """Forget the tids whose graphs were freed (a context open for a whole training run)."""
+        live = self.tid_to_weakhandle
+        for sid, tids in list(self.sid_to_tid.items()):
+            tids.intersection_update([tid for tid in tids if tid in live])
+            if not tids:
+                del self.sid_to_tid[sid]
+        self._until_sweep = _SWEEP_EVERY + 2 * len(live)
 
     def unpack(self, handle: _Handle) -> Tensor:
         if not self.closed:

@@ -417,6 +417,21 @@ def test_the_context_costs_nothing_once_left() -> None:
     assert _cloned(ctx) == _tids(ctx) == 0
 
 
+def test_a_long_open_context_forgets_freed_graphs() -> None:
+    w = ae.ones(3, requires_grad=True)
+    kept = []  # (alive, so that no address is reused for another tensor)
+    with ae.autograd.graph.allow_mutation_on_saved_tensors() as ctx:
+        for _ in range(3000):  # a training loop inside one context: 6000 saves
+            h = w * 2.0
+            out = (h * h).sum()
+            h.add_(1.0)
+            ae.sync.backward(out)
+            kept.append(h)
+        assert sum(len(tids) for tids in ctx.sid_to_tid.values()) < 2000
+        assert _cloned(ctx) == _tids(ctx) == 0
+    np.testing.assert_allclose(w.grad.numpy(), [24000.0] * 3)
+
+
 def test_the_state_is_emptied_on_exit_even_after_an_error() -> None:
     with pytest.raises(ValueError, match="boom"):
         with ae.autograd.graph.allow_mutation_on_saved_tensors() as ctx:
