@@ -3,8 +3,9 @@
 Saved-tensor hooks (``saved_tensors_hooks``, ``save_on_cpu``,
 ``disable_saved_tensors_hooks``; NOTE [Saved-tensor hooks] in
 core/_saved_hooks.py), gradient edges (``GradientEdge``,
-``get_gradient_edge``), ``register_multi_grad_hook`` and
-``increment_version``.
+``get_gradient_edge``), ``register_multi_grad_hook``,
+``increment_version`` and ``allow_mutation_on_saved_tensors`` (NOTE
+[Mutation of saved tensors] in _mutation.py).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from ..core._edge import GradientEdge
 from ..core._graph import gradient_edge, own_vc
 from ..core._saved_hooks import disable_saved_tensors_hooks, saved_tensors_hooks
 from ..tensors import Tensor
+from ._mutation import allow_mutation_on_saved_tensors
 
 __all__ = [
     "GradientEdge",
+    "allow_mutation_on_saved_tensors",
     "disable_saved_tensors_hooks",
     "get_gradient_edge",
     "increment_version",

@@ -12,7 +12,9 @@
 # the Tensor or SavedTensor it would keep (the same duck type: ``data``,
 # ``_vc``, ``unpack_tensor``): the backward's code does not change, and
 # the version counter of the tensor saved is still checked, so an in-place
-# change of it after the save is still the in-place error.  An error in
+# change of it after the save is still the in-place error (a pack result
+# that is an ``OwnVersion`` brings the counter to check instead: NOTE
+# [Mutation of saved tensors] in autograd/_mutation.py).  An error in
 # ``pack`` surfaces in the forward, one in ``unpack`` in the backward, as
 # raised.  Until hooks are first set, recording pays one global read.
 """
@@ -27,7 +29,9 @@ from ._errors import AutogradError
 from ._graph import SavedTensor, version_error
 
 __all__ = [
+    "OwnVersion",
     "PackedSaved",
+    "TrackingVC",
     "disable_saved_tensors_hooks",
     "ever_set",
     "pack_node",
@@ -127,6 +131,44 @@ class disable_saved_tensors_hooks:
         _disabled.reset(self._tokens.pop())
 
 
+class TrackingVC(list):  # type: ignore[type-arg]
+    """The version a value packed by ``allow_mutation_on_saved_tensors`` is checked at.
+
+    It reads the saved tensor's counter (``tracked``) until ``freeze()``,
+    called when the value was cloned just before an in-place change, and
+    the version it was frozen at from then on: the clone is the value as
+    saved, so the change does not fail the backward, while a change the
+    clone did not see still does (NOTE [Mutation of saved tensors] in
+    autograd/_mutation.py).
+    """
+
+    __slots__ = ("frozen", "tracked")
+
+    def __init__(self, tracked: list[int]) -> None:
+        super().__init__()
+        self.tracked = tracked
+        self.frozen: int | None = None
+
+    def __getitem__(self, i: Any) -> Any:
+        frozen = self.frozen
+        return self.tracked[i] if frozen is None else frozen
+
+    def freeze(self) -> None:
+        self.frozen = self.tracked[0]
+
+
+class OwnVersion:
+    """Base of a pack hook's result that brings the counter its value is checked at (``vc``).
+
+    ``PackedSaved`` then checks ``vc`` instead of the saved tensor's counter.
+    """
+
+    __slots__ = ("__weakref__", "vc")
+
+    def __init__(self, vc: TrackingVC) -> None:
+        self.vc = vc
+
+
 class PackedSaved:
     """What a node keeps of a saved tensor while hooks are active (NOTE above).
 
@@ -151,6 +193,8 @@ class PackedSaved:
             _hooks.reset(token)
         if t._vc[0] != before:
             raise RuntimeError("A saved tensor pack hook is modifying its input in place.")
+        if isinstance(self.packed, OwnVersion):
+            vc = self.packed.vc
         self._vc = vc
         self.version = before
         self.is_output = is_output
@@ -175,6 +219,17 @@ class PackedSaved:
     def data(self) -> Any:
         """The unpacked tensor's array."""
         return self.unpack_tensor().data
+
+    def rebase_output(self, vc: list[int]) -> int:
+        """A saved output of an in-place op: its tensor's counter is ``vc`` now; the version to expect."""
+        own = self._vc
+        if own.__class__ is TrackingVC:
+            own.tracked = vc
+        else:
+            self._vc = vc
+        version: int = vc[0]
+        self.version = version
+        return version
 
     def check(self, node: Any) -> None:
         """The in-place check of a custom Function's saved value (as SavedTensor.check)."""

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core._errors import AutogradError
+from ..tensors import _views
 from ..tensors._creation import zeros_like
 from ..tensors._dtype import get_default_dtype, result_dtype
 from ..tensors._tensor import _NUMBERS, Tensor
@@ -198,6 +199,8 @@ def _binary_(t: Tensor, other: Any, ufunc: str, clss: tuple[Any, Any], reads: An
                 snap = snapshot(t, other_rg)
                 r = record(clss[0], t.data, dev, (snap, other), (snap, other), bcast=True)
                 keep_saved(r, reads)
+                if _views._before_inplace is not None:  # ``other`` may be ``t``: saved just now
+                    _views._before_inplace(t)  # (NOTE [Mutation of saved tensors])
             else:
                 r = record(clss[0], t.data, dev, (snapshot(t, False), other), bcast=True)
             _keep_self_dtype(r, t, other)

@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from ..tensors import _views
 from ..tensors._tensor import Tensor
 from ._optimizer import Optimizer, bump
 
@@ -42,6 +43,8 @@ def _with_grads(group: dict[str, Any]) -> Iterator[tuple[Tensor, Any]]:
     """(param, its gradient's array, negated when maximizing) of the params that have one."""
     for p in group["params"]:
         if p.grad is not None:
+            if _views._before_inplace is not None:  # p is changed in place next
+                _views._before_inplace(p)  # (NOTE [Mutation of saved tensors])
             g = p.grad.data
             yield p, (-g if group.get("maximize") else g)
 

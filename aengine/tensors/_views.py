@@ -52,6 +52,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -59,6 +60,7 @@ import numpy as np
 from ..core import AutogradError, Node, gradient_edge, own_vc
 from ..core._graph import freed_error, new_tensor, set_history
 from ..core._modes import _grad_enabled, _inference
+from ..core._saved_hooks import PackedSaved
 from . import _dual
 from ._fields import TensorFields
 from ._tensor_ops import TENSOR_OPS, ViewFn
@@ -70,6 +72,7 @@ __all__ = [
     "check_inplace",
     "commit_inplace",
     "refresh_view_grad_fn",
+    "set_before_inplace",
     "snapshot",
     "stale_view_requires_grad",
 ]
@@ -163,6 +166,19 @@ def _view_error(t: TensorFields, indirect: bool) -> str:
     return msg + _CLARIFY.format(block="inference_mode" if kind == "inference" else "no_grad")
 
 
+#: called with each tensor an in-place op is about to change, while an
+#: ``allow_mutation_on_saved_tensors`` context is open (None otherwise: the
+#: in-place path then pays one global read; see NOTE [Mutation of saved
+#: tensors] in autograd/_mutation.py)
+_before_inplace: Callable[[Any], None] | None = None
+
+
+def set_before_inplace(fn: Callable[[Any], None] | None) -> None:
+    """Have ``fn(t)`` called before each in-place change of a tensor ``t`` (None: nothing)."""
+    global _before_inplace
+    _before_inplace = fn
+
+
 def check_inplace(t: TensorFields, *others: Any, overlap: bool = True) -> bool:
     """Raise if ``t`` may not be modified in place; return whether to record history.
 
@@ -183,6 +199,8 @@ def check_inplace(t: TensorFields, *others: Any, overlap: bool = True) -> bool:
     flags = getattr(data, "flags", None)
     if flags is not None and not getattr(flags, "writeable", True):
         t.data = _writeable_alias(data)
+    if _before_inplace is not None:
+        _before_inplace(t)
     return record
 
 
@@ -282,7 +300,12 @@ def commit_inplace(t: T, r: TensorFields | None) -> T:
     if getattr(node, "saved", None) is not None:
         versions = list(node.versions)  # type: ignore[attr-defined]
         for i, s in enumerate(node.saved_values()):  # type: ignore[attr-defined]
-            if getattr(s, "is_output", False):  # the output of an in-place op is t, now
+            if not getattr(s, "is_output", False):
+                continue
+            # the output of an in-place op is t, now
+            if s.__class__ is PackedSaved:  # (its value comes from the unpack hook)
+                versions[i] = s.rebase_output(vc)
+            else:
                 s._vc = vc
                 s.version = versions[i] = vc[0]
                 s.data = t.data
