@@ -893,6 +893,16 @@ TABLE: dict[str, Bad] = {
         ValueError,
         "determinism_check should be one of",
     ),
+    "ae.set_checkpoint_early_stop: not a bool": Bad(
+        lambda x: ae.set_checkpoint_early_stop("no"),
+        TypeError,
+        "set_checkpoint_early_stop expects a bool, got str",
+    ),
+    "ae.set_checkpoint_debug_enabled: not a bool": Bad(
+        lambda x: ae.set_checkpoint_debug_enabled(1),
+        TypeError,
+        "set_checkpoint_debug_enabled expects a bool or None, got int",
+    ),
     "ae.checkpoint_sequential: no segments": Bad(
         lambda x: ae.checkpoint_sequential([lambda v: v * 2], 0, x, use_reentrant=False),
         ValueError,
