@@ -43,6 +43,7 @@ __all__ = [
     "AsyncCheckpointFunction",
     "CheckpointError",
     "CheckpointFunction",
+    "GraphExecGroup",
     "checkpoint",
     "checkpoint_sequential",
     "set_checkpoint_debug_enabled",
@@ -271,6 +272,55 @@ def _setting(var: contextvars.ContextVar[bool | None], value: bool | None) -> It
         var.reset(token)
 
 
+#: the GraphExecGroup active in this task, or None
+_exec_group: contextvars.ContextVar[GraphExecGroup | None] = contextvars.ContextVar(
+    "aengine_checkpoint_exec_group", default=None
+)
+
+
+class GraphExecGroup:
+    """The backwards run inside share one recomputation of each checkpoint, as torch's.
+
+    Without it, every backward (each graph task) recomputes what it needs
+    of a non-reentrant checkpoint.  The backwards run under one group must
+    use disjoint parts of a checkpointed region (no saved value unpacked
+    twice, even with retain_graph=True), else CheckpointError.  Groups do
+    not nest; task-local.
+
+    Example::
+
+        >>> import aengine as ae
+        >>> x = ae.tensor([0.5, 1.0], requires_grad=True)
+        >>> def two(t):
+        ...     y = t.sin()
+        ...     return y, y.cos()
+        >>> y, z = ae.checkpoint(two, x, use_reentrant=False)
+        >>> with ae.GraphExecGroup():
+        ...     (gy,) = ae.sync.grad(z.sum(), [y])
+        ...     (gx,) = ae.sync.grad(y, [x], gy)
+        >>> gx.shape
+        (2,)
+    """
+
+    def __init__(self) -> None:
+        self.id = next(_local_ids)
+        self._token: contextvars.Token[GraphExecGroup | None] | None = None
+
+    def __enter__(self) -> GraphExecGroup:
+        current = _exec_group.get()
+        if current is not None:
+            raise RuntimeError(
+                f"GraphExecGroup contexts cannot be nested. Already inside group {current!r}"
+            )
+        self._token = _exec_group.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _exec_group.reset(self._token)
+            self._token = None
+
+
 _UNPACKED = None  # a holder's value once unpacked in that backward
 
 
@@ -380,8 +430,12 @@ class _Frame:
             raise CheckpointError(self._debug_report(err)) from err
 
     def _unpack(self, holder: _Holder) -> Tensor:
+        group = _exec_group.get()
         gt = current_graph_task()
-        gid = next(_local_ids) if gt is None else gt.id
+        if group is not None:
+            gid = group.id
+        else:
+            gid = next(_local_ids) if gt is None else gt.id
         if gid not in self.recomputed:
             self._recompute(gid)
         if gid not in holder.values:
@@ -391,13 +445,20 @@ class _Frame:
             )
         value = holder.values[gid]
         if value is _UNPACKED:
+            overlap = (
+                "Performing two backward calls that overlap (i.e. require the same saved "
+                "activation in order to compute gradients) is not allowed while under the "
+                "ae.GraphExecGroup context. "
+                if group is not None
+                else ""
+            )
             raise CheckpointError(
                 "ae.checkpoint: Unpack is being triggered for a tensor that was already "
-                "unpacked once. If you are calling ctx.saved_tensors in backward, make sure "
+                f"unpacked once. {overlap}If you are calling ctx.saved_tensors in backward, make sure "
                 "to do so only once. Otherwise please open an issue with details on your "
                 "use case."
             )
-        if gt is None:
+        if gt is None and group is None:
             del holder.values[gid]
         else:
             holder.values[gid] = _UNPACKED

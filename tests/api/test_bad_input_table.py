@@ -59,6 +59,11 @@ def nonleaf(x: ae.Tensor) -> ae.Tensor:
     return x * 1
 
 
+def _nested_exec_groups() -> None:
+    with ae.GraphExecGroup(), ae.GraphExecGroup():
+        pass
+
+
 def backward_through(x: ae.Tensor, hook: Callable[[Any], Any]) -> None:
     """A backward from ``x`` whose intermediate gradient goes through ``hook``."""
     y = x * 2
@@ -902,6 +907,11 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.set_checkpoint_debug_enabled(1),
         TypeError,
         "set_checkpoint_debug_enabled expects a bool or None, got int",
+    ),
+    "ae.GraphExecGroup: nested": Bad(
+        lambda x: _nested_exec_groups(),
+        RuntimeError,
+        "GraphExecGroup contexts cannot be nested",
     ),
     "ae.checkpoint_sequential: no segments": Bad(
         lambda x: ae.checkpoint_sequential([lambda v: v * 2], 0, x, use_reentrant=False),

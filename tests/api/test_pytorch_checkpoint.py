@@ -997,28 +997,42 @@ def test_a_retained_graph_recomputes_for_each_backward(T: _Lib) -> None:
     assert same(T, program)[0] == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="documented departure (docs/pytorch-differences.md): aengine has no GraphExecGroup; "
-    "each backward recomputes a checkpoint its graph reaches",
-)
 def test_graph_exec_group_recomputes_once_for_several_backwards(T: _Lib) -> None:
     def program(L: Any) -> Any:
-        counter = [0]
+        group = L.mod.utils.checkpoint.GraphExecGroup if L.name == "torch" else ae.GraphExecGroup
 
-        def fn(x: Any) -> Any:
-            counter[0] += 1
-            y = x.sin().cos()
-            return y, y.sin().cos()
+        def run(use_group: bool) -> Any:
+            counter = [0]
 
-        x = L.randn(3, 3, seed=1, rg=True)
-        y, z = _ck(L, fn, x)
-        with L.mod.utils.checkpoint.GraphExecGroup():
-            (gy,) = L.grad(z, inputs=(y,), grad_outputs=(L.ones(3, 3),))
-            L.grad(y, inputs=(x,), grad_outputs=(gy,))
-        return counter[0]
+            def fn(x: Any) -> Any:
+                counter[0] += 1
+                y = x.sin().cos()
+                return y, y.sin().cos()
 
-    assert same(T, program) == 2
+            x = L.randn(3, 3, seed=1, rg=True)
+            y, z = _ck(L, fn, x)
+            with group() if use_group else contextlib.nullcontext():
+                (gy,) = L.grad(z, inputs=(y,), grad_outputs=(L.ones(3, 3),))
+                (gx,) = L.grad(y, inputs=(x,), grad_outputs=(gy,))
+            return counter[0], gx
+
+        x = L.randn(3, 3, seed=2, rg=True)
+        out = _ck(L, lambda t: t.sin().cos(), x)
+        with group():
+            # two backwards of one group must not need the same saved value
+            L.backward(out.sum(), retain_graph=True)
+            kind, text = error_of(lambda: L.backward(out.sum()))
+        nested = error_of(lambda: _under(group(), lambda: _under(group(), lambda: None)))
+        return (
+            run(True),
+            run(False),
+            (kind, "Performing two backward calls that overlap" in text),
+            (nested[0], "GraphExecGroup contexts cannot be nested" in nested[1]),
+        )
+
+    grouped, plain, overlap, nested = same(T, program)
+    assert (grouped[0], plain[0]) == (2, 3)
+    assert overlap == ("RuntimeError", True) and nested == ("RuntimeError", True)
 
 
 # -- the same behaviours awaited (asyncio and trio) ------------------------------------------------
