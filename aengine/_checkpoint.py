@@ -35,7 +35,7 @@ from ._function import Function
 from .core import AutogradError, current_graph_task
 from .core._graph import set_history
 from .core._modes import enable_grad, is_grad_enabled, no_grad
-from .core._saved_hooks import saved_tensors_hooks
+from .core._saved_hooks import PackedSaved, pack_value, saved_tensors_hooks
 from .runtime import loop_running
 from .tensors import Tensor, default_generator
 
@@ -586,14 +586,21 @@ def _checkpoint_without_reentrant(
         )
     forward_ctx, recompute_ctx = context_fn()
     rng = _rng_state() if preserve_rng_state else None
+    if not is_grad_enabled():
+        return function(*args, **kwargs)
+    # the arguments are saved as the enclosing checkpoint's saved tensors (torch's rule
+    # 2 of nested checkpoints), freed with its other values; kept as they are otherwise
+    saved = [pack_value(a) if isinstance(a, Tensor) else a for a in args]
 
     def recompute() -> None:
+        # (unpacking may recompute the enclosing checkpoint first, with its own RNG state)
+        inputs = [a.unpack_tensor() if a.__class__ is PackedSaved else a for a in saved]
         outer = _rng_state()
         if rng is not None:
             _set_rng_state(rng)
         try:
             with enable_grad(), recompute_ctx:
-                function(*args, **kwargs)
+                function(*inputs, **kwargs)
         finally:
             if rng is not None:
                 _set_rng_state(outer)
@@ -602,8 +609,6 @@ def _checkpoint_without_reentrant(
     frame = _Frame(
         recompute, determinism_check == "default", early_stop if stop is None else stop, debug
     )
-    if not is_grad_enabled():
-        return function(*args, **kwargs)
     suppressed = True
     with saved_tensors_hooks(frame.pack, frame.unpack), forward_ctx:
         out = function(*args, **kwargs)

@@ -205,6 +205,27 @@ def test_nested_checkpoints_give_the_plain_values_and_their_graphs_die(
         assert survivors == []
 
 
+def test_a_nested_checkpoints_arguments_are_freed_with_the_enclosing_ones(T: _Lib) -> None:
+    # torch's rule 2 of nested checkpoints: the inner one's inputs are saved by the outer one
+    def program(L: Any) -> Any:
+        refs: list[Any] = []
+
+        def outer(x: Any) -> Any:
+            h = x.cos() * 2.0
+            refs.append(weakref.ref(h))
+            return _ck(L, lambda t: t.sin().exp(), h).sum()
+
+        x = L.randn(3, seed=1, rg=True)
+        out = _ck(L, outer, x)
+        gc.collect()
+        alive = refs[0]() is not None
+        (g,) = L.grad(out, (x,), create_graph=True)
+        (gg,) = L.grad(g.sum(), (x,))
+        return alive, g, gg
+
+    assert same(T, program)[0] is False
+
+
 @pytest.mark.parametrize("early_stop", [True, False])
 def test_nested_checkpoint_with_two_children(T: _Lib, early_stop: bool) -> None:
     def program(L: Any) -> Any:
