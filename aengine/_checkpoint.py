@@ -175,6 +175,10 @@ def _detach(x: Any) -> Any:
 # * No reference cycle: the recomputed graph's own nodes keep what they
 #   save the same way (detached, their producer kept weakly), never a node's
 #   own output, so a graph dies by reference counting alone.
+# * Nesting (torch's NOTE [ Nestable Checkpoint ]): a checkpoint's tensor
+#   arguments are saved through the hooks active when it is called, so an
+#   enclosing checkpoint manages them like its other saved values (frees
+#   them, recomputes them first when the inner recomputation needs them).
 # * Lifetime: recomputed values belong to one backward (its graph task id)
 #   and are dropped as they are unpacked, even with retain_graph=True (a
 #   second unpack in the same backward is a CheckpointError); each unpack
