@@ -16,7 +16,14 @@ See docs/ for the guide and the architecture.
 
 from . import autograd, distributed, func, functional, linalg, nn, optim, sync, testing, viz
 from ._autograd import backward, grad, queue_callback
-from ._checkpoint import CheckpointError, checkpoint, checkpoint_sequential
+from ._checkpoint import (
+    CheckpointError,
+    GraphExecGroup,
+    checkpoint,
+    checkpoint_sequential,
+    set_checkpoint_debug_enabled,
+    set_checkpoint_early_stop,
+)
 from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
 from ._gradcheck import gradcheck, gradgradcheck
 from ._hooks import register_multi_grad_hook
@@ -163,7 +170,7 @@ __all__ = [
     "AccumulateGrad", "AutogradError", "BackwardCFunction", "BackwardError", "Function",
     "FunctionCtx", "once_differentiable", "register_multi_grad_hook", "Device", "Engine", "Generator", "Node",
     "RemovableHandle", "Tensor", "abs", "add", "arange", "as_tensor", "backward", "bool",
-    "bool_", "broadcast_to", "checkpoint", "CheckpointError", "checkpoint_sequential", "clamp", "clone", "cos", "detect_anomaly", "device", "div",
+    "bool_", "broadcast_to", "checkpoint", "CheckpointError", "checkpoint_sequential", "GraphExecGroup", "set_checkpoint_debug_enabled", "set_checkpoint_early_stop", "clamp", "clone", "cos", "detect_anomaly", "device", "div",
     "empty", "empty_like", "enable_grad", "eq", "exp", "expand", "expm1", "eye", "flatten",
     "float16", "float32", "float64", "full", "full_like", "ge", "grad", "gt",
     "inference_mode", "int16", "int32", "int64", "int8", "is_anomaly_check_nan_enabled",

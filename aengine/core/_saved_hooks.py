@@ -35,6 +35,7 @@ __all__ = [
     "disable_saved_tensors_hooks",
     "ever_set",
     "pack_node",
+    "pack_value",
     "pack_values",
     "saved_tensors_hooks",
 ]
@@ -271,3 +272,9 @@ def pack_values(values: tuple[Any, ...], tensors: Sequence[Any]) -> tuple[Any, .
         None if s is None else PackedSaved(t, s.is_output, *hooks)
         for s, t in zip(values, tensors, strict=True)
     )
+
+
+def pack_value(t: Any) -> Any:
+    """``t`` packed by the active hooks as a saved input (a PackedSaved), or ``t`` where none are."""
+    hooks = _hooks.get()
+    return t if hooks is None else PackedSaved(t, False, *hooks)

@@ -59,6 +59,11 @@ def nonleaf(x: ae.Tensor) -> ae.Tensor:
     return x * 1
 
 
+def _nested_exec_groups() -> None:
+    with ae.GraphExecGroup(), ae.GraphExecGroup():
+        pass
+
+
 def backward_through(x: ae.Tensor, hook: Callable[[Any], Any]) -> None:
     """A backward from ``x`` whose intermediate gradient goes through ``hook``."""
     y = x * 2
@@ -892,6 +897,21 @@ TABLE: dict[str, Bad] = {
         lambda x: ae.checkpoint(lambda v: v * 2, x, use_reentrant=False, determinism_check="x"),
         ValueError,
         "determinism_check should be one of",
+    ),
+    "ae.set_checkpoint_early_stop: not a bool": Bad(
+        lambda x: ae.set_checkpoint_early_stop("no"),
+        TypeError,
+        "set_checkpoint_early_stop expects a bool, got str",
+    ),
+    "ae.set_checkpoint_debug_enabled: not a bool": Bad(
+        lambda x: ae.set_checkpoint_debug_enabled(1),
+        TypeError,
+        "set_checkpoint_debug_enabled expects a bool or None, got int",
+    ),
+    "ae.GraphExecGroup: nested": Bad(
+        lambda x: _nested_exec_groups(),
+        RuntimeError,
+        "GraphExecGroup contexts cannot be nested",
     ),
     "ae.checkpoint_sequential: no segments": Bad(
         lambda x: ae.checkpoint_sequential([lambda v: v * 2], 0, x, use_reentrant=False),
