@@ -57,7 +57,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q
+	@# faulthandler stays on after pytest: a crash at exit prints every thread's stack
+	PYTHONFAULTHANDLER=1 $(BIN)/python -m pytest -q
 
 test: lint typecheck unit
 

@@ -38,6 +38,7 @@ import aengine as ae
 from tests.examples.test_examples import WAIT, free_port, load, wait_for
 from tests.examples.test_explain_service import CASES, Twin, check
 from tests.paths import ROOT
+from tests.ray_child import run_cases
 
 httpx = pytest.importorskip("httpx", reason="the web extra (httpx) is not installed")
 sklearn_datasets = pytest.importorskip("sklearn.datasets", reason="the examples extra")
@@ -231,77 +232,11 @@ def test_serve_example_runs_as_a_script(
     assert proc.returncode == 0, (tmp_path / "server.log").read_text()[-3000:]
 
 
-@pytest.fixture(scope="module")
-def serve_app(checkpoint: pathlib.Path) -> Iterator[str]:
-    """2 replicas of the app (float64) on a local cluster, Serve's proxy on 127.0.0.1."""
-    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'aengine[ray]')")
-    serve = pytest.importorskip("ray.serve", reason="Ray Serve is not installed (aengine[ray])")
-    serve_ray = load("serve_ray")
-    port = free_port()
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        _node_ip_address="127.0.0.1",
-        configure_logging=False,
-    )
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(serve_ray.deployment(checkpoint, "float64"), name="explain", route_prefix="/")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        serve.shutdown()
-        ray.shutdown()
-
-
-def _replicas() -> dict[str, Any]:
-    import ray  # only where the Ray fixture ran
-
-    return {
-        a["name"]: ray.get_actor(a["name"], namespace=a["namespace"])
-        for a in ray.util.list_named_actors(all_namespaces=True)
-        if a["name"].startswith("SERVE_REPLICA::")
-    }
-
-
-def _running_replicas() -> int:
-    from ray import serve  # only where the Ray fixture ran
-
-    status = serve.status().applications["explain"].deployments["explain"]
-    return int(status.replica_states.get("RUNNING", 0))
-
-
-def test_serve_replicas_answer_as_torch_and_bad_input_is_422(serve_app: str, workload: Any) -> None:
-    client = Client(serve_app)
-    try:
-        assert len(answers_from_every_process(client, workload, 2)) == 2
-        bad_input_is_422(client)
-        assert client.get("/health").json() == {"ok": True}
-    finally:
-        client.close()
-    assert client.retries == 0
-
-
-def test_serve_replica_killed_under_load_loses_no_request(serve_app: str, workload: Any) -> None:
-    import ray  # the fixture skipped the test where Ray is missing
-
-    client = Client(serve_app)
-    before = _replicas()
-    assert len(before) == 2
-
-    def kill() -> str:
-        name = sorted(before)[0]
-        ray.kill(before[name], no_restart=True)
-        return name
-
-    def replaced(name: str) -> bool:
-        now = _replicas()
-        return name not in now and len(now) == 2 and _running_replicas() == 2
-
-    try:
-        load_with_a_kill(client, workload, kill, replaced)
-    finally:
-        client.close()
+def test_serve_cases_pass_in_a_driver_process_of_their_own() -> None:
+    """The 2-replica cases (ray_serve_cases.py) call ``ray.init()`` in the test
+    process: they run in one of their own (see NOTE [Ray's driver in a process
+    of its own] in tests/ray_child.py)."""
+    run_cases("tests/examples/ray_serve_cases.py")
 
 
 # -- uvicorn --workers 2 ----------------------------------------------------------------------------
