@@ -28,6 +28,7 @@ from ._graph import SavedTensor, version_error
 
 __all__ = [
     "PackedSaved",
+    "RawSaved",
     "disable_saved_tensors_hooks",
     "ever_set",
     "pack_node",
@@ -216,3 +217,57 @@ def pack_values(values: tuple[Any, ...], tensors: Sequence[Any]) -> tuple[Any, .
         None if s is None else PackedSaved(t, s.is_output, *hooks)
         for s, t in zip(values, tensors, strict=True)
     )
+
+
+class RawSaved:
+    """One saved value of a node, as torch's ``grad_fn._raw_saved_<name>`` (a SavedTensor).
+
+    ``register_hooks(pack, unpack)`` packs this one value now and unpacks
+    it where the backward (or ``_saved_<name>``) reads it, as the hooks of
+    ``saved_tensors_hooks`` do for every value (NOTE [Saved-tensor hooks]);
+    one pair per value, and not once the value was freed.  ``node`` gives
+    the value by ``_slot_value(i)`` and takes its packed form by
+    ``_set_slot_value(i, v)``.
+    """
+
+    __slots__ = ("index", "node")
+
+    def __init__(self, node: Any, index: int) -> None:
+        self.node = node
+        self.index = index
+
+    def register_hooks(self, pack_hook: Pack, unpack_hook: Unpack) -> None:
+        """Pack this saved value with ``pack_hook`` now; unpack it with ``unpack_hook``."""
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError(
+                "register_hooks(): incompatible function arguments: it expects two callables, "
+                f"pack_hook(tensor) -> object and unpack_hook(object) -> Tensor; got "
+                f"{type(pack_hook).__name__} and {type(unpack_hook).__name__}"
+            )
+        node = self.node
+        if node._slots_freed():
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor after it has been freed. Saved "
+                "intermediate values of the graph are freed when you call .backward() or "
+                "autograd.grad(). Specify retain_graph=True if you need to backward through the "
+                "graph a second time or if you need to access saved variables after calling "
+                "backward."
+            )
+        s = node._slot_value(self.index)
+        if s is None:
+            raise RuntimeError("register_hooks: no tensor was saved here (None was saved)")
+        if s.__class__ is PackedSaved:
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor whose hooks have already been set. "
+                "Hint: only one pair of hooks is allowed at a time."
+            )
+        if s.__class__ is SavedTensor:
+            t = s.tensor if s.tensor is not None else s.unpack_tensor(node)
+            packed = PackedSaved(t, s.is_output, pack_hook, unpack_hook)
+            packed.version = s.version  # the version at the save, as checked since
+        else:
+            packed = PackedSaved(s, False, pack_hook, unpack_hook)
+        node._set_slot_value(self.index, packed)
+
+    def __repr__(self) -> str:
+        return f"<SavedTensor {self.index} of {self.node.name()}>"
