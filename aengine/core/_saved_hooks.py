@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._errors import AutogradError
-from ._graph import SavedTensor, version_error
+from ._graph import SavedTensor, set_history, version_error
 
 __all__ = [
     "PackedSaved",
@@ -136,7 +136,7 @@ class PackedSaved:
     checked by the backward as for any saved value.
     """
 
-    __slots__ = ("_vc", "is_output", "output_nr", "packed", "unpack_hook", "version")
+    __slots__ = ("_vc", "edge", "is_output", "output_nr", "packed", "rg", "unpack_hook", "version")
 
     #: as a saved input Tensor's, for the in-place error's message
     grad_fn = None
@@ -157,6 +157,16 @@ class PackedSaved:
         self.is_output = is_output
         self.output_nr = t.output_nr
         self.unpack_hook = unpack_hook
+        # the saved tensor's place in the graph, which the unpacked value takes
+        # (NOTE [Unpacked values keep the saved tensor's place])
+        self.rg = t._rg
+        fn = t._fn
+        if is_output or not t._rg:
+            self.edge: tuple[Any, int] | None = None
+        elif fn is not None:
+            self.edge = (fn, t.output_nr)
+        else:
+            self.edge = (t._grad_accumulator(), 0)
 
     def unpack_tensor(self, node: Any = None) -> Any:
         """The tensor ``unpack_hook`` gives back (a TypeError if it is not one)."""
@@ -170,7 +180,22 @@ class PackedSaved:
                 "Output of saved tensor unpack_hook expected to be a Tensor but got result of "
                 f"type {type(t).__name__}"
             )
-        return t
+        if node is None:
+            return t
+        # NOTE [Unpacked values keep the saved tensor's place]
+        # As torch's SavedVariable: what unpack_hook returns gives the values
+        # only; in the graph the unpacked tensor stands where the saved one
+        # stood (an output of ``node``, of its own grad_fn, or the leaf's
+        # accumulator), so a gradient through it flows as through the saved
+        # tensor, not through the ops the hooks ran.
+        out = t._make(t.data, False, t._device)
+        out._vc = t._vc
+        if self.rg:
+            if self.is_output:
+                set_history(out, node, self.output_nr)
+            elif self.edge is not None:
+                set_history(out, self.edge[0], self.edge[1])
+        return out
 
     @property
     def data(self) -> Any:
