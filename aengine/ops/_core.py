@@ -221,32 +221,24 @@ class OpNode(Node):
     #: ``keep_saved``'s ``reads``, for classes whose nodes drop saved values
     saved_reads: ClassVar[tuple[tuple[int, ...], tuple[int, ...]] | None] = None
 
-    def _saved_attr(self, name: str) -> Any:
-        """``_saved_<name>`` and ``_raw_saved_<name>``: the ``__getattr__`` of nodes."""
-        if name.startswith("_saved_"):
-            field = type(self).saved_fields.get(name[7:])
-            if field is not None:
-                if field.__class__ is not int:
-                    return field(self)  # type: ignore[operator]
-                i = self._slot_of(field)  # type: ignore[arg-type]
-                if i is None:
-                    return None
-                if self.saved is None:
-                    raise freed_error()
-                s = self.saved_values()[i]
-                if s._vc[0] != self.versions[i]:
-                    self._version_error(i)
-                return s if s.__class__ is Tensor else s.unpack_tensor(self)
-        elif name.startswith("_raw_saved_"):
-            field = type(self).saved_fields.get(name[11:])
-            if field.__class__ is int:
-                i = self._slot_of(field)  # type: ignore[arg-type]
-                return None if i is None else _saved_hooks.RawSaved(self, i)
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+    def saved_field(self, field: int | Callable[[Any], Any]) -> Any:
+        """The value of one of ``saved_fields`` (what ``_saved_<name>`` gives)."""
+        if field.__class__ is not int:
+            return field(self)  # type: ignore[operator]
+        i = self._slot_of(field)
+        if i is None:
+            return None
+        if self.saved is None:
+            raise freed_error()
+        s = self.saved_values()[i]
+        if s._vc[0] != self.versions[i]:
+            self._version_error(i)
+        return s if s.__class__ is Tensor else s.unpack_tensor(self)
 
-    if not TYPE_CHECKING:  # (type checkers keep flagging unknown attributes of nodes)
-        # reached only where the ordinary lookup failed: no cost to other attributes
-        __getattr__ = _saved_attr
+    def raw_saved(self, position: int) -> Any:
+        """The saved tensor at ``position`` as torch's SavedTensor (``_raw_saved_<name>``)."""
+        i = self._slot_of(position)
+        return None if i is None else _saved_hooks.RawSaved(self, i)
 
     def _slot_of(self, position: int) -> int | None:
         """Where the value saved at ``position`` is now (None: ``keep_saved`` dropped it)."""

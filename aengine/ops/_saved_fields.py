@@ -9,9 +9,11 @@
 # other facts in ``attrs`` (NOTE [Saved tensors of built-in ops]); this
 # module gives each node class the map from torch's names to them
 # (``OpNode.saved_fields``: a position in ``saved`` as recorded, or a
-# function of the node).  The attributes resolve in ``OpNode.__getattr__``,
-# which Python calls only after an ordinary lookup failed: recording and
-# running nodes pay nothing for them.  A saved tensor read after the graph
+# function of the node), and makes each name a property of the class, once
+# at import.  Properties, not a ``__getattr__``: a class that defines
+# ``__getattr__`` loses the interpreter's fast attribute access on all its
+# instances, which the backward's hot path reads; recording and running
+# nodes pay nothing for class attributes they never read.  A saved tensor read after the graph
 # was freed raises the "backward through the graph a second time" error,
 # and one modified in place since its save the in-place error, as torch's;
 # the other values stay readable.  Dimensions are given as non-negative
@@ -183,8 +185,25 @@ def _subclasses(cls: type[OpNode]) -> Iterator[type[OpNode]]:
         yield from _subclasses(sub)
 
 
+def _value(field: Field) -> property:
+    return property(lambda node: node.saved_field(field), doc="A value saved for backward.")
+
+
+def _raw(position: int) -> property:
+    return property(lambda node: node.raw_saved(position), doc="A tensor saved for backward.")
+
+
+def _give(cls: type[OpNode], fields: dict[str, Field]) -> None:
+    """``cls``'s ``saved_fields`` and its ``_saved_<name>``/``_raw_saved_<name>`` properties."""
+    cls.saved_fields = fields
+    for name, field in fields.items():
+        setattr(cls, f"_saved_{name}", _value(field))
+        if field.__class__ is int:
+            setattr(cls, f"_raw_saved_{name}", _raw(field))
+
+
 def install() -> None:
-    """Give each node class its ``saved_fields`` (NOTE [Saved values by torch's names])."""
+    """Give each node class its saved values' attributes (NOTE [Saved values by torch's names])."""
     classes = list(_subclasses(OpNode))
     counts: dict[str, int] = {}
     for cls in classes:
@@ -192,8 +211,8 @@ def install() -> None:
     for cls in classes:
         fields = FIELDS.get(cls.__name__)
         if fields is not None and counts[cls.__name__] == 1:
-            cls.saved_fields = fields
+            _give(cls, fields)
     for cls, fields in _BY_CLASS.items():
-        cls.saved_fields = fields
+        _give(cls, fields)
     for cls, reads in _READS.items():
         cls.saved_reads = reads

@@ -18,12 +18,13 @@ import pytest
 import aengine as ae
 from aengine.ops._core import OpNode
 from aengine.ops._table import TABLE, Maker
-from tests.oracle import torch_or_skip
 from tests.ops.test_table import _ae_maker, _build, _flat, _torch_maker
-
+from tests.oracle import torch_or_skip
 
 #: composite ops whose last node saves another value than torch's (the graphs differ)
-_OTHER_GRAPH = {"nn.functional.normalize": "torch divides by the norm expanded to the input's shape"}
+_OTHER_GRAPH = {
+    "nn.functional.normalize": "torch divides by the norm expanded to the input's shape"
+}
 
 
 def _cases() -> Iterator[Any]:
