@@ -46,6 +46,12 @@ ever_set = False
 _hooks: contextvars.ContextVar[tuple[Pack, Unpack] | None] = contextvars.ContextVar(
     "aengine_saved_tensors_hooks", default=None
 )
+#: True while a pack or unpack hook runs: entering or leaving hooks there
+#: changes nothing (the state in force before the hook comes back after it,
+#: as torch restores its hooks after a backward)
+_in_hook: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "aengine_saved_tensors_hooks_running", default=False
+)
 #: the error message while hooks are disabled, or None
 _disabled: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "aengine_saved_tensors_hooks_disabled", default=None
@@ -89,11 +95,13 @@ class saved_tensors_hooks:
         if message is not None:
             raise RuntimeError(message)
         ever_set = True
-        self._tokens.append(_hooks.set((self.pack_hook, self.unpack_hook)))
+        if not _in_hook.get():
+            self._tokens.append(_hooks.set((self.pack_hook, self.unpack_hook)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _hooks.reset(self._tokens.pop())
+        if self._tokens and not _in_hook.get():
+            _hooks.reset(self._tokens.pop())
 
 
 class disable_saved_tensors_hooks:
@@ -146,9 +154,11 @@ class PackedSaved:
         vc = t._vc
         before = vc[0]
         token = _hooks.set(None)  # what the hook itself saves is not packed (as torch)
+        running = _in_hook.set(True)
         try:
             self.packed = pack_hook(t)
         finally:
+            _in_hook.reset(running)
             _hooks.reset(token)
         if t._vc[0] != before:
             raise RuntimeError("A saved tensor pack hook is modifying its input in place.")
@@ -171,9 +181,11 @@ class PackedSaved:
     def unpack_tensor(self, node: Any = None) -> Any:
         """The tensor ``unpack_hook`` gives back (a TypeError if it is not one)."""
         token = _hooks.set(None)
+        running = _in_hook.set(True)
         try:
             t = self.unpack_hook(self.packed)
         finally:
+            _in_hook.reset(running)
             _hooks.reset(token)
         if not hasattr(t, "_vc") or not hasattr(t, "data"):
             raise TypeError(

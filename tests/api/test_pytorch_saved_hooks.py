@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.api.test_pytorch_autograd import _Lib, _TorchLib, raises, same
+from tests.api.test_pytorch_autograd import _Lib, _TorchLib, caught, raises, same
 from tests.oracle import torch_or_skip
 
 # -- the names these programs need besides the framework's ------------------------------------
@@ -69,8 +69,9 @@ def test_saved_variable_packing_unpacking_did_not_save_original_with_hooks(T: _L
         a = L.t([1.0, 2.0, 3.0], rg=True)
         y = a.exp()
         y.grad_fn._raw_saved_result.register_hooks(lambda x: x, lambda x: x * 3)
+        kept = y.grad_fn._saved_result.grad_fn is y.grad_fn
         (g,) = L.grad(y.sum(), (a,))
-        return y.grad_fn._saved_result if False else g
+        return kept, g
 
     same(T, program)
 
@@ -87,9 +88,10 @@ def test_saved_variable_packing_unpacking_saved_original_with_default_hooks(T: _
         with _graph(L).saved_tensors_hooks(pack, lambda x: x):
             a = L.t([1.0, 2.0, 3.0], rg=True)
             y = a * a
-        same_value = y.grad_fn._saved_self is a and y.grad_fn._saved_other is a
+        # equal to ``a`` (a tensor standing for it in the graph, not ``a`` itself)
+        values = (y.grad_fn._saved_self, y.grad_fn._saved_other, y.grad_fn._saved_self is a)
         y.sum().backward()
-        return len(seen), same_value, a.grad
+        return len(seen), values, a.grad
 
     same(T, program)
 
@@ -286,17 +288,47 @@ def test_saved_tensors_hook_custom_error_propagation(T: _Lib) -> None:
     raises(T, program, CustomError, "custom error from unpack")
 
 
-def test_saved_tensors_hook_extra_exit_during_backward(T: _Lib) -> None:
-    # a context manager exited twice raises, and a backward outside it still works
+def test_saved_tensors_hook_extra_exit_during_bw_no_crash(T: _Lib) -> None:
+    # leaving the hooks inside unpack (during the backward) is not supported but must not
+    # crash: the backward finishes, and the hooks are still set afterwards
     def program(L: _Lib) -> Any:
-        ctx = _graph(L).saved_tensors_hooks(lambda x: x, lambda x: x)
+        def unpack(x: Any) -> Any:
+            ctx.__exit__()
+            return x
+
+        ctx = _graph(L).saved_tensors_hooks(lambda x: x, unpack)
+        ctx.__enter__()
+        try:
+            a = L.t(2.0, rg=True)
+            b = a.exp()
+            L.backward(b)
+            c = a.sin()
+            still = caught(lambda: c.grad_fn._raw_saved_self.register_hooks(_same, _same))
+        finally:
+            ctx.__exit__()
+        return a.grad, still
+
+    same(T, program)
+
+
+def test_saved_tensors_hook_extra_enter_during_bw_no_crash(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        def unpack(x: Any) -> Any:
+            ctx.__enter__()
+            return x
+
+        ctx = _graph(L).saved_tensors_hooks(lambda x: x, unpack)
         with ctx:
-            a = L.t([1.0, 2.0], rg=True)
-            y = a.exp()
-        y.sum().backward()
+            a = L.t(2.0, rg=True)
+            b = a.exp()
+        L.backward(b)
         return a.grad
 
     same(T, program)
+
+
+def _same(x: Any) -> Any:
+    return x
 
 
 def test_saved_tensors_hooks_custom_function_intermediates(T: _Lib) -> None:
