@@ -46,9 +46,10 @@ ever_set = False
 _hooks: contextvars.ContextVar[tuple[Pack, Unpack] | None] = contextvars.ContextVar(
     "aengine_saved_tensors_hooks", default=None
 )
-#: True while a pack or unpack hook runs: entering or leaving hooks there
-#: changes nothing (the state in force before the hook comes back after it,
-#: as torch restores its hooks after a backward)
+#: True while a pack or unpack hook runs: leaving there hooks entered
+#: outside it changes nothing (the state in force before the hook comes
+#: back after it, as torch restores its hooks after a backward); hooks
+#: entered inside a hook (a checkpoint's recomputation) work as anywhere
 _in_hook: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "aengine_saved_tensors_hooks_running", default=False
 )
@@ -87,7 +88,8 @@ class saved_tensors_hooks:
             )
         self.pack_hook = pack_hook
         self.unpack_hook = unpack_hook
-        self._tokens: list[contextvars.Token[Any]] = []
+        #: per entry: its token, and whether it was entered inside a hook
+        self._tokens: list[tuple[contextvars.Token[Any], bool]] = []
 
     def __enter__(self) -> saved_tensors_hooks:
         global ever_set
@@ -95,13 +97,17 @@ class saved_tensors_hooks:
         if message is not None:
             raise RuntimeError(message)
         ever_set = True
-        if not _in_hook.get():
-            self._tokens.append(_hooks.set((self.pack_hook, self.unpack_hook)))
+        self._tokens.append((_hooks.set((self.pack_hook, self.unpack_hook)), _in_hook.get()))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._tokens and not _in_hook.get():
-            _hooks.reset(self._tokens.pop())
+        if not self._tokens:
+            return  # left twice (as torch, no error)
+        token, inside = self._tokens[-1]
+        if _in_hook.get() and not inside:
+            return  # inside a hook, hooks entered outside it: see _in_hook
+        self._tokens.pop()
+        _hooks.reset(token)
 
 
 class disable_saved_tensors_hooks:
