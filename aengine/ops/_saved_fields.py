@@ -68,6 +68,9 @@ _RESULT: dict[str, Field] = {"result": 0}
 _SELF_OTHER: dict[str, Field] = {"self": 0, "other": 1}
 _SELF_RESULT: dict[str, Field] = {"self": 0, "result": 1}
 
+#: reductions along one dim that keep the indices (max, min, median, mode, kthvalue)
+_BY_DIM: dict[str, Field] = {"self_sym_sizes": _attr(0), "dim": _attr(1), "keepdim": _attr(2)}
+
 #: node class name -> torch's names of its saved values
 FIELDS: dict[str, dict[str, Field]] = {
     **{
@@ -123,6 +126,16 @@ FIELDS: dict[str, dict[str, Field]] = {
         "self_sym_numel": _numel,
         "dim": _dims(1),
         "keepdim": _attr(2),
+    },
+    **{
+        name: _BY_DIM
+        for name in (
+            "MaxBackward0",
+            "MinBackward0",
+            "MedianBackward1",
+            "ModeBackward0",
+            "KthvalueBackward0",
+        )
     },
     "SumBackward0": {"self_sym_sizes": _attr()},
     "SumBackward1": {"self_sym_sizes": _attr(0), "dim": _dims(1), "keepdim": _attr(2)},
