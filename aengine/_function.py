@@ -41,7 +41,7 @@ from .core import AutogradError, Node, SavedTensor, gradient_edge, own_vc, recor
 from .core import running_node as _running_node
 from .core._graph import freed_error, set_history
 from .core._modes import _anomaly, _grad_enabled, no_grad
-from .core._saved_hooks import pack_values
+from .core._saved_hooks import RawSaved, pack_values
 from .ops import sum_to
 from .ops._core import as_view
 from .runtime import loop_running, run_detached
@@ -191,8 +191,29 @@ class BackwardCFunction(Node, FunctionCtx):
 
     @property
     def saved_variables(self) -> tuple[Tensor | None, ...]:
-        """Alias of :attr:`saved_tensors` (PyTorch's older name)."""
+        """Alias of :attr:`saved_tensors` (PyTorch's older name; a DeprecationWarning, as torch)."""
+        warnings.warn(
+            "'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, stacklevel=2
+        )
         return self.saved_tensors
+
+    @property
+    def _raw_saved_tensors(self) -> tuple[RawSaved, ...]:
+        """The saved values, each with ``register_hooks(pack, unpack)`` (torch's SavedTensors)."""
+        if self._released:
+            raise freed_error()
+        return tuple(RawSaved(self, i) for i in range(len(self._saved or ())))
+
+    # the saved values as RawSaved reads and packs them
+    def _slots_freed(self) -> bool:
+        return self._released
+
+    def _slot_value(self, i: int) -> Any:
+        return (self._saved or ())[i]
+
+    def _set_slot_value(self, i: int, value: Any) -> None:
+        saved = self._saved or ()
+        self._saved = (*saved[:i], value, *saved[i + 1 :])
 
     def release_variables(self) -> None:
         if self._saved is not None:

@@ -26,12 +26,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._errors import AutogradError
-from ._graph import SavedTensor, version_error
+from ._graph import SavedTensor, set_history, version_error
 
 __all__ = [
     "OwnVersion",
     "PackedSaved",
     "TrackingVC",
+    "RawSaved",
     "disable_saved_tensors_hooks",
     "ever_set",
     "pack_node",
@@ -49,6 +50,13 @@ ever_set = False
 #: the active (pack, unpack) pair of this task, or None
 _hooks: contextvars.ContextVar[tuple[Pack, Unpack] | None] = contextvars.ContextVar(
     "aengine_saved_tensors_hooks", default=None
+)
+#: True while a pack or unpack hook runs: leaving there hooks entered
+#: outside it changes nothing (the state in force before the hook comes
+#: back after it, as torch restores its hooks after a backward); hooks
+#: entered inside a hook (a checkpoint's recomputation) work as anywhere
+_in_hook: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "aengine_saved_tensors_hooks_running", default=False
 )
 #: the error message while hooks are disabled, or None
 _disabled: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -85,7 +93,8 @@ class saved_tensors_hooks:
             )
         self.pack_hook = pack_hook
         self.unpack_hook = unpack_hook
-        self._tokens: list[contextvars.Token[Any]] = []
+        #: per entry: its token, and whether it was entered inside a hook
+        self._tokens: list[tuple[contextvars.Token[Any], bool]] = []
 
     def __enter__(self) -> saved_tensors_hooks:
         global ever_set
@@ -93,11 +102,17 @@ class saved_tensors_hooks:
         if message is not None:
             raise RuntimeError(message)
         ever_set = True
-        self._tokens.append(_hooks.set((self.pack_hook, self.unpack_hook)))
+        self._tokens.append((_hooks.set((self.pack_hook, self.unpack_hook)), _in_hook.get()))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _hooks.reset(self._tokens.pop())
+        if not self._tokens:
+            return  # left twice (as torch, no error)
+        token, inside = self._tokens[-1]
+        if _in_hook.get() and not inside:
+            return  # inside a hook, hooks entered outside it: see _in_hook
+        self._tokens.pop()
+        _hooks.reset(token)
 
 
 class disable_saved_tensors_hooks:
@@ -178,7 +193,7 @@ class PackedSaved:
     checked by the backward as for any saved value.
     """
 
-    __slots__ = ("_vc", "is_output", "output_nr", "packed", "unpack_hook", "version")
+    __slots__ = ("_vc", "edge", "is_output", "output_nr", "packed", "rg", "unpack_hook", "version")
 
     #: as a saved input Tensor's, for the in-place error's message
     grad_fn = None
@@ -188,9 +203,11 @@ class PackedSaved:
         vc = t._vc
         before = vc[0]
         token = _hooks.set(None)  # what the hook itself saves is not packed (as torch)
+        running = _in_hook.set(True)
         try:
             self.packed = pack_hook(t)
         finally:
+            _in_hook.reset(running)
             _hooks.reset(token)
         if t._vc[0] != before:
             raise RuntimeError("A saved tensor pack hook is modifying its input in place.")
@@ -201,20 +218,47 @@ class PackedSaved:
         self.is_output = is_output
         self.output_nr = t.output_nr
         self.unpack_hook = unpack_hook
+        # the saved tensor's place in the graph, which the unpacked value takes
+        # (NOTE [Unpacked values keep the saved tensor's place])
+        self.rg = t._rg
+        fn = t._fn
+        if is_output or not t._rg:
+            self.edge: tuple[Any, int] | None = None
+        elif fn is not None:
+            self.edge = (fn, t.output_nr)
+        else:
+            self.edge = (t._grad_accumulator(), 0)
 
     def unpack_tensor(self, node: Any = None) -> Any:
         """The tensor ``unpack_hook`` gives back (a TypeError if it is not one)."""
         token = _hooks.set(None)
+        running = _in_hook.set(True)
         try:
             t = self.unpack_hook(self.packed)
         finally:
+            _in_hook.reset(running)
             _hooks.reset(token)
         if not hasattr(t, "_vc") or not hasattr(t, "data"):
             raise TypeError(
                 "Output of saved tensor unpack_hook expected to be a Tensor but got result of "
                 f"type {type(t).__name__}"
             )
-        return t
+        if node is None:
+            return t
+        # NOTE [Unpacked values keep the saved tensor's place]
+        # As torch's SavedVariable: what unpack_hook returns gives the values
+        # only; in the graph the unpacked tensor stands where the saved one
+        # stood (an output of ``node``, of its own grad_fn, or the leaf's
+        # accumulator), so a gradient through it flows as through the saved
+        # tensor, not through the ops the hooks ran.
+        out = t._make(t.data, False, t._device)
+        out._vc = t._vc
+        if self.rg:
+            if self.is_output:
+                set_history(out, node, self.output_nr)
+            elif self.edge is not None:
+                set_history(out, self.edge[0], self.edge[1])
+        return out
 
     @property
     def data(self) -> Any:
@@ -278,3 +322,55 @@ def pack_value(t: Any) -> Any:
     """``t`` packed by the active hooks as a saved input (a PackedSaved), or ``t`` where none are."""
     hooks = _hooks.get()
     return t if hooks is None else PackedSaved(t, False, *hooks)
+class RawSaved:
+    """One saved value of a node, as torch's ``grad_fn._raw_saved_<name>`` (a SavedTensor).
+
+    ``register_hooks(pack, unpack)`` packs this one value now and unpacks
+    it where the backward (or ``_saved_<name>``) reads it, as the hooks of
+    ``saved_tensors_hooks`` do for every value (NOTE [Saved-tensor hooks]);
+    one pair per value, and not once the value was freed.  ``node`` gives
+    the value by ``_slot_value(i)`` and takes its packed form by
+    ``_set_slot_value(i, v)``.
+    """
+
+    __slots__ = ("index", "node")
+
+    def __init__(self, node: Any, index: int) -> None:
+        self.node = node
+        self.index = index
+
+    def register_hooks(self, pack_hook: Pack, unpack_hook: Unpack) -> None:
+        """Pack this saved value with ``pack_hook`` now; unpack it with ``unpack_hook``."""
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError(
+                "register_hooks(): incompatible function arguments: it expects two callables, "
+                f"pack_hook(tensor) -> object and unpack_hook(object) -> Tensor; got "
+                f"{type(pack_hook).__name__} and {type(unpack_hook).__name__}"
+            )
+        node = self.node
+        if node._slots_freed():
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor after it has been freed. Saved "
+                "intermediate values of the graph are freed when you call .backward() or "
+                "autograd.grad(). Specify retain_graph=True if you need to backward through the "
+                "graph a second time or if you need to access saved variables after calling "
+                "backward."
+            )
+        s = node._slot_value(self.index)
+        if s is None:
+            raise RuntimeError("register_hooks: no tensor was saved here (None was saved)")
+        if s.__class__ is PackedSaved:
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor whose hooks have already been set. "
+                "Hint: only one pair of hooks is allowed at a time."
+            )
+        if s.__class__ is SavedTensor:
+            t = s.tensor if s.tensor is not None else s.unpack_tensor(node)
+            packed = PackedSaved(t, s.is_output, pack_hook, unpack_hook)
+            packed.version = s.version  # the version at the save, as checked since
+        else:
+            packed = PackedSaved(s, False, pack_hook, unpack_hook)
+        node._set_slot_value(self.index, packed)
+
+    def __repr__(self) -> str:
+        return f"<SavedTensor {self.index} of {self.node.name()}>"

@@ -95,3 +95,8 @@ from . import (  # noqa: E402,F401
 from ._table import bind_methods  # noqa: E402
 
 bind_methods(Tensor)  # the table's methods not set by hand in _methods
+
+# torch's ``_saved_<name>`` attributes of the nodes of every family imported above
+from ._saved_fields import install as _install_saved_fields  # noqa: E402
+
+_install_saved_fields()

@@ -18,8 +18,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from ..core import (
     AutogradError,
@@ -212,6 +212,51 @@ class OpNode(Node):
         return tuple(
             s if s.__class__ is Tensor else s.unpack_tensor(self) for s in self.saved_values()
         )
+
+    # -- the saved values by torch's names (NOTE [Saved values by torch's names]) ----------
+    #: torch's name of each value this node class saves (``_saved_<name>``): a
+    #: position in ``saved`` as recorded, or a function of the node (its
+    #: ``attrs``); set per class by _saved_fields.py
+    saved_fields: ClassVar[Mapping[str, int | Callable[[Any], Any]]] = {}
+    #: ``keep_saved``'s ``reads``, for classes whose nodes drop saved values
+    saved_reads: ClassVar[tuple[tuple[int, ...], tuple[int, ...]] | None] = None
+
+    def saved_field(self, field: int | Callable[[Any], Any]) -> Any:
+        """The value of one of ``saved_fields`` (what ``_saved_<name>`` gives)."""
+        if field.__class__ is not int:
+            return field(self)  # type: ignore[operator]
+        i = self._slot_of(field)
+        if i is None:
+            return None
+        if self.saved is None:
+            raise freed_error()
+        s = self.saved_values()[i]
+        if s._vc[0] != self.versions[i]:
+            self._version_error(i)
+        return s if s.__class__ is Tensor else s.unpack_tensor(self)
+
+    def raw_saved(self, position: int) -> Any:
+        """The saved tensor at ``position`` as torch's SavedTensor (``_raw_saved_<name>``)."""
+        i = self._slot_of(position)
+        return None if i is None else _saved_hooks.RawSaved(self, i)
+
+    def _slot_of(self, position: int) -> int | None:
+        """Where the value saved at ``position`` is now (None: ``keep_saved`` dropped it)."""
+        reads = type(self).saved_reads
+        if reads is None or (self.needs[0] and self.needs[1]):
+            return position
+        keep = reads[0] if self.needs[0] else reads[1]
+        return keep.index(position) if position in keep else None
+
+    def _slots_freed(self) -> bool:
+        return self.saved is None
+
+    def _slot_value(self, i: int) -> Any:
+        return self.saved_values()[i]
+
+    def _set_slot_value(self, i: int, value: Any) -> None:
+        saved = self.saved
+        self.saved = value if saved.__class__ is not tuple else (*saved[:i], value, *saved[i + 1 :])
 
 
 class _MultiOpNode(OpNode):
