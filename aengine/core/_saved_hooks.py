@@ -243,8 +243,8 @@ class PackedSaved:
                 "Output of saved tensor unpack_hook expected to be a Tensor but got result of "
                 f"type {type(t).__name__}"
             )
-        if node is None:
-            return t
+        if node is None or not (self.rg or t._rg):
+            return t  # nothing to re-attach: the hook's tensor itself, as torch
         # NOTE [Unpacked values keep the saved tensor's place]
         # As torch's SavedVariable: what unpack_hook returns gives the values
         # only; in the graph the unpacked tensor stands where the saved one
