@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..tensors import Tensor
-from ._batched import BatchedTensor, install, push_level, wrap_levels
+from ._batched import BatchedTensor, push_level, wrap_levels
+from ._install import install
 from ._pytree import tree_flatten, tree_unflatten
 from ._transforms import Gen, call
 
