@@ -60,7 +60,53 @@ def _nest(events: list[dict[str, Any]]) -> None:
 
 
 def _trace_events(rec: _Recorder) -> list[dict[str, Any]]:
+    """Every event of ``rec``: the tracks' names, the spans, the arrows, the backwards, the marks."""
     pid = os.getpid()
+    spans: list[dict[str, Any]] = []
+    flows: list[dict[str, Any]] = []
+    _node_events(rec, pid, spans, flows)
+    spans += _wait_events(rec, pid)
+    _kernel_events(rec, pid, spans, flows)
+    _nest(spans)
+    out = _metadata_events(rec, pid)
+    out += spans
+    out += flows
+    end_all = rec.t1 if rec.t1 is not None else perf_counter()
+    for gt_id, g in rec.graph_tasks.items():
+        out += _graph_task_events(rec, pid, gt_id, g, end_all)
+    out += _instant_events(rec, pid)
+    return out
+
+
+def _complete(
+    name: str, cat: str, ts: float, dur: float, pid: int, tid: int, args: dict[str, Any]
+) -> dict[str, Any]:
+    """A complete event (``ph`` X): a span on track ``tid``."""
+    return {
+        "name": name,
+        "cat": cat,
+        "ph": "X",
+        "ts": ts,
+        "dur": dur,
+        "pid": pid,
+        "tid": tid,
+        "args": args,
+    }
+
+
+def _arrow(
+    name: str, cat: str, flow: int, pid: int, start: tuple[int, float], end: tuple[int, float]
+) -> list[dict[str, Any]]:
+    """The two flow events of an arrow from ``start`` to ``end`` (each a track and a time in us)."""
+    common = {"name": name, "cat": cat, "id": flow, "pid": pid}
+    return [
+        {**common, "ph": "s", "ts": start[1], "tid": start[0]},
+        {**common, "ph": "f", "bp": "e", "ts": end[1], "tid": end[0]},
+    ]
+
+
+def _metadata_events(rec: _Recorder, pid: int) -> list[dict[str, Any]]:
+    """The process's name and each track's name and place."""
 
     def meta(name: str, tid: int, args: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "cat": "__metadata", "ph": "M", "pid": pid, "tid": tid, "args": args}
@@ -69,8 +115,13 @@ def _trace_events(rec: _Recorder) -> list[dict[str, Any]]:
     for tid, name in sorted(rec.names.items()):
         out.append(meta("thread_name", tid, {"name": name}))
         out.append(meta("thread_sort_index", tid, {"sort_index": tid}))
-    spans: list[dict[str, Any]] = []
-    flows: list[dict[str, Any]] = []
+    return out
+
+
+def _node_events(
+    rec: _Recorder, pid: int, spans: list[dict[str, Any]], flows: list[dict[str, Any]]
+) -> None:
+    """Each node's span; the mark of the forward op that recorded it, with an arrow to it."""
     forward = {seq: (t, tid) for seq, t, tid in rec.forward}
     for tid, t0, t1, gt_id, name, seq, dev, kernel, err, waited in rec.nodes:
         ts, dur = _span(rec, t0, t1)
@@ -86,100 +137,62 @@ def _trace_events(rec: _Recorder) -> list[dict[str, Any]]:
         if err is not None:
             args["outcome"] = _outcome(err)
             args["error"] = _describe(err)
-        spans.append(
-            {
-                "name": name,
-                "cat": "node",
-                "ph": "X",
-                "ts": ts,
-                "dur": dur,
-                "pid": pid,
-                "tid": tid,
-                "args": args,
-            }
-        )
+        spans.append(_complete(name, "node", ts, dur, pid, tid, args))
         fwd = forward.get(seq)
         if fwd is not None and name != "GraphRoot":
             ft, ftid = fwd
             fts = _us(rec, ft)
             op = _BACKWARD_SUFFIX.sub("", name) or name
+            mark_args = {"sequence_nr": seq, "backward": name}
+            spans.append(_complete(op, "forward", fts, _MARK_US, pid, ftid, mark_args))
             flow = next(rec.flow_ids)
-            spans.append(
-                {
-                    "name": op,
-                    "cat": "forward",
-                    "ph": "X",
-                    "ts": fts,
-                    "dur": _MARK_US,
-                    "pid": pid,
-                    "tid": ftid,
-                    "args": {"sequence_nr": seq, "backward": name},
-                }
-            )
-            common = {"name": "forward to backward", "cat": "autograd", "id": flow, "pid": pid}
-            flows.append({**common, "ph": "s", "ts": fts, "tid": ftid})
-            flows.append({**common, "ph": "f", "bp": "e", "ts": ts, "tid": tid})
+            flows += _arrow("forward to backward", "autograd", flow, pid, (ftid, fts), (tid, ts))
+
+
+def _wait_events(rec: _Recorder, pid: int) -> list[dict[str, Any]]:
+    """The waits inside nodes and commits, on the waiting track."""
+    out = []
     for tid, t0, t1, name, err in rec.waits:
         ts, dur = _span(rec, t0, t1)
-        wargs: dict[str, Any] = {}
+        args: dict[str, Any] = {}
         if err is not None:
-            wargs = {"outcome": _outcome(err), "error": _describe(err)}
-        spans.append(
-            {
-                "name": name,
-                "cat": "wait",
-                "ph": "X",
-                "ts": ts,
-                "dur": dur,
-                "pid": pid,
-                "tid": tid,
-                "args": wargs,
-            }
-        )
+            args = {"outcome": _outcome(err), "error": _describe(err)}
+        out.append(_complete(name, "wait", ts, dur, pid, tid, args))
+    return out
+
+
+def _kernel_events(
+    rec: _Recorder, pid: int, spans: list[dict[str, Any]], flows: list[dict[str, Any]]
+) -> None:
+    """Each offloaded kernel on its thread's track, with an arrow from its node."""
     starts = {flow: (tid, t) for flow, tid, t in rec.offloads}
     for tid, t0, t1, name, flow, err in rec.kernels:
         ts, dur = _span(rec, t0, t1)
-        kargs: dict[str, Any] = {"node": name}
+        args: dict[str, Any] = {"node": name}
         if err is not None:
-            kargs["error"] = _describe(err)
-        spans.append(
-            {
-                "name": f"{name} kernel",
-                "cat": "kernel",
-                "ph": "X",
-                "ts": ts,
-                "dur": dur,
-                "pid": pid,
-                "tid": tid,
-                "args": kargs,
-            }
-        )
+            args["error"] = _describe(err)
+        spans.append(_complete(f"{name} kernel", "kernel", ts, dur, pid, tid, args))
         start = starts.get(flow)
         if start is not None:
-            common = {"name": "offload", "cat": "offload", "id": flow, "pid": pid}
-            flows.append({**common, "ph": "s", "ts": _us(rec, start[1]), "tid": start[0]})
-            flows.append({**common, "ph": "f", "bp": "e", "ts": ts, "tid": tid})
-    _nest(spans)
-    out += spans
-    out += flows
-    end_all = rec.t1 if rec.t1 is not None else perf_counter()
-    for gt_id, g in rec.graph_tasks.items():
-        out += _graph_task_events(rec, pid, gt_id, g, end_all)
-    for tid, t, name, args in rec.instants:
-        cat = "cancel" if name.endswith("cancelled") else "error"
-        out.append(
-            {
-                "name": name,
-                "cat": cat,
-                "ph": "i",
-                "s": "t",
-                "ts": _us(rec, t),
-                "pid": pid,
-                "tid": tid,
-                "args": args,
-            }
-        )
-    return out
+            from_node = (start[0], _us(rec, start[1]))
+            flows += _arrow("offload", "offload", flow, pid, from_node, (tid, ts))
+
+
+def _instant_events(rec: _Recorder, pid: int) -> list[dict[str, Any]]:
+    """The marks of the graph tasks' cancellations and errors."""
+    return [
+        {
+            "name": name,
+            "cat": "cancel" if name.endswith("cancelled") else "error",
+            "ph": "i",
+            "s": "t",
+            "ts": _us(rec, t),
+            "pid": pid,
+            "tid": tid,
+            "args": args,
+        }
+        for tid, t, name, args in rec.instants
+    ]
 
 
 def _graph_task_events(
