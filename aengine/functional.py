@@ -303,24 +303,40 @@ def _dual_call(
     return outputs, outs, tangents
 
 
+def _dual_run(
+    func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, record: bool, who: str
+) -> tuple[bool, tuple[Any, ...], Any, Any, Any] | None:
+    """``func`` run on dual inputs with tangents ``v`` (ones by default), for ``jvp`` and ``hvp``.
+
+    ``record``: whether the inputs and the forward record a graph (``jvp``
+    with create_graph; ``hvp`` always: it differentiates the tangents).
+    Returns whether the inputs were a tuple, the inputs, and what
+    ``_dual_call`` returns; None where forward mode cannot run.
+    """
+    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", who)
+    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=record)
+    vt = _prep_v(
+        v, ins, is_inputs_tuple, create_graph, who,
+        "the input to the user-provided function is a single Tensor",
+    )  # fmt: skip
+    if vt is None:
+        vt = tuple(zeros_like(x) + 1 for x in ins)
+    run = _dual_call(func, ins, vt, record, who)
+    if run is None:
+        return None
+    return (is_inputs_tuple, ins, *run)
+
+
 def _jvp_forward(
     func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool
 ) -> tuple[Any, Any] | None:
     """``jvp`` by forward mode; None where it cannot run (NOTE [Forward-mode by double backward])."""
     if isinstance(func, _GenFunc):
         return None
-    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
-    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=create_graph)
-    vt = _prep_v(
-        v, ins, is_inputs_tuple, create_graph, "jvp",
-        "the input to the user-provided function is a single Tensor",
-    )  # fmt: skip
-    if vt is None:
-        vt = tuple(zeros_like(x) + 1 for x in ins)
-    run = _dual_call(func, ins, vt, create_graph, "jvp")
+    run = _dual_run(func, inputs, v, create_graph, create_graph, "jvp")
     if run is None:
         return None
-    outputs, outs, tangents = run
+    _, _, outputs, outs, tangents = run
     is_outputs_tuple = isinstance(outputs, (tuple, list))
     res = tuple(t if t is not None else zeros_like(o) for o, t in zip(outs, tangents))
     outs = _grad_postprocess(outs, create_graph)
@@ -620,18 +636,10 @@ def _hvp_forward(
     """``H v`` as the gradient of the forward-mode ``<grad f, v>`` (reverse over forward)."""
     if isinstance(func, _GenFunc):
         return None
-    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "hvp")
-    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
-    vt = _prep_v(
-        v, ins, is_inputs_tuple, create_graph, "hvp",
-        "the input to the user-provided function is a single Tensor",
-    )  # fmt: skip
-    if vt is None:
-        vt = tuple(zeros_like(x) + 1 for x in ins)
-    run = _dual_call(func, ins, vt, True, "hvp")
+    run = _dual_run(func, inputs, v, create_graph, True, "hvp")
     if run is None:
         return None
-    outputs, outs, tangents = run
+    is_inputs_tuple, ins, outputs, outs, tangents = run
     is_outputs_tuple = isinstance(outputs, (tuple, list))
     if is_outputs_tuple or not isinstance(outs[0], Tensor):
         raise RuntimeError("The function given to hvp should return a single Tensor")
