@@ -29,12 +29,12 @@ import functools
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from .._autograd import _async_runner, _grad, _no_loop_here, _warn_if_in_loop
+from .._autograd import _async_runner, _grad, _no_loop_here, _run_sync, _warn_if_in_loop
 from .._awaitables import _Call, _new_call
 from ..core import GraphTask
 from ..core._modes import enable_grad
 from ..ops import stack
-from ..runtime import drive_sync_entry, loop_here
+from ..runtime import loop_here
 from ..tensors import Tensor
 from ..tensors._creation import zeros_like
 from ._batched import (
@@ -78,14 +78,7 @@ class Transformed:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._sync:
             _warn_if_in_loop(self._public)
-            gen = self._gen(*args, **kwargs)
-            try:
-                gt = next(gen)
-                while True:
-                    drive_sync_entry(gt)
-                    gt = gen.send(None)
-            except StopIteration as stop:
-                return stop.value
+            return _run_sync(self._gen(*args, **kwargs))
         if loop_here() is None:
             _no_loop_here(self._public)
         call = _new_call(_Call)
