@@ -80,30 +80,39 @@ def register_multi_grad_hook(
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError(f"register_multi_grad_hook expects Tensors, got {type(t).__name__}")
-    n = len(tensors)
     if mode == "all":
-        nodes = [_node_of(t) for t in tensors]
-        state: dict[int, list[Any]] = {}  # gt id -> [count, expected, buffer]
+        return _hooks_for_all(tensors, fn)
+    return _hook_for_any(tensors, fn)
 
-        def inner(idx: int) -> Callable[[Tensor], Any]:
-            def hook(grad: Tensor) -> Any:
-                gt = _current_gt()
-                st = state.get(gt.id)
-                if st is None:
-                    expected = gt.count_executed(nodes)
-                    st = state[gt.id] = [0, expected, [None] * n]
-                    gt.add_callback(functools.partial(state.pop, gt.id, None))
-                st[0] += 1
-                st[2][idx] = grad
-                if st[0] >= st[1]:
-                    del state[gt.id]
-                    return _none(fn(st[2]))
-                return None
 
-            return hook
+def _hooks_for_all(tensors: tuple[Tensor, ...], fn: Callable[..., Any]) -> MultiHandle:
+    """``mode="all"``: a hook per tensor; the last of a backward's calls ``fn(grads)``."""
+    n = len(tensors)
+    nodes = [_node_of(t) for t in tensors]
+    state: dict[int, list[Any]] = {}  # gt id -> [count, expected, buffer]
 
-        return MultiHandle(tuple(t.register_hook(inner(i)) for i, t in enumerate(tensors)))
+    def inner(idx: int) -> Callable[[Tensor], Any]:
+        def hook(grad: Tensor) -> Any:
+            gt = _current_gt()
+            st = state.get(gt.id)
+            if st is None:
+                expected = gt.count_executed(nodes)
+                st = state[gt.id] = [0, expected, [None] * n]
+                gt.add_callback(functools.partial(state.pop, gt.id, None))
+            st[0] += 1
+            st[2][idx] = grad
+            if st[0] >= st[1]:
+                del state[gt.id]
+                return _none(fn(st[2]))
+            return None
 
+        return hook
+
+    return MultiHandle(tuple(t.register_hook(inner(i)) for i, t in enumerate(tensors)))
+
+
+def _hook_for_any(tensors: tuple[Tensor, ...], fn: Callable[..., Any]) -> MultiHandle:
+    """``mode="any"``: one hook on every tensor; the first call of a backward calls ``fn(grad)``."""
     ran: dict[int, bool] = {}
 
     def any_hook(grad: Tensor) -> Any:
