@@ -404,17 +404,7 @@ def _jacobian(
     vectorize: bool = False,
     strategy: str = "reverse-mode",
 ) -> Gen:
-    if strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError(
-            'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
-            'function has more outputs than inputs, "forward-mode" tends to be more '
-            f'performant. Otherwise, prefer to use "reverse-mode". Got {strategy!r}'
-        )
-    if vectorize and strict:
-        raise RuntimeError(
-            "ae.functional.jacobian: `strict=True` and `vectorize=True` are not supported "
-            "together. Please either set `strict=False` or `vectorize=False`."
-        )
+    _check_jacobian_options(strategy, vectorize, strict)
     if strategy == "forward-mode":
         if not vectorize:  # NotImplementedError, as torch's
             raise NotImplementedError(
@@ -437,32 +427,55 @@ def _jacobian(
         _check_requires_grad(outs, "outputs", strict=strict)
         jac: list[tuple[Tensor, ...]] = []
         for i, out in enumerate(outs):
-            rows: list[list[Any]] = [[] for _ in ins]
-            for j in range(out.data.size):
-                vj = yield from _autograd_grad(
-                    (out,), ins, (_one_hot(out, j),), retain_graph=True, create_graph=create_graph
-                )
-                for k, (vj_el, inp_el) in enumerate(zip(vj, ins, strict=True)):
-                    if vj_el is not None:
-                        if strict and create_graph and not vj_el.requires_grad:
-                            raise AutogradError(
-                                "The jacobian of the user-provided function is independent of "
-                                f"input {i}. This is not allowed in strict mode when "
-                                "create_graph=True."
-                            )
-                        rows[k].append(vj_el)
-                    else:
-                        if strict:
-                            raise AutogradError(
-                                f"Output {i} of the user-provided function is independent of "
-                                f"input {k}. This is not allowed in strict mode."
-                            )
-                        rows[k].append(zeros_like(inp_el))
+            rows = yield from _jacobian_rows(i, out, ins, create_graph, strict)
             jac.append(
                 tuple(_assemble(rows[k], out, inp, create_graph) for k, inp in enumerate(ins))
             )
     res = _grad_postprocess(tuple(jac), create_graph)
     return _tuple_postprocess(res, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _check_jacobian_options(strategy: str, vectorize: bool, strict: bool) -> None:
+    """``jacobian``'s strategy, and the options that go together (torch's errors)."""
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise ValueError(
+            'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
+            'function has more outputs than inputs, "forward-mode" tends to be more '
+            f'performant. Otherwise, prefer to use "reverse-mode". Got {strategy!r}'
+        )
+    if vectorize and strict:
+        raise RuntimeError(
+            "ae.functional.jacobian: `strict=True` and `vectorize=True` are not supported "
+            "together. Please either set `strict=False` or `vectorize=False`."
+        )
+
+
+def _jacobian_rows(
+    i: int, out: Tensor, ins: tuple[Tensor, ...], create_graph: bool, strict: bool
+) -> Generator[GraphTask, None, list[list[Any]]]:
+    """Output ``i``'s Jacobian rows per input: one backward per element of ``out``."""
+    rows: list[list[Any]] = [[] for _ in ins]
+    for j in range(out.data.size):
+        vj = yield from _autograd_grad(
+            (out,), ins, (_one_hot(out, j),), retain_graph=True, create_graph=create_graph
+        )
+        for k, (vj_el, inp_el) in enumerate(zip(vj, ins, strict=True)):
+            if vj_el is not None:
+                if strict and create_graph and not vj_el.requires_grad:
+                    raise AutogradError(
+                        "The jacobian of the user-provided function is independent of "
+                        f"input {i}. This is not allowed in strict mode when "
+                        "create_graph=True."
+                    )
+                rows[k].append(vj_el)
+            else:
+                if strict:
+                    raise AutogradError(
+                        f"Output {i} of the user-provided function is independent of "
+                        f"input {k}. This is not allowed in strict mode."
+                    )
+                rows[k].append(zeros_like(inp_el))
+    return rows
 
 
 def _jacobian_forward(func: Callable[..., Any] | _GenFunc, inputs: Any) -> Gen:
