@@ -303,6 +303,19 @@ def _dual_call(
     return outputs, outs, tangents
 
 
+def _inputs_and_v(
+    inputs: Any, v: Any, create_graph: bool, need_graph: bool, name: str
+) -> tuple[bool, tuple[Tensor, ...], Any]:
+    """Whether ``inputs`` is a tuple, the inputs prepared, and ``v`` checked against them."""
+    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", name)
+    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=need_graph)
+    vt = _prep_v(
+        v, ins, is_inputs_tuple, create_graph, name,
+        "the input to the user-provided function is a single Tensor",
+    )  # fmt: skip
+    return is_inputs_tuple, ins, vt
+
+
 def _dual_run(
     func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, record: bool, who: str
 ) -> tuple[bool, tuple[Any, ...], Any, Any, Any] | None:
@@ -313,12 +326,7 @@ def _dual_run(
     Returns whether the inputs were a tuple, the inputs, and what
     ``_dual_call`` returns; None where forward mode cannot run.
     """
-    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", who)
-    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=record)
-    vt = _prep_v(
-        v, ins, is_inputs_tuple, create_graph, who,
-        "the input to the user-provided function is a single Tensor",
-    )  # fmt: skip
+    is_inputs_tuple, ins, vt = _inputs_and_v(inputs, v, create_graph, record, who)
     if vt is None:
         vt = tuple(zeros_like(x) + 1 for x in ins)
     run = _dual_call(func, ins, vt, record, who)
@@ -356,12 +364,7 @@ def _jvp(
         if fwd is not None:
             return fwd
     with enable_grad():
-        is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
-        ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
-        vt = _prep_v(
-            v, ins, is_inputs_tuple, create_graph, "jvp",
-            "the input to the user-provided function is a single Tensor",
-        )  # fmt: skip
+        _, ins, vt = _inputs_and_v(inputs, v, create_graph, True, "jvp")
         outputs = yield from _call(func, ins)
         is_outputs_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
         _check_requires_grad(outs, "outputs", strict=strict)
@@ -605,12 +608,7 @@ def _scalar_fn_setup(
     func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, strict: bool, name: str
 ) -> Gen:
     """Shared start of vhp/hvp: preprocess, evaluate, check, first-order gradient."""
-    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", name)
-    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
-    vt = _prep_v(
-        v, ins, is_inputs_tuple, create_graph, name,
-        "the input to the user-provided function is a single Tensor",
-    )  # fmt: skip
+    is_inputs_tuple, ins, vt = _inputs_and_v(inputs, v, create_graph, True, name)
     outputs = yield from _call(func, ins)
     is_outputs_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", name)
     _check_requires_grad(outs, "outputs", strict=strict)
