@@ -348,14 +348,7 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     @functools.wraps(gen_fn)
     def sync_fn(*args: Any, **kwargs: Any) -> Any:
         _warn_if_in_loop(public)
-        gen = gen_fn(*args, **kwargs)
-        try:
-            gt = next(gen)
-            while True:
-                drive_sync_entry(gt)
-                gt = gen.send(None)
-        except StopIteration as stop:
-            return stop.value
+        return _run_sync(gen_fn(*args, **kwargs))
 
     # help() and editors show the call's result, not the generator's type
     signature = inspect.signature(gen_fn)
@@ -374,6 +367,17 @@ def _result_type(annotation: Any) -> Any:
     if text.startswith("Generator[") and text.endswith("]"):
         return text[len("Generator[") : -1].split(", ", 2)[2]
     return "Any"
+
+
+def _run_sync(gen: Generator[GraphTask, None, Any]) -> Any:
+    """Drive an entry point's generator to its end with the sync driver: its result."""
+    try:
+        gt = next(gen)
+        while True:
+            drive_sync_entry(gt)
+            gt = gen.send(None)
+    except StopIteration as stop:
+        return stop.value
 
 
 def _async_runner(

@@ -87,37 +87,52 @@ def register_multi_grad_hook(
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError(f"register_multi_grad_hook expects Tensors, got {type(t).__name__}")
-    n = len(tensors)
-    lock = threading.Lock()
     if mode == "all":
-        nodes = [_node_of(t) for t in tensors]
-        state: dict[int, list[Any]] = {}  # gt id -> [count, expected, buffer]
+        return _hooks_for_all(tensors, fn)
+    return _hook_for_any(tensors, fn)
 
-        def inner(idx: int) -> Callable[[Tensor], Any]:
-            def hook(grad: Tensor) -> Any:
-                gt = _current_gt()
-                with lock:
-                    st = state.get(gt.id)
-                    if st is None:
-                        expected = gt.count_executed(nodes)
-                        st = state[gt.id] = [0, expected, [None] * n]
-                        gt.add_on_finish(drop)
-                    st[0] += 1
-                    st[2][idx] = grad
-                    if st[0] < st[1]:
-                        return None
-                    del state[gt.id]
-                return _none(fn(st[2]))
 
-            return hook
+def _hooks_for_all(tensors: tuple[Tensor, ...], fn: Callable[..., Any]) -> MultiHandle:
+    """``mode="all"``: a hook per tensor; the last of a backward's calls ``fn(grads)``.
 
-        def drop(gt: GraphTask) -> None:
+    Each backward (graph task) counts on its own; its state goes when it
+    finishes, whatever the outcome, so a failed or cancelled backward keeps
+    nothing.  The lock: concurrent backwards may run hooks in several threads.
+    """
+    n = len(tensors)
+    nodes = [_node_of(t) for t in tensors]
+    state: dict[int, list[Any]] = {}  # gt id -> [count, expected, buffer]
+    lock = threading.Lock()
+
+    def inner(idx: int) -> Callable[[Tensor], Any]:
+        def hook(grad: Tensor) -> Any:
+            gt = _current_gt()
             with lock:
-                state.pop(gt.id, None)
+                st = state.get(gt.id)
+                if st is None:
+                    expected = gt.count_executed(nodes)
+                    st = state[gt.id] = [0, expected, [None] * n]
+                    gt.add_on_finish(drop)
+                st[0] += 1
+                st[2][idx] = grad
+                if st[0] < st[1]:
+                    return None
+                del state[gt.id]
+            return _none(fn(st[2]))
 
-        return MultiHandle(tuple(t.register_hook(inner(i)) for i, t in enumerate(tensors)))
+        return hook
 
+    def drop(gt: GraphTask) -> None:
+        with lock:
+            state.pop(gt.id, None)
+
+    return MultiHandle(tuple(t.register_hook(inner(i)) for i, t in enumerate(tensors)))
+
+
+def _hook_for_any(tensors: tuple[Tensor, ...], fn: Callable[..., Any]) -> MultiHandle:
+    """``mode="any"``: one hook on every tensor; the first call of a backward calls ``fn(grad)``."""
     ran: set[int] = set()  # the graph tasks (ids) that called fn
+    lock = threading.Lock()
 
     def any_hook(grad: Tensor) -> Any:
         gt = _current_gt()

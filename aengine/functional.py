@@ -303,24 +303,48 @@ def _dual_call(
     return outputs, outs, tangents
 
 
+def _inputs_and_v(
+    inputs: Any, v: Any, create_graph: bool, need_graph: bool, name: str
+) -> tuple[bool, tuple[Tensor, ...], Any]:
+    """Whether ``inputs`` is a tuple, the inputs prepared, and ``v`` checked against them."""
+    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", name)
+    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=need_graph)
+    vt = _prep_v(
+        v, ins, is_inputs_tuple, create_graph, name,
+        "the input to the user-provided function is a single Tensor",
+    )  # fmt: skip
+    return is_inputs_tuple, ins, vt
+
+
+def _dual_run(
+    func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, record: bool, who: str
+) -> tuple[bool, tuple[Any, ...], Any, Any, Any] | None:
+    """``func`` run on dual inputs with tangents ``v`` (ones by default), for ``jvp`` and ``hvp``.
+
+    ``record``: whether the inputs and the forward record a graph (``jvp``
+    with create_graph; ``hvp`` always: it differentiates the tangents).
+    Returns whether the inputs were a tuple, the inputs, and what
+    ``_dual_call`` returns; None where forward mode cannot run.
+    """
+    is_inputs_tuple, ins, vt = _inputs_and_v(inputs, v, create_graph, record, who)
+    if vt is None:
+        vt = tuple(zeros_like(x) + 1 for x in ins)
+    run = _dual_call(func, ins, vt, record, who)
+    if run is None:
+        return None
+    return (is_inputs_tuple, ins, *run)
+
+
 def _jvp_forward(
     func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool
 ) -> tuple[Any, Any] | None:
     """``jvp`` by forward mode; None where it cannot run (NOTE [Forward-mode by double backward])."""
     if isinstance(func, _GenFunc):
         return None
-    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
-    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=create_graph)
-    vt = _prep_v(
-        v, ins, is_inputs_tuple, create_graph, "jvp",
-        "the input to the user-provided function is a single Tensor",
-    )  # fmt: skip
-    if vt is None:
-        vt = tuple(zeros_like(x) + 1 for x in ins)
-    run = _dual_call(func, ins, vt, create_graph, "jvp")
+    run = _dual_run(func, inputs, v, create_graph, create_graph, "jvp")
     if run is None:
         return None
-    outputs, outs, tangents = run
+    _, _, outputs, outs, tangents = run
     is_outputs_tuple = isinstance(outputs, (tuple, list))
     res = tuple(t if t is not None else zeros_like(o) for o, t in zip(outs, tangents))
     outs = _grad_postprocess(outs, create_graph)
@@ -340,12 +364,7 @@ def _jvp(
         if fwd is not None:
             return fwd
     with enable_grad():
-        is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
-        ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
-        vt = _prep_v(
-            v, ins, is_inputs_tuple, create_graph, "jvp",
-            "the input to the user-provided function is a single Tensor",
-        )  # fmt: skip
+        _, ins, vt = _inputs_and_v(inputs, v, create_graph, True, "jvp")
         outputs = yield from _call(func, ins)
         is_outputs_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
         _check_requires_grad(outs, "outputs", strict=strict)
@@ -388,17 +407,7 @@ def _jacobian(
     vectorize: bool = False,
     strategy: str = "reverse-mode",
 ) -> Gen:
-    if strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError(
-            'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
-            'function has more outputs than inputs, "forward-mode" tends to be more '
-            f'performant. Otherwise, prefer to use "reverse-mode". Got {strategy!r}'
-        )
-    if vectorize and strict:
-        raise RuntimeError(
-            "ae.functional.jacobian: `strict=True` and `vectorize=True` are not supported "
-            "together. Please either set `strict=False` or `vectorize=False`."
-        )
+    _check_jacobian_options(strategy, vectorize, strict)
     if strategy == "forward-mode":
         if not vectorize:  # NotImplementedError, as torch's
             raise NotImplementedError(
@@ -421,32 +430,55 @@ def _jacobian(
         _check_requires_grad(outs, "outputs", strict=strict)
         jac: list[tuple[Tensor, ...]] = []
         for i, out in enumerate(outs):
-            rows: list[list[Any]] = [[] for _ in ins]
-            for j in range(out.data.size):
-                vj = yield from _autograd_grad(
-                    (out,), ins, (_one_hot(out, j),), retain_graph=True, create_graph=create_graph
-                )
-                for k, (vj_el, inp_el) in enumerate(zip(vj, ins, strict=True)):
-                    if vj_el is not None:
-                        if strict and create_graph and not vj_el.requires_grad:
-                            raise AutogradError(
-                                "The jacobian of the user-provided function is independent of "
-                                f"input {i}. This is not allowed in strict mode when "
-                                "create_graph=True."
-                            )
-                        rows[k].append(vj_el)
-                    else:
-                        if strict:
-                            raise AutogradError(
-                                f"Output {i} of the user-provided function is independent of "
-                                f"input {k}. This is not allowed in strict mode."
-                            )
-                        rows[k].append(zeros_like(inp_el))
+            rows = yield from _jacobian_rows(i, out, ins, create_graph, strict)
             jac.append(
                 tuple(_assemble(rows[k], out, inp, create_graph) for k, inp in enumerate(ins))
             )
     res = _grad_postprocess(tuple(jac), create_graph)
     return _tuple_postprocess(res, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _check_jacobian_options(strategy: str, vectorize: bool, strict: bool) -> None:
+    """``jacobian``'s strategy, and the options that go together (torch's errors)."""
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise ValueError(
+            'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
+            'function has more outputs than inputs, "forward-mode" tends to be more '
+            f'performant. Otherwise, prefer to use "reverse-mode". Got {strategy!r}'
+        )
+    if vectorize and strict:
+        raise RuntimeError(
+            "ae.functional.jacobian: `strict=True` and `vectorize=True` are not supported "
+            "together. Please either set `strict=False` or `vectorize=False`."
+        )
+
+
+def _jacobian_rows(
+    i: int, out: Tensor, ins: tuple[Tensor, ...], create_graph: bool, strict: bool
+) -> Generator[GraphTask, None, list[list[Any]]]:
+    """Output ``i``'s Jacobian rows per input: one backward per element of ``out``."""
+    rows: list[list[Any]] = [[] for _ in ins]
+    for j in range(out.data.size):
+        vj = yield from _autograd_grad(
+            (out,), ins, (_one_hot(out, j),), retain_graph=True, create_graph=create_graph
+        )
+        for k, (vj_el, inp_el) in enumerate(zip(vj, ins, strict=True)):
+            if vj_el is not None:
+                if strict and create_graph and not vj_el.requires_grad:
+                    raise AutogradError(
+                        "The jacobian of the user-provided function is independent of "
+                        f"input {i}. This is not allowed in strict mode when "
+                        "create_graph=True."
+                    )
+                rows[k].append(vj_el)
+            else:
+                if strict:
+                    raise AutogradError(
+                        f"Output {i} of the user-provided function is independent of "
+                        f"input {k}. This is not allowed in strict mode."
+                    )
+                rows[k].append(zeros_like(inp_el))
+    return rows
 
 
 def _jacobian_forward(func: Callable[..., Any] | _GenFunc, inputs: Any) -> Gen:
@@ -576,12 +608,7 @@ def _scalar_fn_setup(
     func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, strict: bool, name: str
 ) -> Gen:
     """Shared start of vhp/hvp: preprocess, evaluate, check, first-order gradient."""
-    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", name)
-    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
-    vt = _prep_v(
-        v, ins, is_inputs_tuple, create_graph, name,
-        "the input to the user-provided function is a single Tensor",
-    )  # fmt: skip
+    is_inputs_tuple, ins, vt = _inputs_and_v(inputs, v, create_graph, True, name)
     outputs = yield from _call(func, ins)
     is_outputs_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", name)
     _check_requires_grad(outs, "outputs", strict=strict)
@@ -620,18 +647,10 @@ def _hvp_forward(
     """``H v`` as the gradient of the forward-mode ``<grad f, v>`` (reverse over forward)."""
     if isinstance(func, _GenFunc):
         return None
-    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "hvp")
-    ins = _grad_preprocess(ins, create_graph=create_graph, need_graph=True)
-    vt = _prep_v(
-        v, ins, is_inputs_tuple, create_graph, "hvp",
-        "the input to the user-provided function is a single Tensor",
-    )  # fmt: skip
-    if vt is None:
-        vt = tuple(zeros_like(x) + 1 for x in ins)
-    run = _dual_call(func, ins, vt, True, "hvp")
+    run = _dual_run(func, inputs, v, create_graph, True, "hvp")
     if run is None:
         return None
-    outputs, outs, tangents = run
+    is_inputs_tuple, ins, outputs, outs, tangents = run
     is_outputs_tuple = isinstance(outputs, (tuple, list))
     if is_outputs_tuple or not isinstance(outs[0], Tensor):
         raise RuntimeError("The function given to hvp should return a single Tensor")

@@ -213,8 +213,8 @@ def observe_sequence(observer: Callable[[int], object] | None) -> None:
     """Report each sequence number taken to ``observer(seq)``; None stops it.
 
     A profile notes the time of every recorded op this way (NOTE [Forward
-    ops in a profile] in aengine/_profile.py); with no observer the counter
-    costs nothing more.
+    ops in a profile] in aengine/_profile/_recorder.py); with no observer
+    the counter costs nothing more.
     """
     global next_sequence_nr
     if observer is None:

@@ -1,7 +1,7 @@
 """The seam between the engine and a profiler: the active Recorder, or None.
 
 # NOTE [Profiling seam]
-# ``ae.profile()`` (aengine/_profile.py) installs a Recorder here; the engine
+# ``ae.profile()`` (aengine/_profile/) installs a Recorder here; the engine
 # asks for it in few places, each outside the per-node hot loop:
 #
 # * While a profile records, ``active`` here is its recorder: the one
@@ -25,7 +25,7 @@
 # and kernel threads do not run in the context of the code that profiles.
 # Forward ops are seen through the sequence counter's observer
 # (``observe_sequence`` in _graph.py; NOTE [Forward ops in a profile] in
-# aengine/_profile.py).
+# aengine/_profile/_recorder.py).
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@
 # each table function in the public namespaces (``aengine``,
 # ``aengine.nn.functional``, ``aengine.linalg``, ``aengine.special``) by a
 # dispatcher that calls the operator unchanged when no argument is batched
-# (``install``).  Programs that never call vmap keep the operators with no
-# wrapper frame on their hot path (a wrapper measured 0.1-0.2 us a call,
+# (``install`` in _install.py).  Programs that never call vmap keep the
+# operators with no wrapper frame on their hot path (a wrapper measured 0.1-0.2 us a call,
 # about a tenth of a small op's cost); programs that do pay one Python call
 # per free-function op.  A function imported by name before the first vmap
 # (``from aengine import exp``) is the bare operator: given a BatchedTensor
@@ -51,16 +51,14 @@
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..ops._table import TABLE, OpInfo
 from ..tensors import Tensor
+from ._levels import _LEVELS, CREATE_GRAPH, GRAD_DEPTH, Level, VmapError, active_levels, push_level
 
 __all__ = [
     "BatchedTensor",
@@ -72,62 +70,10 @@ __all__ = [
     "wrap_levels",
     "levels_of",
     "dispatch",
-    "install",
     "VmapError",
     "GRAD_DEPTH",
     "CREATE_GRAPH",
 ]
-
-
-class VmapError(RuntimeError):
-    """An op or a use of vmap that aengine cannot batch (names the op and what to do)."""
-
-
-class Level:
-    """One active vmap: its batch size and randomness policy (compared by identity)."""
-
-    __slots__ = ("size", "randomness", "depth")
-    _ids = itertools.count()
-
-    def __init__(self, size: int, randomness: str, depth: int) -> None:
-        self.size = size
-        self.randomness = randomness
-        #: 0 for the outermost active vmap, 1 for one inside it...
-        self.depth = depth
-
-    def __repr__(self) -> str:
-        return f"<vmap level {self.depth}, batch {self.size}>"
-
-
-_LEVELS: contextvars.ContextVar[tuple[Level, ...]] = contextvars.ContextVar(
-    "aengine_vmap_levels", default=()
-)
-
-
-#: how many reverse transforms (grad, vjp, jacrev, jvp) run here: above 0 their backward is
-#: recorded (create_graph), for the outer ones to differentiate
-GRAD_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("aengine_func_depth", default=0)
-#: whether the innermost reverse transform records its backward (an outer one differentiates it)
-CREATE_GRAPH: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "aengine_func_create_graph", default=False
-)
-
-
-def active_levels() -> tuple[Level, ...]:
-    """The active vmap levels here, outermost first."""
-    return _LEVELS.get()
-
-
-@contextmanager
-def push_level(size: int, randomness: str) -> Iterator[Level]:
-    """Enter a vmap level (the innermost one until the block ends)."""
-    levels = _LEVELS.get()
-    lvl = Level(size, randomness, len(levels))
-    token = _LEVELS.set((*levels, lvl))
-    try:
-        yield lvl
-    finally:
-        _LEVELS.reset(token)
 
 
 class BatchedTensor(Tensor):
@@ -552,38 +498,7 @@ def _plain_fn(name: str) -> Callable[..., Any]:
     return TABLE[name].fn
 
 
-# -- installing the dispatchers -------------------------------------------------------------------
-_install_lock = threading.Lock()
-_installed = False
-
-
-def _dispatcher(info: OpInfo) -> Callable[..., Any]:
-    fn = info.fn
-    name = info.name
-
-    def op(*args: Any, **kwargs: Any) -> Any:
-        for a in args:
-            if a.__class__ is BatchedTensor:
-                return dispatch(name, args, kwargs)
-            if (a.__class__ is list or a.__class__ is tuple) and any(
-                b.__class__ is BatchedTensor for b in a
-            ):
-                return dispatch(name, args, kwargs)
-        if kwargs:
-            for a in kwargs.values():
-                if a.__class__ is BatchedTensor:
-                    return dispatch(name, args, kwargs)
-        return fn(*args, **kwargs)
-
-    op.__name__ = fn.__name__
-    op.__qualname__ = fn.__qualname__
-    op.__doc__ = fn.__doc__
-    op.__wrapped__ = fn  # type: ignore[attr-defined]
-    op._ae_vmap_dispatcher = True  # type: ignore[attr-defined]
-    op.__module__ = fn.__module__
-    return op
-
-
+# -- the methods --------------------------------------------------------------------------------
 def _method(info: OpInfo) -> Callable[..., Any]:
     name = info.name
 
@@ -599,27 +514,6 @@ def _bind_methods() -> None:
         mname = info.method_name
         if mname is not None and mname not in vars(BatchedTensor):
             setattr(BatchedTensor, mname, _method(info))
-
-
-def install() -> None:
-    """Make the public namespaces' table functions dispatch to batching rules (once)."""
-    global _installed
-    if _installed:
-        return
-    with _install_lock:
-        if _installed:
-            return
-        modules = {
-            "": sys.modules.get("aengine"),
-            "nn.functional": sys.modules.get("aengine.nn.functional"),
-            "linalg": sys.modules.get("aengine.linalg"),
-            "special": sys.modules.get("aengine.special"),
-        }
-        for info in TABLE.values():
-            mod = modules.get(info.namespace)
-            if mod is not None and getattr(mod, info.short, None) is info.fn:
-                setattr(mod, info.short, _dispatcher(info))
-        _installed = True
 
 
 _bind_methods()

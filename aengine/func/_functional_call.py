@@ -87,60 +87,17 @@ def functional_call(
     """
     if not isinstance(module, Module):
         raise TypeError(f"functional_call: expected an ae.nn.Module, got {type(module).__name__}")
-    if isinstance(parameter_and_buffer_dicts, Mapping):
-        merged: dict[str, Any] = dict(parameter_and_buffer_dicts)
-    elif isinstance(parameter_and_buffer_dicts, Sequence):
-        merged = {}
-        for d in parameter_and_buffer_dicts:
-            if not isinstance(d, Mapping):
-                raise ValueError(
-                    "Expected all elements of parameter_and_buffer_dicts to be dictionaries"
-                )
-            dup = [k for k in d if k in merged]
-            if dup:
-                raise ValueError(
-                    f"{dup[0]} appeared in multiple dictionaries; behavior of functional call "
-                    "is ambiguous"
-                )
-            merged.update(d)
-    else:
-        raise ValueError(
-            "Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
-            f"{type(parameter_and_buffer_dicts)}"
-        )
+    merged = _merged(parameter_and_buffer_dicts)
     if args is None:
         args = ()
     elif not isinstance(args, tuple):
         args = (args,)
     kwargs = {} if kwargs is None else kwargs
     with _lock_of(module):
-        known = {n for n, _ in module.named_parameters(remove_duplicate=False)}
-        known |= {n for n, _ in module.named_buffers(remove_duplicate=False)}
         if tie_weights:
-            tied = _tied_names(module)
-            for name in list(merged):
-                for other in tied.get(name, ()):
-                    if other in merged and merged[other] is not merged[name]:
-                        raise ValueError(
-                            f"functional_call got multiple values for keys {sorted([name, other])}, "
-                            "which are tied. Consider using tie_weights=False"
-                        )
-                    merged.setdefault(other, merged[name])
+            _add_tied(module, merged)
         if strict:
-            missing = sorted(known - set(merged))
-            unexpected = sorted(set(merged) - known)
-            if missing or unexpected:
-                parts = []
-                if unexpected:
-                    parts.append(
-                        "Unexpected key(s): " + ", ".join(repr(k) for k in unexpected) + "."
-                    )
-                if missing:
-                    parts.append("Missing key(s): " + ", ".join(repr(k) for k in missing) + ".")
-                raise RuntimeError(
-                    f"Error(s) in reparametrizing for {type(module).__name__}:\n\t"
-                    + "\n\t".join(parts)
-                )
+            _check_strict(module, merged)
         for v in merged.values():
             if v is not None and not isinstance(v, Tensor):
                 raise TypeError(
@@ -148,22 +105,87 @@ def functional_call(
                 )
         undo: list[tuple[dict[str, Any], str, Any, bool]] = []
         try:
-            for name, value in merged.items():
-                owner, attr = _owner(module, name)
-                for store in (owner._parameters, owner._buffers):
-                    if attr in store:
-                        undo.append((store, attr, store[attr], True))
-                        store[attr] = value
-                        break
-                else:
-                    undo.append(
-                        (owner.__dict__, attr, owner.__dict__.get(attr), attr in owner.__dict__)
-                    )
-                    owner.__dict__[attr] = value
+            _swap_in(module, merged, undo)
             return module(*args, **kwargs)
         finally:
-            for store, attr, old, had in reversed(undo):
-                if had:
-                    store[attr] = old
-                else:
-                    store.pop(attr, None)
+            _restore(undo)
+
+
+def _merged(dicts: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One dict of the replacements (a key in two of the dicts raises)."""
+    if isinstance(dicts, Mapping):
+        return dict(dicts)
+    if not isinstance(dicts, Sequence):
+        raise ValueError(
+            "Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
+            f"{type(dicts)}"
+        )
+    merged: dict[str, Any] = {}
+    for d in dicts:
+        if not isinstance(d, Mapping):
+            raise ValueError(
+                "Expected all elements of parameter_and_buffer_dicts to be dictionaries"
+            )
+        dup = [k for k in d if k in merged]
+        if dup:
+            raise ValueError(
+                f"{dup[0]} appeared in multiple dictionaries; behavior of functional call "
+                "is ambiguous"
+            )
+        merged.update(d)
+    return merged
+
+
+def _add_tied(module: Module, merged: dict[str, Any]) -> None:
+    """Give each name tied to a replaced one the same replacement (two different ones raise)."""
+    tied = _tied_names(module)
+    for name in list(merged):
+        for other in tied.get(name, ()):
+            if other in merged and merged[other] is not merged[name]:
+                raise ValueError(
+                    f"functional_call got multiple values for keys {sorted([name, other])}, "
+                    "which are tied. Consider using tie_weights=False"
+                )
+            merged.setdefault(other, merged[name])
+
+
+def _check_strict(module: Module, merged: dict[str, Any]) -> None:
+    """``strict``: the replacements name every parameter and buffer, and nothing else."""
+    known = {n for n, _ in module.named_parameters(remove_duplicate=False)}
+    known |= {n for n, _ in module.named_buffers(remove_duplicate=False)}
+    missing = sorted(known - set(merged))
+    unexpected = sorted(set(merged) - known)
+    if missing or unexpected:
+        parts = []
+        if unexpected:
+            parts.append("Unexpected key(s): " + ", ".join(repr(k) for k in unexpected) + ".")
+        if missing:
+            parts.append("Missing key(s): " + ", ".join(repr(k) for k in missing) + ".")
+        raise RuntimeError(
+            f"Error(s) in reparametrizing for {type(module).__name__}:\n\t" + "\n\t".join(parts)
+        )
+
+
+def _swap_in(
+    module: Module, merged: dict[str, Any], undo: list[tuple[dict[str, Any], str, Any, bool]]
+) -> None:
+    """Put the replacements in place, noting in ``undo`` what each one replaced."""
+    for name, value in merged.items():
+        owner, attr = _owner(module, name)
+        for store in (owner._parameters, owner._buffers):
+            if attr in store:
+                undo.append((store, attr, store[attr], True))
+                store[attr] = value
+                break
+        else:
+            undo.append((owner.__dict__, attr, owner.__dict__.get(attr), attr in owner.__dict__))
+            owner.__dict__[attr] = value
+
+
+def _restore(undo: list[tuple[dict[str, Any], str, Any, bool]]) -> None:
+    """Put back what ``_swap_in`` replaced, last first."""
+    for store, attr, old, had in reversed(undo):
+        if had:
+            store[attr] = old
+        else:
+            store.pop(attr, None)

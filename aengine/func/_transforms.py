@@ -29,12 +29,12 @@ import functools
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from .._autograd import _async_runner, _grad, _no_loop_here, _warn_if_in_loop
+from .._autograd import _async_runner, _grad, _no_loop_here, _run_sync, _warn_if_in_loop
 from .._awaitables import _Call, _new_call
 from ..core import GraphTask
 from ..core._modes import enable_grad
 from ..ops import stack
-from ..runtime import drive_sync_entry, loop_here
+from ..runtime import loop_here
 from ..tensors import Tensor
 from ..tensors._creation import zeros_like
 from ._batched import (
@@ -78,14 +78,7 @@ class Transformed:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._sync:
             _warn_if_in_loop(self._public)
-            gen = self._gen(*args, **kwargs)
-            try:
-                gt = next(gen)
-                while True:
-                    drive_sync_entry(gt)
-                    gt = gen.send(None)
-            except StopIteration as stop:
-                return stop.value
+            return _run_sync(self._gen(*args, **kwargs))
         if loop_here() is None:
             _no_loop_here(self._public)
         call = _new_call(_Call)
@@ -269,14 +262,7 @@ def _grad_and_value_gen(
         ins = _Inputs(_select(args, nums), where)
         with _Depth(ins.create_graph):
             out = yield from call(func, _replace(args, nums, ins.logical), kwargs)
-            aux = None
-            if has_aux:
-                if not (isinstance(out, tuple) and len(out) == 2):
-                    raise RuntimeError(
-                        f"{where}: output of function f should be a tuple: (output, aux) "
-                        "if has_aux is True"
-                    )
-                out, aux = out
+            out, aux = _split_aux(out, has_aux, where)
             if not isinstance(out, Tensor):
                 raise RuntimeError(
                     f"{where}: Expected f(*args) to return a Tensor, got {type(out)}"
@@ -299,6 +285,17 @@ def _grad_and_value_gen(
     return gen
 
 
+def _split_aux(out: Any, has_aux: bool, where: str) -> tuple[Any, Any]:
+    """``f``'s output and its aux (None without ``has_aux``): ``f`` returns ``(output, aux)``."""
+    if not has_aux:
+        return out, None
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise RuntimeError(
+            f"{where}: output of function f should be a tuple: (output, aux) if has_aux is True"
+        )
+    return out[0], out[1]
+
+
 def _tree_finish(tree: Any, create_graph: bool) -> Any:
     leaves, spec = tree_flatten(tree)
     return tree_unflatten([_finish(x, create_graph) for x in leaves], spec)
@@ -318,13 +315,7 @@ def _vjp_gen(
     ins = _Inputs(primals, where)
     with _Depth(ins.create_graph):
         out = yield from call(func, ins.logical, {})
-    aux = None
-    if has_aux:
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise RuntimeError(
-                f"{where}: output of function f should be a tuple: (output, aux) if has_aux is True"
-            )
-        out, aux = out
+    out, aux = _split_aux(out, has_aux, where)
     out_leaves, out_spec = tree_flatten(out)
     for o in out_leaves:
         if not isinstance(o, Tensor):
@@ -411,14 +402,7 @@ def _jvp_impl(
     ins = _Inputs(primals, where)
     with _Depth(True):
         out = yield from call(func, ins.logical, {})
-        aux = None
-        if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise RuntimeError(
-                    f"{where}: output of function f should be a tuple: (output, aux) "
-                    "if has_aux is True"
-                )
-            out, aux = out
+        out, aux = _split_aux(out, has_aux, where)
         out_leaves, out_spec = tree_flatten(out)
         for o in out_leaves:
             if not isinstance(o, Tensor):
@@ -490,14 +474,7 @@ def _jacrev_gen(
         nl = len(ins.levels)
         with _Depth(ins.create_graph):
             out = yield from call(func, _replace(args, nums, ins.logical), kwargs)
-            aux = None
-            if has_aux:
-                if not (isinstance(out, tuple) and len(out) == 2):
-                    raise RuntimeError(
-                        f"{where}: output of function f should be a tuple: (output, aux) "
-                        "if has_aux is True"
-                    )
-                out, aux = out
+            out, aux = _split_aux(out, has_aux, where)
             out_leaves, out_spec = tree_flatten(out)
             per_out = []
             for o in out_leaves:

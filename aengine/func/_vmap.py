@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..tensors import Tensor
-from ._batched import BatchedTensor, install, push_level, wrap_levels
+from ._batched import BatchedTensor, push_level, wrap_levels
+from ._install import install
 from ._pytree import tree_flatten, tree_unflatten
 from ._transforms import Gen, call
 
@@ -40,35 +41,7 @@ def _vmap_gen(
     def gen(*args: Any, **kwargs: Any) -> Gen:
         install()
         leaves, dims = _in_leaves(args, in_dims, where)
-        size = None
-        for x, d in zip(leaves, dims, strict=True):
-            if d is None:
-                continue
-            if not isinstance(x, Tensor):
-                raise ValueError(
-                    f"{where}: Got in_dim={d} for an input but the input is of type "
-                    f"{type(x)}. We cannot vmap over non-Tensor arguments, please use None "
-                    "as the respective in_dim"
-                )
-            if not -max(x.ndim, 1) <= d < max(x.ndim, 1) or x.ndim == 0:
-                raise ValueError(
-                    f"{where}: Got in_dim={d} for some input, but that input is a Tensor of "
-                    f"dimensionality {x.ndim} so expected in_dim to satisfy "
-                    f"-{x.ndim} <= in_dim < {x.ndim}."
-                )
-            n = x.shape[d]
-            if size is not None and n != size:
-                raise ValueError(
-                    f"{where}: Expected all tensors to have the same size in the mapped "
-                    f"dimension, got sizes {[x.shape[d] for x, d in zip(leaves, dims, strict=True) if d is not None]} "
-                    "for the mapped dimension"
-                )
-            size = n
-        if size is None:
-            raise ValueError(
-                f"{where}: vmap must have at least one non-None value in in_dims and at least one "
-                "Tensor input to vmap over"
-            )
+        size = _batch_size(leaves, dims, where)
         if chunk_size is None or chunk_size >= size:
             return (
                 yield from _vmap_once(
@@ -92,6 +65,40 @@ def _vmap_gen(
         return _cat_chunks(chunks, out_dims)
 
     return gen
+
+
+def _batch_size(leaves: list[Any], dims: list[Any], where: str) -> int:
+    """The size of the mapped dims (the same for every mapped input; at least one)."""
+    size: int | None = None
+    for x, d in zip(leaves, dims, strict=True):
+        if d is None:
+            continue
+        if not isinstance(x, Tensor):
+            raise ValueError(
+                f"{where}: Got in_dim={d} for an input but the input is of type "
+                f"{type(x)}. We cannot vmap over non-Tensor arguments, please use None "
+                "as the respective in_dim"
+            )
+        if not -max(x.ndim, 1) <= d < max(x.ndim, 1) or x.ndim == 0:
+            raise ValueError(
+                f"{where}: Got in_dim={d} for some input, but that input is a Tensor of "
+                f"dimensionality {x.ndim} so expected in_dim to satisfy "
+                f"-{x.ndim} <= in_dim < {x.ndim}."
+            )
+        n = x.shape[d]
+        if size is not None and n != size:
+            raise ValueError(
+                f"{where}: Expected all tensors to have the same size in the mapped "
+                f"dimension, got sizes {[x.shape[d] for x, d in zip(leaves, dims, strict=True) if d is not None]} "
+                "for the mapped dimension"
+            )
+        size = n
+    if size is None:
+        raise ValueError(
+            f"{where}: vmap must have at least one non-None value in in_dims and at least one "
+            "Tensor input to vmap over"
+        )
+    return size
 
 
 def _cat_chunks(chunks: list[Any], out_dims: Any) -> Any:

@@ -1,31 +1,6 @@
 """``explore`` and ``replay``: run an async function under seeded, replayable schedules.
 
-# NOTE [Deterministic runs]
-# One run is deterministic when every source of order in it is fixed by the
-# seed:
-#
-# * aengine's own choices come from ``Choices`` (NOTE [Choice points] in
-#   aengine/runtime/_choice.py); no compute thread runs (kernels and
-#   ``engine.run`` stay on the loop) and no slice ends by the wall clock.
-# * Time is virtual, so simulated latencies and timeouts cost no wall time
-#   and fire in an order fixed by the program: trio's ``MockClock`` with
-#   ``autojump_threshold=0``; for asyncio the ``looptime`` library's event
-#   loop (a mixin on asyncio's own loop class that keeps a fake clock and
-#   jumps it to the next timer when the loop is idle; well kept, and not a
-#   loop of our own: asyncio's scheduling is untouched).
-# * trio reorders each batch of runnable tasks with a module-level
-#   ``random.Random`` (``trio._core._run._r``), and a batch's own order
-#   depends on which timer of a tie fires first (trio breaks deadline ties
-#   by object address).  A run seeds that generator with its seed and turns
-#   on trio's deterministic mode (``_ALLOW_DETERMINISTIC_SCHEDULING``: each
-#   batch is sorted by task creation order, then shuffled by the seeded
-#   generator), and restores both afterwards: what trio's own Hypothesis
-#   plugin does.  Private names of trio: if a version lacks them, trio runs
-#   are refused with a clear error rather than being silently unreproducible.
-#   asyncio's ready queue is FIFO: deterministic already.  An exhaustive run
-#   does not shuffle trio's batches at all (each runs in its sorted order,
-#   as asyncio's FIFO does): its schedules then differ only by the
-#   explorer's answers, and "every schedule within the bound" means that.
+How one run is made deterministic: NOTE [Deterministic runs] in _run.py.
 """
 
 from __future__ import annotations
@@ -33,25 +8,19 @@ from __future__ import annotations
 import inspect
 import numbers
 import os
-import random
 import sys
-import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from ..runtime._choice import Choices, Faults, ScheduleMismatch, decode_log, encode_log
 from ..runtime._loop import loop_here
-from ..runtime._seeded import SeededShare
-from ..runtime._share import loop_share, swap_share
+from ..runtime._share import loop_share
 from . import _store
-from ._loops import view_for
+from ._run import RunTimeout, _last, _limit, _needs, _run_once
 from ._search import Exhaustive, Pct, PctBound, Seeded
 from ._shrink import interleaving, preemptions_of, shrink, trimmed
-from ._threads import explored_to_thread, patched_to_thread
 
 __all__ = ["ExploreReport", "RunTimeout", "ScheduleFailure", "explore", "replay", "trace"]
 
@@ -61,39 +30,6 @@ STRATEGIES = ("random", "pct", "exhaustive", "coverage")
 PREFIX = "ae1"
 #: ``compute_time``'s default: one stretch of compute takes at most 10 ms (virtual)
 COMPUTE_TIME = 0.01
-
-
-class RunTimeout(AssertionError):
-    """An explored run did not finish within ``run_limit`` seconds of virtual time (a deadlock?).
-
-    Example::
-
-        >>> import aengine as ae, anyio
-        >>> async def waits_forever():
-        ...     await anyio.Event().wait()
-        >>> try:
-        ...     ae.testing.explore(waits_forever, seeds=1, backend="trio")
-        ... except ae.testing.ScheduleFailure as failure:
-        ...     print(type(failure.__cause__).__name__)
-        RunTimeout
-    """
-
-
-class _Last(threading.local):
-    """The choices of the last run started in this thread (for ``trace()``)."""
-
-    def __init__(self) -> None:
-        self.choices: Choices | None = None
-
-
-_last = _Last()
-
-
-class _Limit(threading.local):
-    seconds = 600.0
-
-
-_limit = _Limit()
 
 
 class ScheduleFailure(AssertionError):
@@ -265,31 +201,86 @@ def explore(
         10
     """
     _check_fn(fn, "explore")
+    s = _explore_settings(
+        fn,
+        seeds=seeds,
+        strategy=strategy,
+        backend=backend,
+        faults=faults,
+        depth=depth,
+        preemption_bound=preemption_bound,
+        compute_time=compute_time,
+        state=state,
+        database=database,
+        key=key,
+        shrink_failures=shrink_failures,
+        patience=patience,
+        run_limit=run_limit,
+    )
+    _limit.seconds = s.run_limit
+    explored = _Explored()
+    complete, saturated, pct = True, False, None
+    for b in s.backends:
+        if s.db is not None:
+            _replay_saved(fn, b, s.db, s.key, s.faults, s.compute_time)
+        search = _search(s, b)
+        saturated = _run_search(fn, b, search, s, explored) or saturated
+        if isinstance(search, Exhaustive):
+            search.save()
+            complete = complete and search.complete
+        if isinstance(search, Pct):
+            pct = search.figures()
+    return ExploreReport(
+        runs=len(explored.traces),
+        distinct_schedules=len(explored.shapes),
+        traces=explored.traces,
+        strategy=strategy,
+        complete=strategy == "exhaustive" and complete,
+        pct=pct,
+        saturated=saturated,
+    )
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """``explore``'s arguments, checked."""
+
+    seeds: list[int]
+    strategy: str
+    backends: tuple[str, ...]
+    faults: Faults | None
+    depth: int
+    bound: int
+    compute_time: float
+    state: str | os.PathLike[str] | None
+    db: Path | None
+    key: str
+    shrink: bool
+    patience: int
+    run_limit: float
+
+
+def _explore_settings(
+    fn: Callable[[], Awaitable[Any]],
+    *,
+    seeds: Any,
+    strategy: str,
+    backend: str,
+    faults: Faults | None,
+    depth: int | None,
+    preemption_bound: int | None,
+    compute_time: float,
+    state: str | os.PathLike[str] | None,
+    database: str | os.PathLike[str] | None,
+    key: str | None,
+    shrink_failures: bool,
+    patience: int,
+    run_limit: float,
+) -> _Settings:
+    """``explore``'s arguments checked (a clear error for a bad one), with their defaults."""
     seed_list = _seeds(seeds)
-    if strategy not in STRATEGIES:
-        raise ValueError(
-            f"strategy must be 'random', 'pct', 'exhaustive' or 'coverage', got {strategy!r}"
-        )
-    d = _positive_int(depth, "depth", 3, 1)
-    bound = _positive_int(preemption_bound, "preemption_bound", 2, 0)
-    if depth is not None and strategy != "pct":
-        raise ValueError(f"depth is pct's bug depth; pass strategy='pct' (got {strategy!r})")
-    if preemption_bound is not None and strategy != "exhaustive":
-        raise ValueError(
-            f"preemption_bound bounds the exhaustive search; pass strategy='exhaustive' "
-            f"(got {strategy!r})"
-        )
-    if state is not None and strategy != "exhaustive":
-        raise ValueError("state saves an exhaustive search; pass strategy='exhaustive'")
-    if (
-        isinstance(compute_time, bool)
-        or not isinstance(compute_time, int | float)
-        or not (0 <= compute_time < float("inf"))
-    ):
-        raise ValueError(
-            f"compute_time is the most virtual seconds one stretch of compute may take "
-            f"(>= 0, 0 turns it off), got {compute_time!r}"
-        )
+    d, bound = _strategy_options(strategy, depth, preemption_bound, state)
+    ct = _compute_time(compute_time)
     backends = _backends(backend)
     if faults is not None and not isinstance(faults, Faults):
         raise TypeError(
@@ -299,68 +290,106 @@ def explore(
         _needs(b)
     db = Path(database) if database is not None else None
     name = key if key is not None else f"{fn.__module__}.{getattr(fn, '__qualname__', fn)}"
-    ct = float(compute_time)
     if isinstance(run_limit, bool) or not isinstance(run_limit, int | float) or not run_limit > 0:
         raise ValueError(f"run_limit is in virtual seconds (> 0), got {run_limit!r}")
-    _limit.seconds = float(run_limit)
-    traces: dict[tuple[str, int], tuple[tuple[str, str, str], ...]] = {}
-    shapes: set[Any] = set()
-    complete, saturated, pct = True, False, None
-    for b in backends:
-        if db is not None:
-            _replay_saved(fn, b, db, name, faults, ct)
-        search: Seeded | Pct | Exhaustive
-        if strategy == "pct":
-            search = Pct(seed_list, d, faults, ct)
-        elif strategy == "exhaustive":
-            path = Path(state) if state is not None else None
-            search = Exhaustive(bound, len(seed_list), faults, ct, path, b)
+    return _Settings(
+        seeds=seed_list,
+        strategy=strategy,
+        backends=backends,
+        faults=faults,
+        depth=d,
+        bound=bound,
+        compute_time=ct,
+        state=state,
+        db=db,
+        key=name,
+        shrink=shrink_failures,
+        patience=patience,
+        run_limit=float(run_limit),
+    )
+
+
+def _search(s: _Settings, backend: str) -> Seeded | Pct | Exhaustive:
+    """The search that gives the schedules of ``s.strategy`` on ``backend``."""
+    if s.strategy == "pct":
+        return Pct(s.seeds, s.depth, s.faults, s.compute_time)
+    if s.strategy == "exhaustive":
+        path = Path(s.state) if s.state is not None else None
+        return Exhaustive(s.bound, len(s.seeds), s.faults, s.compute_time, path, backend)
+    return Seeded(s.seeds, s.strategy, s.faults, s.compute_time)
+
+
+@dataclass
+class _Explored:
+    """What ``explore`` ran: each run's node order, and the distinct interleavings."""
+
+    traces: dict[tuple[str, int], tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
+    shapes: set[Any] = field(default_factory=set)
+
+    def note(self, backend: str, run_key: int, choices: Choices) -> bool:
+        """Keep a run's node order; True when its interleaving is a new one."""
+        self.traces[(backend, run_key)] = tuple(choices.trace)
+        shape = (backend, tuple(choices.trace), tuple(s.task for s in choices.steps))
+        if shape in self.shapes:
+            return False
+        self.shapes.add(shape)
+        return True
+
+
+def _run_search(
+    fn: Callable[[], Awaitable[Any]],
+    backend: str,
+    search: Seeded | Pct | Exhaustive,
+    s: _Settings,
+    explored: _Explored,
+) -> bool:
+    """Run each schedule of ``search`` on ``backend``; True when ``coverage`` saturated.
+
+    The first failing run raises its ``ScheduleFailure`` (shrunk and saved).
+    """
+    quiet = 0  # runs in a row that found no new interleaving
+    number = 0
+    while (choices := search.next()) is not None:
+        _run_or_fail(fn, backend, search, choices, s, number)
+        search.ran(choices)
+        if explored.note(backend, _run_key(search, choices, number), choices):
+            quiet = 0
         else:
-            search = Seeded(seed_list, strategy, faults, ct)
-        quiet = 0
-        number = 0
-        while (choices := search.next()) is not None:
-            try:
-                _run_once(fn, b, choices)
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as exc:
-                if isinstance(search, Exhaustive):
-                    search.save()
-                failure = _failure(fn, b, choices, exc, db, name, shrink_failures)
-                failure.runs = number + 1
-                raise failure from exc
-            search.ran(choices)
-            run_key = choices.seed
-            if isinstance(search, Exhaustive):
-                run_key = number
-            elif isinstance(search, Pct) and number == 0:
-                run_key = -1  # the usual policy's run, that counts pct's steps
-            number += 1
-            traces[(b, run_key)] = tuple(choices.trace)
-            shape = (b, tuple(choices.trace), tuple(s.task for s in choices.steps))
-            if shape in shapes:
-                quiet += 1
-            else:
-                shapes.add(shape)
-                quiet = 0
-            if strategy == "coverage" and quiet >= patience:
-                saturated = True
-                break
+            quiet += 1
+        number += 1
+        if s.strategy == "coverage" and quiet >= s.patience:
+            return True
+    return False
+
+
+def _run_or_fail(
+    fn: Callable[[], Awaitable[Any]],
+    backend: str,
+    search: Seeded | Pct | Exhaustive,
+    choices: Choices,
+    s: _Settings,
+    number: int,
+) -> None:
+    """Run one schedule; a failure raises its ``ScheduleFailure`` (its error as the cause)."""
+    try:
+        _run_once(fn, backend, choices)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
         if isinstance(search, Exhaustive):
             search.save()
-            complete = complete and search.complete
-        if isinstance(search, Pct):
-            pct = search.figures()
-    return ExploreReport(
-        runs=len(traces),
-        distinct_schedules=len(shapes),
-        traces=traces,
-        strategy=strategy,
-        complete=strategy == "exhaustive" and complete,
-        pct=pct,
-        saturated=saturated,
-    )
+        failure = _failure(fn, backend, choices, exc, s.db, s.key, s.shrink)
+        failure.runs = number + 1
+        raise failure from exc
+
+
+def _run_key(search: Seeded | Pct | Exhaustive, choices: Choices, number: int) -> int:
+    """The run's key in ``ExploreReport.traces``: its seed, or its number for ``exhaustive``."""
+    if isinstance(search, Exhaustive):
+        return number
+    if isinstance(search, Pct) and number == 0:
+        return -1  # the usual policy's run, that counts pct's steps
+    return choices.seed
 
 
 def _failure(
@@ -538,121 +567,6 @@ def parse_schedule(schedule: str) -> tuple[str, str, int, list[int]]:
     return b, strategy, int(seed), log
 
 
-# -- one run --------------------------------------------------------------------------------------
-
-
-def _run_once(fn: Callable[[], Awaitable[Any]], backend: str, choices: Choices) -> Any:
-    """Run ``fn`` once under ``choices`` on ``backend`` in virtual time (NOTE [Deterministic runs])."""
-    _last.choices = choices
-    choices.threads = explored_to_thread
-    choices.run_limit = _limit.seconds
-    old_share = swap_share(SeededShare(choices))
-    try:
-        with patched_to_thread():
-            if backend == "trio":
-                result = _run_trio(fn, choices)
-            else:
-                opts = {"loop_factory": _virtual_loop}
-                result = anyio.run(
-                    _main, fn, choices, backend, backend="asyncio", backend_options=opts
-                )
-    except BaseException:
-        if choices.mismatch is not None:
-            raise choices.mismatch from None
-        raise
-    finally:
-        swap_share(old_share)
-        choices.loop = None
-    if choices.mismatch is not None:
-        raise choices.mismatch
-    return result
-
-
-def _needs(backend: str) -> Any:
-    """What runs of ``backend`` need, imported: trio's run module, or looptime.
-
-    Asked before any run, so a missing library is reported as such, not as
-    a failing schedule.
-    """
-    if backend == "trio":
-        try:
-            # local: trio is optional, and only trio runs need it (its
-            # seedable scheduler: NOTE [Deterministic runs])
-            from trio._core import _run as trio_run
-        except ImportError:
-            raise ImportError(
-                "ae.testing on trio needs trio: pip install 'aengine[testing]', or pass "
-                "backend='asyncio'"
-            ) from None
-        if not hasattr(trio_run, "_r") or not hasattr(trio_run, "_ALLOW_DETERMINISTIC_SCHEDULING"):
-            raise RuntimeError(
-                "this trio version has no seedable scheduler (trio._core._run._r), so its runs "
-                "cannot be replayed; use trio 0.25 to 0.35, or pass backend='asyncio'"
-            )
-        return trio_run
-    try:
-        # local: optional, and only asyncio runs need it
-        import looptime
-    except ImportError:
-        raise ImportError(
-            "ae.testing on asyncio needs the looptime library (virtual time): "
-            "pip install 'aengine[testing]', or pass backend='trio'"
-        ) from None
-    return looptime
-
-
-def _run_trio(fn: Callable[[], Awaitable[Any]], choices: Choices) -> Any:
-    trio_run = _needs("trio")
-    # local: optional (``_needs`` checked that it imports)
-    import trio.testing
-
-    rng = trio_run._r
-    state = rng.getstate()
-    sorted_batches = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
-    rng.seed(choices.seed)
-    trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True
-    if choices.strategy == "exhaustive":
-        trio_run._r = _Unshuffled()  # NOTE [Deterministic runs]: batches in a fixed order
-    try:
-        clock = trio.testing.MockClock(autojump_threshold=0)
-        return anyio.run(
-            _main, fn, choices, "trio", backend="trio", backend_options={"clock": clock}
-        )
-    finally:
-        trio_run._r = rng
-        trio_run._ALLOW_DETERMINISTIC_SCHEDULING = sorted_batches
-        rng.setstate(state)
-
-
-class _Unshuffled(random.Random):
-    """trio's generator for exhaustive runs: a batch keeps its sorted order (no shuffle)."""
-
-    def shuffle(self, x: Any) -> None:
-        pass
-
-
-def _virtual_loop() -> Any:
-    return _needs("asyncio").new_event_loop(noop_cycles=1)
-
-
-async def _main(fn: Callable[[], Awaitable[Any]], choices: Choices, backend: str) -> Any:
-    choices.loop = view_for(backend)  # NOTE [Compute takes virtual time]
-    limit = choices.run_limit
-    # virtual time: a run whose tasks all wait for each other jumps straight here
-    with anyio.CancelScope(deadline=anyio.current_time() + limit) as timer:
-        with anyio.CancelScope() as scope:
-            choices.cancel = scope.cancel  # Faults.cancel
-            return await fn()
-        return None  # cancelled by an injected fault, and nothing else went wrong
-    if timer.cancelled_caught:
-        raise RunTimeout(
-            f"the explored run did not finish within {limit:g} s of virtual time: its tasks "
-            "wait for each other (a deadlock) or for something that never comes; pass "
-            "run_limit= to explore if it really takes longer"
-        )
-    return None
-
-
 # -- arguments ------------------------------------------------------------------------------------
 
 
@@ -672,6 +586,41 @@ def _check_fn(fn: Any, who: str) -> None:
             f"ae.testing.{who}(fn) takes an async function of no arguments, got "
             f"{type(fn).__name__} {fn!r}"
         )
+
+
+def _strategy_options(
+    strategy: str, depth: int | None, preemption_bound: int | None, state: Any
+) -> tuple[int, int]:
+    """pct's bug depth and exhaustive's preemption bound, each refused for another strategy."""
+    if strategy not in STRATEGIES:
+        raise ValueError(
+            f"strategy must be 'random', 'pct', 'exhaustive' or 'coverage', got {strategy!r}"
+        )
+    d = _positive_int(depth, "depth", 3, 1)
+    bound = _positive_int(preemption_bound, "preemption_bound", 2, 0)
+    if depth is not None and strategy != "pct":
+        raise ValueError(f"depth is pct's bug depth; pass strategy='pct' (got {strategy!r})")
+    if preemption_bound is not None and strategy != "exhaustive":
+        raise ValueError(
+            f"preemption_bound bounds the exhaustive search; pass strategy='exhaustive' "
+            f"(got {strategy!r})"
+        )
+    if state is not None and strategy != "exhaustive":
+        raise ValueError("state saves an exhaustive search; pass strategy='exhaustive'")
+    return d, bound
+
+
+def _compute_time(compute_time: Any) -> float:
+    if (
+        isinstance(compute_time, bool)
+        or not isinstance(compute_time, int | float)
+        or not (0 <= compute_time < float("inf"))
+    ):
+        raise ValueError(
+            f"compute_time is the most virtual seconds one stretch of compute may take "
+            f"(>= 0, 0 turns it off), got {compute_time!r}"
+        )
+    return float(compute_time)
 
 
 def _seeds(seeds: Any) -> list[int]:

@@ -3,7 +3,7 @@
 The ``LoopView`` of each backend (NOTE [Compute takes virtual time] in
 aengine/runtime/_choice.py).  Both read private state of their loop, as the
 run's seeding of trio already does (NOTE [Deterministic runs] in
-_explore.py): asyncio's ``_ready`` queue and ``_scheduled`` timer heap
+_run.py): asyncio's ``_ready`` queue and ``_scheduled`` timer heap
 (unchanged since Python 3.4) and looptime's integer clock; trio's deadline
 heap.  ``check_*`` refuses a version without them before any run, rather
 than exploring less than it says.
