@@ -13,8 +13,8 @@
 # also inside ``no_grad()`` (where PyTorch would see no differentiable
 # output).  As PyTorch, an input with a dimension of stride 0 (``expand``,
 # a broadcast array) is refused with RuntimeError, and an output whose shape
-# or dtype changes under a perturbation raises, with PyTorch's texts (a
-# ValueError: PyTorch raises AssertionError).  As PyTorch's too, each
+# or dtype changes under a perturbation raises, with PyTorch's texts (an
+# AssertionError as PyTorch's, that is also a ValueError as aengine's was).  As PyTorch's too, each
 # output's Jacobian is computed twice, and two that differ by more than
 # ``nondet_tol`` raise "Backward is not reentrant"; after the comparison a
 # backward with zero grad_outputs must give exactly zero gradients of the
@@ -126,21 +126,29 @@ def _values(fn: Any, inputs: tuple[Any, ...], out_idx: list[int]) -> Gen:
     return [(np.array(_to_numpy(outs[j]), dtype=np.float64), outs[j].dtype) for j in out_idx]
 
 
+class _PerturbedOutputError(ValueError, AssertionError):
+    """The checked function's outputs changed shape or dtype under a perturbation.
+
+    An AssertionError, as PyTorch raises there, and a ValueError, as aengine
+    raised before; unlike a bare ``assert`` it is raised under ``python -O``.
+    """
+
+
 def _same_shape_and_dtype(a: Any, b: Any, index: tuple[int, ...], eps: float) -> None:
     """Raise unless two evaluations of the checked function agree in shape and dtype.
 
     ``a`` and ``b`` are ``(array, dtype)`` pairs of ``_values``.  PyTorch's
-    message (PyTorch raises AssertionError; a ValueError here, raised also
-    with ``raise_exception=False``, as PyTorch's).
+    message and type (see ``_PerturbedOutputError``), raised also with
+    ``raise_exception=False``, as PyTorch's.
     """
     (arr_a, dt_a), (arr_b, dt_b) = a, b
     if arr_a.shape != arr_b.shape:
-        raise ValueError(
+        raise _PerturbedOutputError(
             "Expected `func` to return outputs with the same shape when inputs are perturbed "
             f"on index {index} by {eps}, but got: shapes {arr_a.shape} and {arr_b.shape}."
         )
     if dt_a != dt_b:
-        raise ValueError(
+        raise _PerturbedOutputError(
             "Expected `func` to return outputs with the same dtype when inputs are perturbed "
             f"on index {index} by {eps}, but got: dtypes {dt_a} and {dt_b}."
         )
