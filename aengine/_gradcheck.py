@@ -117,6 +117,16 @@ def _check_inputs(inputs: tuple[Any, ...]) -> list[int]:
     return idx
 
 
+def _differentiable(o: Any) -> bool:
+    """Whether the output ``o`` requires grad, as PyTorch's gradcheck asks it.
+
+    A view made before an in-place op gave its base a history requires grad
+    through its base; reading its ``grad_fn`` rebuilds its history (NOTE
+    [Views and CopySlices] in tensors/_views.py), which ``_rg`` alone misses.
+    """
+    return isinstance(o, Tensor) and (o._rg or (o.requires_grad and o.grad_fn is not None))
+
+
 def _values(fn: Any, inputs: tuple[Any, ...], out_idx: list[int]) -> Gen:
     """Float64 copies of the outputs ``out_idx`` (outputs may be views of an input).
 
@@ -254,7 +264,7 @@ def _run_check(
     """The check itself; raises GradcheckError on the first mismatch (in PyTorch's order)."""
     in_idx = _check_inputs(inputs)
     outputs = yield from _call(fn, inputs)
-    out_idx = [j for j, o in enumerate(outputs) if isinstance(o, Tensor) and o._rg]
+    out_idx = [j for j, o in enumerate(outputs) if _differentiable(o)]
     if not out_idx:
         every = [j for j, o in enumerate(outputs) if isinstance(o, Tensor)]
         num = yield from _numerical(fn, inputs, in_idx, outputs, every, eps)
@@ -423,7 +433,7 @@ def _run_fast_check(
     """The check in fast mode (NOTE [gradcheck's fast mode]); raises GradcheckError."""
     in_idx = _check_inputs(inputs)
     outputs = yield from _call(fn, inputs)
-    out_idx = [j for j, o in enumerate(outputs) if isinstance(o, Tensor) and o._rg]
+    out_idx = [j for j, o in enumerate(outputs) if _differentiable(o)]
     rng = np.random.default_rng(0)
     us = _unit_vectors([inputs[i] for i in in_idx], rng)
     if not out_idx:
@@ -516,7 +526,7 @@ def _gradgradcheck(
         grad_outputs = tuple(
             tensor(rng.standard_normal(o.shape), dtype=o.dtype, device=o.device, requires_grad=True)
             for o in outs
-            if isinstance(o, Tensor) and o._rg
+            if _differentiable(o)
         )
     else:
         grad_outputs = _as_tuple(grad_outputs, "grad_outputs")
@@ -526,7 +536,7 @@ def _gradgradcheck(
         ins, gos = args[:n_in], args[n_in:]
         with enable_grad():
             res = _as_tuple(fn(*ins), "the checked function's result")
-        outs = [o for o in res if isinstance(o, Tensor) and o._rg]
+        outs = [o for o in res if _differentiable(o)]
         diff = [t for t in ins if isinstance(t, Tensor) and t._rg]
         if not outs:
             return ()

@@ -298,3 +298,99 @@ def test_view_of_a_view_made_in_a_mode_requires_grad_as_its_base(T: _Lib, mode: 
         return out
 
     same(T, program)
+
+
+# -- gradcheck through in-place writes on views that modify their base -------------------------
+
+
+def test_gradcheck_of_in_place_writes_on_views_of_a_clone(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        def func(root, b):
+            x = root.clone()
+            x.narrow(1, 2, 2).narrow(0, 1, 2).mul_(b)
+            x.narrow(1, 0, 2).narrow(0, 1, 2).mul_(b)
+            return x
+
+        a = L.randn(4, 4, seed=1, rg=True)
+        b = L.randn(2, 2, seed=2, rg=True)
+        go = L.randn(4, 4, seed=3, rg=True)
+        return L.gradcheck(func, [a, b]), L.gradgradcheck(func, (a, b), (go,))
+
+    same(T, program)
+
+
+def test_gradcheck_of_an_in_place_write_on_a_view_making_its_base_require_grad(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        flags: list[Any] = []
+
+        def func(root, b):
+            x = root.clone()
+            before = x.requires_grad
+            x.narrow(1, 2, 2).mul_(b)
+            flags.append((before, x.requires_grad))
+            return x
+
+        a = L.randn(4, 4, seed=1)
+        b = L.randn(4, 2, seed=2, rg=True)
+        go = L.randn(4, 4, seed=3, rg=True)
+        return L.gradcheck(func, [a, b]), L.gradgradcheck(func, (a, b), (go,)), flags[0]
+
+    same(T, program)
+
+
+def test_gradcheck_of_an_earlier_view_after_its_base_is_modified(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        flags: list[Any] = []
+
+        def fn(r):
+            x = L.ones(5)
+            v = x.select(0, 1)
+            before = v.requires_grad, v.grad_fn is None
+            x.add_(r)  # v now depends on r through its base
+            flags.append((before, v.requires_grad))
+            return v
+
+        r = L.ones(1, rg=True)
+        return L.gradcheck(fn, [r]), L.gradgradcheck(fn, [r]), flags[0]
+
+    same(T, program)
+
+
+def test_gradcheck_of_an_in_place_write_on_a_view_of_a_view(T: _Lib) -> None:
+    def program(L: _Lib) -> Any:
+        def func(root, b):
+            x = root.clone()
+            v = x.narrow(0, 1, 2)
+            v.narrow(1, 1, 2).add_(b)
+            return x * v.sum()
+
+        a = L.randn(4, 4, seed=1, rg=True)
+        b = L.randn(2, 2, seed=2, rg=True)
+        go = L.randn(4, 4, seed=3, rg=True)
+        return L.gradcheck(func, [a, b]), L.gradgradcheck(func, (a, b), (go,))
+
+    same(T, program)
+
+
+def test_gradcheck_of_an_in_place_write_through_a_view_that_breaks_the_backward(T: _Lib) -> None:
+    """The view's write changes a value an earlier op saved: gradcheck reports the error."""
+
+    def program(L: _Lib) -> Any:
+        def func(root):
+            x = root.clone()
+            y = x * x  # saves x
+            x[:2].mul_(2)
+            return y
+
+        return caught(lambda: L.gradcheck(func, [L.randn(4, seed=1, rg=True)]))
+
+    same(T, program)
+    raises(
+        T,
+        lambda L: L.gradcheck(
+            lambda r: (lambda x: (x * x, x[:2].mul_(2))[0])(r.clone()),
+            [L.randn(4, seed=1, rg=True)],
+        ),
+        RuntimeError,
+        "modified by an inplace operation",
+    )
