@@ -681,7 +681,7 @@ def _mark_custom_view(o: Tensor) -> None:
         o._view_meta = o._vc[0]
 
 
-_WARN_DIRTY_NOT_INPUT = (
+_DIRTY_NOT_INPUT = (
     "ctx.mark_dirty() received a tensor that was not an input. Only input Tensors that have "
     "been mutated should be passed to ctx.mark_dirty()."
 )
@@ -705,17 +705,26 @@ def _rebase_dirty(
     For a view the new history goes to its base through CopySlices (see
     NOTE [Views and CopySlices] in tensors/_views.py), which supports a Function
     whose first input is the view and which has one output.  A dirty tensor
-    that is not an input warns, as PyTorch, and is rebased all the same.
+    that is not an input warns, as PyTorch, and is rebased all the same,
+    unless it is a view: that raises.
     """
     base = o._base
     is_view = base is not None and o._view_meta is not None
     if not is_input:
-        if not is_view and o._fn is None and o._rg:
+        # As PyTorch, in this order: a leaf that requires grad (also a view made in
+        # no_grad mode, a leaf to PyTorch) is refused; a view that is not an input is
+        # refused (its history would have to go to a base the Function never saw);
+        # any other tensor only warns and becomes an output of the Function.
+        if o._fn is None and (
+            (o._creation == "no_grad" and base._rg) if base is not None and is_view else o._rg
+        ):
             raise AutogradError(
                 "a leaf Variable that requires grad has been used in an in-place operation."
             )
+        if is_view:
+            raise AutogradError(_DIRTY_NOT_INPUT)
         # stacklevel: the user's F.apply (_rebase_dirty < _connect < _apply < apply)
-        warnings.warn(_WARN_DIRTY_NOT_INPUT, UserWarning, stacklevel=5)
+        warnings.warn(_DIRTY_NOT_INPUT, UserWarning, stacklevel=5)
     if base is not None and is_view:
         if o._fn is None and o._creation == "no_grad" and base._rg:
             # to PyTorch a view made in no_grad mode is a leaf that requires grad

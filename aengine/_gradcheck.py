@@ -13,8 +13,8 @@
 # also inside ``no_grad()`` (where PyTorch would see no differentiable
 # output).  As PyTorch, an input with a dimension of stride 0 (``expand``,
 # a broadcast array) is refused with RuntimeError, and an output whose shape
-# or dtype changes under a perturbation raises, with PyTorch's texts (a
-# ValueError: PyTorch raises AssertionError).  As PyTorch's too, each
+# or dtype changes under a perturbation raises, with PyTorch's texts (an
+# AssertionError as PyTorch's, that is also a ValueError as aengine's was).  As PyTorch's too, each
 # output's Jacobian is computed twice, and two that differ by more than
 # ``nondet_tol`` raise "Backward is not reentrant"; after the comparison a
 # backward with zero grad_outputs must give exactly zero gradients of the
@@ -117,6 +117,16 @@ def _check_inputs(inputs: tuple[Any, ...]) -> list[int]:
     return idx
 
 
+def _differentiable(o: Any) -> bool:
+    """Whether the output ``o`` requires grad, as PyTorch's gradcheck asks it.
+
+    A view made before an in-place op gave its base a history requires grad
+    through its base; reading its ``grad_fn`` rebuilds its history (NOTE
+    [Views and CopySlices] in tensors/_views.py), which ``_rg`` alone misses.
+    """
+    return isinstance(o, Tensor) and (o._rg or (o.requires_grad and o.grad_fn is not None))
+
+
 def _values(fn: Any, inputs: tuple[Any, ...], out_idx: list[int]) -> Gen:
     """Float64 copies of the outputs ``out_idx`` (outputs may be views of an input).
 
@@ -126,21 +136,29 @@ def _values(fn: Any, inputs: tuple[Any, ...], out_idx: list[int]) -> Gen:
     return [(np.array(_to_numpy(outs[j]), dtype=np.float64), outs[j].dtype) for j in out_idx]
 
 
+class _PerturbedOutputError(ValueError, AssertionError):
+    """The checked function's outputs changed shape or dtype under a perturbation.
+
+    An AssertionError, as PyTorch raises there, and a ValueError, as aengine
+    raised before; unlike a bare ``assert`` it is raised under ``python -O``.
+    """
+
+
 def _same_shape_and_dtype(a: Any, b: Any, index: tuple[int, ...], eps: float) -> None:
     """Raise unless two evaluations of the checked function agree in shape and dtype.
 
     ``a`` and ``b`` are ``(array, dtype)`` pairs of ``_values``.  PyTorch's
-    message (PyTorch raises AssertionError; a ValueError here, raised also
-    with ``raise_exception=False``, as PyTorch's).
+    message and type (see ``_PerturbedOutputError``), raised also with
+    ``raise_exception=False``, as PyTorch's.
     """
     (arr_a, dt_a), (arr_b, dt_b) = a, b
     if arr_a.shape != arr_b.shape:
-        raise ValueError(
+        raise _PerturbedOutputError(
             "Expected `func` to return outputs with the same shape when inputs are perturbed "
             f"on index {index} by {eps}, but got: shapes {arr_a.shape} and {arr_b.shape}."
         )
     if dt_a != dt_b:
-        raise ValueError(
+        raise _PerturbedOutputError(
             "Expected `func` to return outputs with the same dtype when inputs are perturbed "
             f"on index {index} by {eps}, but got: dtypes {dt_a} and {dt_b}."
         )
@@ -246,7 +264,7 @@ def _run_check(
     """The check itself; raises GradcheckError on the first mismatch (in PyTorch's order)."""
     in_idx = _check_inputs(inputs)
     outputs = yield from _call(fn, inputs)
-    out_idx = [j for j, o in enumerate(outputs) if isinstance(o, Tensor) and o._rg]
+    out_idx = [j for j, o in enumerate(outputs) if _differentiable(o)]
     if not out_idx:
         every = [j for j, o in enumerate(outputs) if isinstance(o, Tensor)]
         num = yield from _numerical(fn, inputs, in_idx, outputs, every, eps)
@@ -415,7 +433,7 @@ def _run_fast_check(
     """The check in fast mode (NOTE [gradcheck's fast mode]); raises GradcheckError."""
     in_idx = _check_inputs(inputs)
     outputs = yield from _call(fn, inputs)
-    out_idx = [j for j, o in enumerate(outputs) if isinstance(o, Tensor) and o._rg]
+    out_idx = [j for j, o in enumerate(outputs) if _differentiable(o)]
     rng = np.random.default_rng(0)
     us = _unit_vectors([inputs[i] for i in in_idx], rng)
     if not out_idx:
@@ -508,7 +526,7 @@ def _gradgradcheck(
         grad_outputs = tuple(
             tensor(rng.standard_normal(o.shape), dtype=o.dtype, device=o.device, requires_grad=True)
             for o in outs
-            if isinstance(o, Tensor) and o._rg
+            if _differentiable(o)
         )
     else:
         grad_outputs = _as_tuple(grad_outputs, "grad_outputs")
@@ -518,7 +536,7 @@ def _gradgradcheck(
         ins, gos = args[:n_in], args[n_in:]
         with enable_grad():
             res = _as_tuple(fn(*ins), "the checked function's result")
-        outs = [o for o in res if isinstance(o, Tensor) and o._rg]
+        outs = [o for o in res if _differentiable(o)]
         diff = [t for t in ins if isinstance(t, Tensor) and t._rg]
         if not outs:
             return ()

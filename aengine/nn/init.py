@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..core import no_grad
-from ..tensors._creation import Generator, generator_rng
+from ..tensors._creation import Generator, check_random_dtype, generator_rng
 from ..tensors._tensor import Tensor
 
 __all__ = [
@@ -40,6 +40,14 @@ __all__ = [
     "kaiming_normal_",
     "orthogonal_",
 ]
+
+
+def _random_target(tensor: Tensor, name: str) -> Tensor:
+    """``tensor``, checked to take random values: a float Tensor (PyTorch's error type)."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"expected an ae.Tensor to fill, got {type(tensor).__name__}")
+    check_random_dtype(tensor.data.dtype, name)
+    return tensor
 
 
 def _write(tensor: Tensor, values: Any) -> Tensor:
@@ -101,6 +109,7 @@ def uniform_(
     tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Generator | None = None
 ) -> Tensor:
     """Fill with values drawn uniformly from [a, b)."""
+    _random_target(tensor, "uniform_")
     return _write(tensor, generator_rng(generator).uniform(a, b, size=tensor.shape))
 
 
@@ -108,6 +117,7 @@ def normal_(
     tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None
 ) -> Tensor:
     """Fill with values drawn from N(mean, std²)."""
+    _random_target(tensor, "normal_")
     return _write(tensor, generator_rng(generator).normal(mean, std, size=tensor.shape))
 
 
@@ -120,6 +130,7 @@ def trunc_normal_(
     generator: Generator | None = None,
 ) -> Tensor:
     """Fill from N(mean, std²) truncated to [a, b] (by the inverse CDF, as torch)."""
+    _random_target(tensor, "trunc_normal_")
     # lazily: scipy loads only where this is used
     from scipy.special import erfinv
 
@@ -196,6 +207,7 @@ def kaiming_normal_(
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
     """A (semi-)orthogonal matrix (of the tensor flattened to 2-D), times ``gain``."""
+    _random_target(tensor, "orthogonal_")
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:

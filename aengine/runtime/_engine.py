@@ -56,7 +56,7 @@ from ._checks import check_engine_settings
 from ._choice import Choices
 from ._lazy import LAZY, NEED_ENGINE, _Lazy, default_threads, node_device
 from ._lifetime import close_engine, open_engine
-from ._offload import NEVER, run_kernel
+from ._offload import NEVER, Box, run_kernel
 from ._queues import DeviceQueue
 from ._released import ERR_CANCELLED_GRAPH, cancelled_graph_error, mark_released
 from ._settings import DEFAULT_REENTRANT_DEPTH_LIMIT, loop_engine
@@ -117,6 +117,11 @@ def scheduler_for(gt: GraphTask) -> Engine | _Lazy:
 
 
 T = TypeVar("T")
+
+
+def _slice_in_thread(box: Box) -> Any:
+    """``run_slice`` of the boxed graph task (NOTE [Nothing of a backward stays in a worker thread])."""
+    return box.call(run_slice)
 
 
 class Engine:
@@ -458,9 +463,11 @@ class Engine:
         limiter = self._cpu()
         while True:
             gt.attach(IN_THREAD, detach)
+            box = Box(gt)
             try:
-                step = await anyio.to_thread.run_sync(run_slice, gt, limiter=limiter)
+                step = await anyio.to_thread.run_sync(_slice_in_thread, box, limiter=limiter)
             finally:
+                box.empty()  # NOTE [Nothing of a backward stays in a worker thread]
                 gt.attach(self, detach)
             # the thread cannot be interrupted: a cancellation is seen between slices
             await checkpoint_if_cancelled()

@@ -47,6 +47,18 @@
 # device's worker with its device selected, never in a thread (the backend's
 # ``launches_async``): the hop would only add latency.  Results reach the
 # host (``.numpy()``, ``.item()``) through copies that wait for the stream.
+#
+# NOTE [Nothing of a backward stays in a worker thread]
+# anyio's worker thread keeps the function's arguments in its locals until
+# a moment after it reported the result to the loop: after the awaiting
+# task resumed, maybe after ``anyio.run`` returned.  A graph task passed as
+# an argument kept its whole graph (and its error, whose traceback's frames
+# hold the graph task again) alive meanwhile: a backward cancelled between
+# two of its slices in a compute thread looked leaked to a ``gc.collect()``
+# right after the run (``python -m bench.cancel_leak``).  So ``in_thread``
+# (_engine.py) hands the thread a ``Box`` holding the graph task, which it
+# empties as the call returns (the call cannot be abandoned: the thread is
+# done with it by then).
 """
 
 from __future__ import annotations
@@ -89,6 +101,26 @@ def reset_stats() -> None:
     """Zero the offload counters."""
     global stats
     stats = _Stats()
+
+
+class Box:
+    """Arguments handed to a worker thread, emptied by the awaiting side when the call returns.
+
+    See NOTE [Nothing of a backward stays in a worker thread].
+    """
+
+    __slots__ = ("args",)
+
+    def __init__(self, *args: Any) -> None:
+        self.args: tuple[Any, ...] = args
+
+    def call(self, fn: Any) -> Any:
+        """``fn(*args)`` (in the worker thread)."""
+        return fn(*self.args)
+
+    def empty(self) -> None:
+        """Drop the arguments (on the loop, after the call returned)."""
+        self.args = ()
 
 
 def _in_thread(node: Any, inputs: list[Any], create_graph: bool) -> Any:

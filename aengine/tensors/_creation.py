@@ -13,6 +13,7 @@ from ._dtype import as_dtype, bool_, default_complex, get_default_dtype, int64
 from ._tensor import _NUMBERS, NUMERIC_KINDS, Tensor, _to_array
 
 __all__ = [
+    "check_random_dtype",
     "tensor",
     "as_tensor",
     "zeros",
@@ -40,6 +41,18 @@ __all__ = [
 class _NoRandomOfDtype(NotImplementedError, TypeError):
     """Random numbers of a dtype that has none (an int, bool): PyTorch raises
     NotImplementedError (a RuntimeError); the argument is also of the wrong type."""
+
+
+def check_random_dtype(dt: np.dtype[Any], name: str) -> None:
+    """Refuse random numbers of an int or bool dtype, as PyTorch (see ``_NoRandomOfDtype``).
+
+    PyTorch's text: ``"check_uniform_bounds" not implemented for 'Long'``.
+    """
+    if dt.kind not in "fc":
+        raise _NoRandomOfDtype(
+            f"{name}(): random numbers need a floating point dtype, got {dt}; pass "
+            "dtype=ae.float32 (or ae.float64)"
+        )
 
 
 def _dtype(dtype: Any) -> np.dtype[Any] | None:
@@ -445,11 +458,7 @@ def _random(
 ) -> Tensor:
     rng = generator_rng(generator)
     dt = _dtype(dtype) or get_default_dtype()
-    if dt.kind not in "fc":  # PyTorch: "check_uniform_bounds" not implemented for 'Long'
-        raise _NoRandomOfDtype(
-            f"{name or kind}(): random numbers need a floating point dtype, got {dt}; pass "
-            "dtype=ae.float32 (or ae.float64)"
-        )
+    check_random_dtype(dt, name or kind)
     shape = _size(size)
     host = rng.random(shape) if kind == "rand" else rng.standard_normal(shape)
     dev = Device(device)

@@ -530,7 +530,9 @@ class Tensor(TensorFields, _TableMethods):
         return current_version(self)
 
     def _is_view(self) -> bool:
-        return self._base is not None
+        # As PyTorch: an inference tensor tracks no views (its views share its
+        # memory, but nothing of autograd's view logic applies to them)
+        return self._base is not None and not self._inference
 
     def _grad_accumulator(self) -> AccumulateGrad:
         acc = self._acc() if self._acc is not None else None

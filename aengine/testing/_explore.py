@@ -177,7 +177,8 @@ def explore(
     * ``"coverage"``: random, stopping once ``patience`` runs in a row
       found no new interleaving.
 
-    ``backend``: "asyncio", "trio" or "both"; ``faults``: ``Faults`` to
+    ``backend``: "asyncio", "trio" or "both" (those installed: trio, or
+    looptime for asyncio); ``faults``: ``Faults`` to
     inject at choice points; ``compute_time``: the most virtual seconds one
     stretch of compute may take (0: compute takes no time); ``run_limit``:
     virtual seconds after which a run fails with ``RunTimeout`` (a
@@ -286,8 +287,7 @@ def _explore_settings(
         raise TypeError(
             f"faults must be an ae.testing.Faults or None, got {type(faults).__name__} {faults!r}"
         )
-    for b in backends:
-        _needs(b)
+    backends = _usable(backends, backend)
     db = Path(database) if database is not None else None
     name = key if key is not None else f"{fn.__module__}.{getattr(fn, '__qualname__', fn)}"
     if isinstance(run_limit, bool) or not isinstance(run_limit, int | float) or not run_limit > 0:
@@ -641,6 +641,34 @@ def _seeds(seeds: Any) -> list[int]:
     if not out:
         raise ValueError("seeds is empty: give at least one seed")
     return [int(s) for s in out]
+
+
+def _usable(backends: tuple[str, ...], asked: Any) -> tuple[str, ...]:
+    """The backends to explore, their libraries checked before any run (``_needs``).
+
+    With "both" a backend whose library is not installed is left out (trio
+    alone, or looptime alone, will do); one that is there but unusable (a
+    trio without a seedable scheduler) is refused all the same.
+    """
+    if asked != "both":
+        for b in backends:
+            _needs(b)
+        return backends
+    usable = []
+    missing: list[ImportError] = []
+    for b in backends:
+        try:
+            _needs(b)
+        except ImportError as exc:
+            missing.append(exc)
+        else:
+            usable.append(b)
+    if not usable:
+        raise ImportError(
+            "ae.testing needs trio, or the looptime library for asyncio runs: "
+            "pip install 'aengine[testing]'"
+        ) from missing[0]
+    return tuple(usable)
 
 
 def _backends(backend: Any) -> tuple[str, ...]:

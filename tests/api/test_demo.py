@@ -61,3 +61,16 @@ def test_main_skips_trio_where_it_is_not_installed(capsys, tmp_path, monkeypatch
     assert lines[1] == "[asyncio]" and LINE.match(lines[2]) and LINE.match(lines[3])
     assert lines[4:6] == ["[trio]", "  trio is not installed: skipped (pip install trio)"]
     assert lines[6].startswith("`await ae.grad` lets the loop run other tasks")
+
+
+def test_main_runs_where_trio_cannot_be_imported(capsys, tmp_path, monkeypatch):
+    """As in an environment without trio (its import fails): no crash, the skip said."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "trio", None)  # ``import trio`` raises ImportError
+    with pytest.raises(ImportError):
+        import trio  # noqa: F401
+    _demo.main(steps=2, depth=4, width=8, trace=str(tmp_path / "trace.json"))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "[asyncio]" and LINE.match(lines[2]) and LINE.match(lines[3])
+    assert lines[4:6] == ["[trio]", "  trio is not installed: skipped (pip install trio)"]

@@ -10,8 +10,11 @@ line is ``# not run`` is skipped (for sketches that need a web server, etc.).
 from __future__ import annotations
 
 import doctest
+import os
 import pathlib
 import re
+import subprocess
+import sys
 import textwrap
 
 import anyio
@@ -94,3 +97,42 @@ def test_docstring_examples(name: str, obj: object) -> None:
     for test in finder.find(obj, name, globs={"ae": ae}):
         result = runner.run(test)
         assert result.failed == 0, f"docstring example of ae.{name} failed"
+
+
+def test_the_readme_first_example_runs_pasted_into_a_script(tmp_path: pathlib.Path) -> None:
+    """Not as the body of an async function (as test_page_examples_run may): as a file."""
+    first = _blocks(ROOT / "README.md")[0]
+    script = tmp_path / "first.py"
+    script.write_text(first)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("tensor("), done.stdout
+
+
+def test_the_api_reference_shows_what_awaiting_an_entry_point_gives() -> None:
+    """griffe (mkdocstrings) with the site's extension: ``ae.grad`` reads as returning the
+    gradients, not as the generator it is made from (docs/_griffe/runtime_docstrings.py)."""
+    griffe = pytest.importorskip("griffe", reason="griffe (the docs extra) is not installed")
+    ext = griffe.load_extensions(f"{ROOT}/docs/_griffe/runtime_docstrings.py:RuntimeDocstrings")
+    pkg = griffe.load(
+        "aengine",
+        search_paths=[str(ROOT), *sys.path],
+        force_inspection=True,
+        extensions=ext,
+        resolve_aliases=False,
+    )
+    expected = {
+        "grad": "tuple[Tensor | None, ...]",
+        "backward": "None",
+        "gradcheck": "bool",
+        "sync.grad": "tuple[Tensor | None, ...]",
+        "sync.backward": "None",
+    }
+    for path, result in expected.items():
+        member = pkg[path]
+        fn = member.final_target if member.is_alias else member
+        assert str(fn.returns) == result, f"ae.{path} shows -> {fn.returns}"
+        assert fn.docstring is not None and fn.docstring.value, f"ae.{path} has no docstring"

@@ -327,11 +327,36 @@ def test_random_like_of_a_non_float_tensor_needs_a_float_dtype(name: str, dtype:
         getattr(torch, name)(t)
     assert getattr(torch, name)(t, dtype=torch.float64).dtype == torch.float64
     a = ae.zeros(2, dtype=getattr(ae, dtype if dtype != "bool" else "bool_"))
-    with pytest.raises(
-        TypeError, match=rf"^{name}\(\): random numbers need a floating point dtype"
-    ):
-        getattr(ae, name)(a)
+    for error in (NotImplementedError, TypeError):  # torch's type, and a TypeError too
+        with pytest.raises(error, match=rf"^{name}\(\): random numbers need a floating point"):
+            getattr(ae, name)(a)
     assert getattr(ae, name)(a, dtype=ae.float64).dtype == ae.float64
+
+
+_INIT_FILLS = {
+    "uniform_": lambda init, t: init.uniform_(t),
+    "normal_": lambda init, t: init.normal_(t),
+    "trunc_normal_": lambda init, t: init.trunc_normal_(t),
+    "xavier_uniform_": lambda init, t: init.xavier_uniform_(t),
+    "xavier_normal_": lambda init, t: init.xavier_normal_(t),
+    "kaiming_uniform_": lambda init, t: init.kaiming_uniform_(t),
+    "kaiming_normal_": lambda init, t: init.kaiming_normal_(t),
+    "orthogonal_": lambda init, t: init.orthogonal_(t),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_INIT_FILLS))
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+def test_random_init_of_a_non_float_tensor_raises_as_torch(name: str, dtype: str) -> None:
+    torch = torch_or_skip()
+    fill = _INIT_FILLS[name]
+    with pytest.raises(NotImplementedError, match="not implemented for"):
+        fill(torch.nn.init, torch.zeros(2, 2, dtype=getattr(torch, dtype)))
+    a = ae.zeros(2, 2, dtype=getattr(ae, dtype if dtype != "bool" else "bool_"))
+    with pytest.raises(NotImplementedError, match=r"random numbers need a floating point dtype"):
+        fill(ae.nn.init, a)
+    assert not a.numpy().any()  # untouched
+    fill(ae.nn.init, ae.zeros(2, 2, dtype=ae.float32))  # a float tensor is filled
 
 
 def test_rand_of_an_integer_dtype_is_refused_as_torch() -> None:

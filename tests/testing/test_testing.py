@@ -389,6 +389,17 @@ def test_a_missing_virtual_clock_names_the_extra(monkeypatch: pytest.MonkeyPatch
         ae.testing.replay(_noop, "ae1:asyncio:random:0:" + encode_log([]))
 
 
+def test_the_default_backends_need_only_one_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """backend="both" (the default) explores what is installed: trio alone will do."""
+    monkeypatch.setitem(sys.modules, "looptime", None)  # its import fails
+    report = ae.testing.explore(_noop, seeds=2)
+    assert report.runs == 2 and {b for b, _ in report.traces} == {"trio"}
+    for name in ("trio", "trio._core", "trio._core._run"):  # and now neither
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(ImportError, match=r"needs trio, or the looptime library"):
+        ae.testing.explore(_noop, seeds=1)
+
+
 def test_a_trio_without_a_seedable_scheduler_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from trio._core import _run
 
