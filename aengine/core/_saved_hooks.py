@@ -322,6 +322,8 @@ def pack_value(t: Any) -> Any:
     """``t`` packed by the active hooks as a saved input (a PackedSaved), or ``t`` where none are."""
     hooks = _hooks.get()
     return t if hooks is None else PackedSaved(t, False, *hooks)
+
+
 class RawSaved:
     """One saved value of a node, as torch's ``grad_fn._raw_saved_<name>`` (a SavedTensor).
 
