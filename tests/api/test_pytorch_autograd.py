@@ -17,12 +17,18 @@ RuntimeError naming the node), where PyTorch re-raises the original type.
 Cases where aengine diverges from torch are marked ``xfail(strict=True)``
 with what differs.
 
+Other files translate the rest of those tests in the same way:
+saved-tensor hooks and nodes' saved values (test_pytorch_saved_hooks.py),
+non-reentrant and nested checkpoints (test_pytorch_checkpoint.py),
+``TestMultithreadAutograd`` on threads and on tasks
+(test_pytorch_multithread.py), ``TestAllowMutationOnSaved``
+(test_pytorch_mutation_on_saved.py), more views, inference mode and
+gradcheck (test_pytorch_differences_more.py); forward-mode AD has
+tests/api/test_forward_ad.py.
+
 Left out, as aengine does not have them: CUDA and streams, sparse and
-complex tensors, forward-mode AD (``jvp`` of custom Functions, dual
-numbers, ``strategy="forward-mode"``), vmap / ``is_grads_batched``,
-torch.compile, the profiler, nested tensors, DDP, saved-tensor hooks,
-GradientEdge, ``grad_dtype``, ``allow_mutation_on_saved_tensors``,
-non-reentrant checkpoint and view replay.
+complex tensors, torch.compile, nested tensors, DDP, ``grad_dtype`` and
+view replay.
 """
 
 from __future__ import annotations
