@@ -24,9 +24,10 @@ from ._checkpoint import (
     set_checkpoint_debug_enabled,
     set_checkpoint_early_stop,
 )
-from ._function import BackwardCFunction, Function, FunctionCtx, once_differentiable
+from ._function import BackwardCFunction, Function, FunctionCtx
 from ._gradcheck import gradcheck, gradgradcheck
 from ._hooks import register_multi_grad_hook
+from ._once_differentiable import once_differentiable
 from ._profile import profile
 from ._serialization import load, save
 from ._table_api import *  # noqa: F403  (the table's ae. functions)

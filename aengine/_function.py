@@ -31,25 +31,23 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .core import AutogradError, Node, SavedTensor, gradient_edge, own_vc, record_forward
+from ._function_outputs import FunctionNode, check_dirty, connect, mark_custom_view
+from .core import AutogradError, SavedTensor, gradient_edge, record_forward
 from .core import running_node as _running_node
-from .core._graph import freed_error, set_history
-from .core._modes import _anomaly, _grad_enabled, no_grad
-from .core._saved_hooks import RawSaved, pack_values
+from .core._graph import freed_error
+from .core._modes import _anomaly, _grad_enabled
+from .core._saved_hooks import RawSaved
 from .ops import sum_to
-from .ops._core import as_view
 from .runtime import loop_running, run_detached
 from .tensors import CPU, Tensor, _dual
 from .tensors._creation import zeros_like
-from .tensors._views import _ERR_LEAF_VIEW, _move_retains, _rebase_history, _view_error
 
-__all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
+__all__ = ["Function", "FunctionCtx", "BackwardCFunction"]
 
 _T = TypeVar("_T", bound=Callable[..., Any])
 
@@ -141,7 +139,7 @@ class FunctionCtx:
         self._materialize = value
 
 
-class BackwardCFunction(Node, FunctionCtx):
+class BackwardCFunction(FunctionNode, FunctionCtx):
     """Backward node of a custom :class:`Function` (its class is ``<Name>Backward``).
 
     It is also the ``ctx`` of forward and backward: ``saved_tensors``,
@@ -507,7 +505,7 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
     outs = list(outputs) if is_tuple else [outputs]
     out_tangents = _run_jvp(cls, ctx, args, outs, tangents) if tangents is not None else None
     if ctx._dirty:
-        _check_dirty(ctx, args, outs)
+        check_dirty(ctx, args, outs)
     if not is_recording:
         if out_tangents is not None:
             _give_tangents(outs, out_tangents)
@@ -515,9 +513,9 @@ def _apply(cls: Any, args: tuple[Any, ...]) -> Any:
         # returned as is stays the caller's tensor: not marked)
         for o in outs:
             if isinstance(o, Tensor) and o._base is not None and not any(a is o for a in args):
-                _mark_custom_view(o)
+                mark_custom_view(o)
         return outputs
-    _connect(ctx, args, outs)
+    connect(ctx, args, outs)
     if out_tangents is not None:
         _give_tangents(outs, out_tangents)
     if _anomaly.get()[0]:
@@ -576,263 +574,3 @@ def _give_tangents(outs: list[Any], tangents: list[Any]) -> None:
     for o, t in zip(outs, tangents):
         if isinstance(o, Tensor) and o.data.dtype.kind in "fc":
             _dual.set_tangent(o, t if t is not None else zeros_like(o))
-
-
-def _check_dirty(ctx: Any, args: tuple[Any, ...], outs: list[Any]) -> None:
-    for t in ctx._dirty:
-        if not any(o is t for o in outs):
-            raise AutogradError(
-                "Some elements marked as dirty during the forward method were not returned "
-                "as output. The inputs that are modified inplace must all be outputs of the "
-                "Function."
-            )
-        own_vc(t)[0] += 1  # as PyTorch: a dirty tensor's version is bumped once more
-
-
-def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> None:
-    """Make the tensor outputs outputs of ``ctx`` (see NOTE [Custom Function nodes])."""
-    dirty = ctx._dirty
-    non_diff = ctx._non_diff
-    # dropped now: ctx holding its outputs would make a cycle (NOTE [Graph ownership])
-    ctx._dirty = ctx._non_diff = ()
-    ctx.num_outputs = len(outs)
-    out_meta: list[Any] = []
-    devs: list[Any] = []
-    seen: dict[int, Tensor] = {}
-    diff_outputs = 0
-    for i, o in enumerate(outs):
-        if not isinstance(o, Tensor):
-            out_meta.append(None)
-            devs.append(_cpu())
-            continue
-        is_input = any(a is o for a in args)
-        if id(o) in seen:
-            # the same tensor returned twice: one object, output of the last slot
-            o = seen[id(o)]
-            outs[i] = o
-            if o._fn is ctx:
-                set_history(o, ctx, i)
-        elif any(d is o for d in dirty):
-            _rebase_dirty(ctx, args, o, i, len(outs), is_input)
-            diff_outputs += 1
-        elif any(n is o for n in non_diff):
-            if is_input:
-                o = as_view(Tensor._make(o.data, False, o._device), o, _identity)
-                outs[i] = o
-            o._rg = False
-            _mark_custom_view(o)
-            if not ctx._materialize_non_diff_grads:
-                seen[id(o)] = o
-                out_meta.append(None)  # backward gets None for it, not zeros
-                devs.append(o._device)
-                continue
-        else:
-            if is_input or o._rg or o._fn is not None:
-                # an input (or a tensor already in a graph) returned: an alias of it
-                o = as_view(Tensor._make(o.data, False, o._device), o, _identity)
-                outs[i] = o
-            set_history(o, ctx, i)
-            _mark_custom_view(o)
-            if o.data.dtype.kind in "fc":
-                diff_outputs += 1
-        seen[id(outs[i])] = outs[i]
-        out_meta.append((o.data.shape, o.data.dtype, o._device))
-        devs.append(o._device)
-    if diff_outputs > 1:  # views among several outputs may not be modified in place
-        for o in outs:
-            if isinstance(o, Tensor) and o._base is not None and o._view_meta is not None:
-                o._creation = "multi_output:" + ctx.name()
-    ctx._out_meta = tuple(out_meta)
-    ctx.out_devs = tuple(devs)
-    to_save = ctx._to_save
-    if to_save:
-        packed: list[SavedTensor | None] = []
-        for t in to_save:
-            if t is None:
-                packed.append(None)
-                continue
-            j = next((j for j, o in enumerate(outs) if o is t), None)
-            if j is not None and t._fn is ctx:
-                packed.append(SavedTensor(t, True))
-            elif j is not None and any(d is t for d in dirty):
-                # a dirty view: its history went to its base (CopySlices of ctx); saved as
-                # output j of ctx, without the tensor, so that no cycle keeps it alive
-                saved = SavedTensor(t, True)
-                saved.output_nr = j
-                packed.append(saved)
-            else:
-                packed.append(SavedTensor(t))
-        ctx._saved = pack_values(tuple(packed), to_save)  # NOTE [Saved-tensor hooks]
-    else:
-        ctx._saved = ()
-    ctx._to_save = None
-
-
-def _mark_custom_view(o: Tensor) -> None:
-    """An output of a custom Function that is a view: restricted, with ``ctx`` as grad_fn now.
-
-    As PyTorch (IN_CUSTOM_FUNCTION): modifying it in place raises, since the
-    view's history would bypass the Function's backward; and its grad_fn is
-    the Function's node as of its current version, even if the view's base was
-    modified in place inside forward (NOTE [Restricted views]).
-    """
-    if o._base is not None and o._view_meta is not None:
-        o._creation = "custom_function"
-        o._view_meta = o._vc[0]
-
-
-_DIRTY_NOT_INPUT = (
-    "ctx.mark_dirty() received a tensor that was not an input. Only input Tensors that have "
-    "been mutated should be passed to ctx.mark_dirty()."
-)
-
-_ERR_DIRTY_VIEW_OUTPUTS = (
-    "If your Function modifies inplace an input that is a view of another Tensor, your Function "
-    "cannot return more than one Tensor. This is not supported by the current autograd engine. "
-    "You should either make sure the input is not a view (using .clone() for example) or make "
-    "your Function only return one Tensor (potentially splitting it into two Functions: one "
-    "doing the inplace that returns a single Tensor and a second one that does the other "
-    "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do "
-    "this change."
-)
-
-
-def _rebase_dirty(
-    ctx: BackwardCFunction, args: tuple[Any, ...], o: Tensor, i: int, n: int, is_input: bool
-) -> None:
-    """Make the dirty tensor ``o`` output ``i`` of ``ctx`` (PyTorch's rebase_history).
-
-    For a view the new history goes to its base through CopySlices (see
-    NOTE [Views and CopySlices] in tensors/_views.py), which supports a Function
-    whose first input is the view and which has one output.  A dirty tensor
-    that is not an input warns, as PyTorch, and is rebased all the same,
-    unless it is a view: that raises.
-    """
-    base = o._base
-    is_view = base is not None and o._view_meta is not None
-    if not is_input:
-        # As PyTorch, in this order: a leaf that requires grad (also a view made in
-        # no_grad mode, a leaf to PyTorch) is refused; a view that is not an input is
-        # refused (its history would have to go to a base the Function never saw);
-        # any other tensor only warns and becomes an output of the Function.
-        if o._fn is None and (
-            (o._creation == "no_grad" and base._rg) if base is not None and is_view else o._rg
-        ):
-            raise AutogradError(
-                "a leaf Variable that requires grad has been used in an in-place operation."
-            )
-        if is_view:
-            raise AutogradError(_DIRTY_NOT_INPUT)
-        # stacklevel: the user's F.apply (_rebase_dirty < _connect < _apply < apply)
-        warnings.warn(_DIRTY_NOT_INPUT, UserWarning, stacklevel=5)
-    if base is not None and is_view:
-        if o._fn is None and o._creation == "no_grad" and base._rg:
-            # to PyTorch a view made in no_grad mode is a leaf that requires grad
-            raise AutogradError(
-                "a leaf Variable that requires grad has been used in an in-place operation."
-            )
-        if n != 1:  # PyTorch checks this before the view's own restrictions
-            raise AutogradError(_ERR_DIRTY_VIEW_OUTPUTS)
-        if o._creation is not None:
-            raise AutogradError(_view_error(o, False))
-        if base._rg and base._fn is None:
-            raise AutogradError(_ERR_LEAF_VIEW)
-        if not args or args[0] is not o or type(ctx)._is_async:
-            raise AutogradError(
-                f"{ctx.name()}: mark_dirty on a view is supported when the view is the first "
-                "input of a Function and a plain (not async) backward; modify and mark dirty "
-                "the base tensor instead"
-            )
-        _rebase_history(o, ctx)
-        return
-    if o._fn is None and o._rg:
-        raise AutogradError(
-            "a leaf Variable that requires grad has been used in an in-place operation."
-        )
-    old, old_nr = o._fn, o.output_nr
-    set_history(o, ctx, i)
-    if o._retains:
-        _move_retains(o, old, old_nr, ctx)
-
-
-def _identity(F: Any, x: Any) -> Any:
-    return x
-
-
-class _DelayedError(Node):
-    """Node attached to gradients of a once_differentiable backward under create_graph."""
-
-    def __init__(self, edges: tuple[Any, ...], msg: str, n: int) -> None:
-        super().__init__(edges)
-        self.msg = msg
-        self.num_outputs = n
-
-    def apply(self, grads: list[Any], create_graph: bool) -> Any:
-        raise AutogradError(self.msg)
-
-
-_ONCE_MSG = "trying to differentiate twice a function that was marked with @once_differentiable"
-
-
-def once_differentiable(fn: _T) -> _T:
-    """Decorate a ``backward`` that cannot itself be differentiated.
-
-    It runs under no_grad; under create_graph its results are attached to a
-    node that raises if a higher-order backward reaches it.
-
-    Example::
-
-        >>> import aengine as ae
-        >>> class Exp(ae.Function):
-        ...     @staticmethod
-        ...     def forward(ctx, x):
-        ...         y = x.exp()
-        ...         ctx.save_for_backward(y)
-        ...         return y
-        ...     @staticmethod
-        ...     @ae.once_differentiable
-        ...     def backward(ctx, g):
-        ...         (y,) = ctx.saved_tensors
-        ...         return g * y
-    """
-    if not callable(fn):
-        raise TypeError(
-            f"once_differentiable expects a callable (a Function's backward), got "
-            f"{type(fn).__name__}; use it as a decorator: @ae.once_differentiable"
-        )
-
-    def wrap_results(args: tuple[Any, ...], outputs: Any, grad_on: bool) -> Any:
-        if not grad_on:
-            return outputs
-        edges = tuple(gradient_edge(a) for a in args if isinstance(a, Tensor) and a._rg)
-        if not edges:
-            return outputs
-        is_tuple = isinstance(outputs, tuple)
-        outs = list(outputs) if is_tuple else [outputs]
-        err = _DelayedError(edges, _ONCE_MSG, len(outs))
-        for i, o in enumerate(outs):
-            if isinstance(o, Tensor):
-                t = Tensor._make(o.data, True, o._device)
-                set_history(t, err, i)
-                outs[i] = t
-        return tuple(outs) if is_tuple else outs[0]
-
-    if inspect.iscoroutinefunction(fn):
-
-        @functools.wraps(fn)
-        async def async_wrapper(ctx: Any, *args: Any) -> Any:
-            grad_on = _grad_enabled.get()
-            with no_grad():
-                outputs = await fn(ctx, *args)
-            return wrap_results(args, outputs, grad_on)
-
-        return async_wrapper  # type: ignore[return-value]
-
-    @functools.wraps(fn)
-    def wrapper(ctx: Any, *args: Any) -> Any:
-        grad_on = _grad_enabled.get()
-        with no_grad():
-            outputs = fn(ctx, *args)
-        return wrap_results(args, outputs, grad_on)
-
-    return wrapper  # type: ignore[return-value]
