@@ -13,6 +13,7 @@ from anyio.lowlevel import checkpoint
 
 import aengine as ae
 from aengine.runtime import _offload
+from bench.cancel_leak import one_run
 
 
 def _snapshot(*leaves: ae.Tensor) -> list[Any]:
@@ -428,44 +429,13 @@ async def test_a_worker_never_waits_for_work_holding_the_loops_share(pause: floa
                 np.testing.assert_allclose(g.numpy(), np.full(8, 1.01**30), rtol=1e-6)
 
 
-def _graph_alive_after_a_cancelled_run(backend: str, delay: float) -> tuple[bool, int]:
-    """One run as a user's: cancelled in ``anyio.run``; (cancelled?, nodes alive after gc)."""
-    import gc
-    import weakref
-
-    refs: list[weakref.ref[Any]] = []
-    cancelled = [False]
-
-    async def main() -> None:
-        leaf = ae.randn(64, 64, requires_grad=True)
-        h = leaf
-        for _ in range(8):
-            h = ae.tanh(h @ leaf)
-        loss = h.sum()
-        stack, seen = [loss.grad_fn], set()
-        while stack:
-            n = stack.pop()
-            if n is not None and id(n) not in seen:
-                seen.add(id(n))
-                refs.append(weakref.ref(n))
-                stack.extend(f for f, _ in n.next_functions)
-        async with ae.Engine(offload_threshold=64):
-            with anyio.move_on_after(delay) as scope:
-                await ae.backward(loss)
-        cancelled[0] = scope.cancelled_caught
-
-    anyio.run(main, backend=backend)
-    gc.collect()
-    return cancelled[0], sum(r() is not None for r in refs)
-
-
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_a_backward_cancelled_in_a_compute_thread_leaves_no_graph_behind(backend: str) -> None:
     """Its graph is freed once ``anyio.run`` returned (NOTE [Nothing of a backward stays in a
     worker thread]); ``python -m bench.cancel_leak`` is the long version."""
     cancelled = 0
     for delay in (0.0002, 0.0005, 0.001) * 4:
-        c, alive = _graph_alive_after_a_cancelled_run(backend, delay)
+        c, alive = one_run(backend, delay, threshold=64, offload_backward=True)
         cancelled += c
         assert alive == 0, f"{alive} nodes of a backward cancelled after {delay}s still alive"
     assert cancelled  # (the test is about cancelled runs: at least some were)
