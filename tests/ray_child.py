@@ -27,6 +27,15 @@ from tests.paths import ROOT
 #: its own hang guard of minutes inside the child)
 TIMEOUT = 1800.0
 
+#: Ray Serve's proxy answers its readiness and health checks within 5 and 10 s
+#: by default; on a 2-core machine kept busy beside the tests it may not, and
+#: Serve then kills it and fails to start.  The tests' clusters (and the
+#: processes Ray starts from them, which inherit the environment) wait longer.
+RAY_ENV = {
+    "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
+    "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60",
+}
+
 
 def run_cases(path: str) -> None:
     """Run the Ray cases in ``path`` (relative to the checkout) in a child pytest.
@@ -38,6 +47,7 @@ def run_cases(path: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "tests.ray_child", path, "-q", "-rs"],
         cwd=ROOT,
+        env={**os.environ, **RAY_ENV},
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

@@ -38,7 +38,7 @@ import aengine as ae
 from tests.examples.test_examples import WAIT, free_port, load, wait_for
 from tests.examples.test_explain_service import CASES, Twin, check
 from tests.paths import ROOT
-from tests.ray_child import run_cases
+from tests.ray_child import RAY_ENV, run_cases
 
 httpx = pytest.importorskip("httpx", reason="the web extra (httpx) is not installed")
 sklearn_datasets = pytest.importorskip("sklearn.datasets", reason="the examples extra")
@@ -199,7 +199,12 @@ def test_serve_example_runs_as_a_script(
     pytest.importorskip("ray.serve", reason="Ray Serve is not installed (aengine[ray])")
     port = free_port()
     log = (tmp_path / "server.log").open("w")
-    env = {**os.environ, "EXPLAIN_DTYPE": "float64", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+    env = {
+        **os.environ,
+        **RAY_ENV,
+        "EXPLAIN_DTYPE": "float64",
+        "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+    }
     script = ROOT / "examples" / "serve_ray.py"
     proc = subprocess.Popen(
         [sys.executable, str(script), str(port), str(checkpoint), "--replicas", "1"],
