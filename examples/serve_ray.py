@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import signal
 import sys
 import time
 from typing import Any
@@ -105,6 +106,10 @@ def main(argv: list[str] | None = None) -> None:
     if not path.exists():  # trained once here, not by every replica at the same time
         explain_service.load_or_train(path, args.dtype)
     ray.init(_node_ip_address="127.0.0.1", include_dashboard=False)
+    # Ctrl-C stops it even where it was started with SIGINT ignored (a
+    # shell's background job, a supervisor), where Python would not raise
+    # KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": args.port})
         serve.run(
