@@ -12,6 +12,7 @@ from typing import Any
 
 from ..ops._table import TABLE
 from ..tensors import Tensor
+from ..tensors._creation import ones
 from ._batched import Level, VmapError, wrap
 from ._rule_kinds import (
     Rule,
@@ -263,8 +264,6 @@ def _dropout(lvl: Level, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if lvl.randomness == "different":
         return wrap(_op("nn.functional.dropout", x._v, p, True), lvl)
     # here: a mask of one sample's shape
-    from ..tensors._creation import ones
-
     mask = _op("nn.functional.dropout", ones(*x.shape, dtype=x.dtype), p, True)
     return wrap(x._v * mask, lvl)
 
