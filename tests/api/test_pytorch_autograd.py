@@ -3772,6 +3772,7 @@ def test_a_view_made_in_inference_mode_refuses_in_place_outside(T: _Lib) -> None
                 view_out = a.view_as(a)
                 out.append((view_out.is_inference(), view_out.requires_grad))
             out.append(caught(lambda: view_out.add_(2)))
+            out.append((view_out.shape, a._version))  # the refused write changed nothing
         return out
 
     same(T, program)

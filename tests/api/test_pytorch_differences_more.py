@@ -206,32 +206,6 @@ def test_an_op_on_a_view_made_in_a_mode_is_recorded(T: _Lib, mode: str) -> None:
     same(T, program)
 
 
-def test_inference_mode_direct_view_refuses_a_rebase(T: _Lib) -> None:
-    def program(L: _Lib) -> Any:
-        out = []
-        for rg in (True, False):
-            a = L.ones(1, 2, 3, rg=rg).clone()
-            with L.inference_mode():
-                view_out = a.view_as(a)
-            out.append(caught(lambda: view_out.add_(2)))
-            out.append((view_out.shape, a._version))
-        return out
-
-    same(T, program)
-    raises(
-        T,
-        lambda L: _inference_view_of_clone(L).add_(2),
-        RuntimeError,
-        "A view was created in inference mode and is being modified inplace",
-    )
-
-
-def _inference_view_of_clone(L: _Lib) -> Any:
-    a = L.ones(1, 2, 3, rg=True).clone()
-    with L.inference_mode():
-        return a.view_as(a)
-
-
 def test_inference_mode_indirect_view_after_its_base_is_rebased(T: _Lib) -> None:
     def program(L: _Lib) -> Any:
         out = []
