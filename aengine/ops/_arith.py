@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +22,6 @@ from ._core import (
     ELEMENTWISE,
     TRANSCENDENTAL,
     GradOps,
-    OpNode,
     as_tensor_arg,
     node_class,
     record,
@@ -191,37 +190,15 @@ def rsub(a: Tensor, other: Any) -> Tensor:
 # As PyTorch, a binary op saves an operand only when a gradient that is
 # needed reads it: ``a * b`` saves ``b`` for ``a``'s gradient and ``a`` for
 # ``b``'s, so ``c * ones(3)`` with only ``c`` requiring grad does not save
-# ``c`` and an in-place change of ``c`` afterwards does not fail backward
+# ``c``, an in-place change of ``c`` afterwards does not fail backward, and
+# a pack hook (``saved_tensors_hooks``, a checkpoint) sees only ``ones(3)``
 # (div: ``b`` for ``a``'s gradient, both for ``b``'s).  A saved result stays
-# whatever needs a gradient, as in PyTorch (pow).  ``record`` saves every
-# candidate (it knows ``needs`` only once it built the node); ``keep_saved``
-# then drops what the node's ``needs`` do not read (a few attribute reads per
-# op, nothing when both inputs need a gradient), and the rule reads its saved
-# values by ``needs``.  The in-place ops (mul_, div_) do the same.
-def keep_saved(t: Tensor, reads: tuple[tuple[int, ...], tuple[int, ...]]) -> Tensor:
-    """Keep in ``t``'s node only the saved values that its needed gradients read.
-
-    ``reads``: the positions (in the saved tuple) that the gradient of the
-    first input alone reads, and those the second's alone reads; when both
-    inputs need a gradient everything stays (NOTE [What a binary op saves]).
-    """
-    node = t._fn
-    if node is None:
-        return t
-    fn = cast(OpNode, node)
-    need = fn.needs
-    if need[0] and need[1]:
-        return t
-    keep = reads[0] if need[0] else reads[1]
-    saved, versions = fn.saved, fn.versions
-    if len(keep) == 1:  # kept bare (NOTE [Saved tensors of built-in ops])
-        fn.saved = saved[keep[0]]
-    else:
-        fn.saved = tuple([saved[i] for i in keep])
-    fn.versions = tuple([versions[i] for i in keep])
-    return t
-
-
+# whatever needs a gradient, as in PyTorch (pow).  The op hands ``record``
+# every candidate and its node class says what each gradient reads
+# (``saved_reads``); ``record``, which knows ``needs`` once it built the
+# node, keeps only what they read before it packs anything (one attribute
+# read per op that saves several values), and the rule reads its saved
+# values by ``needs``.  The in-place ops (mul_, div_) record the same classes.
 #: which of the saved (self, other) the gradient of self alone reads, and of other alone
 MUL_READS = ((1,), (0,))
 DIV_READS = ((1,), (0, 1))
@@ -254,6 +231,7 @@ def _div_jvp(ts: Any, ins: Any, out: Tensor, a: Any, s: Any) -> Any:
 
 
 MulBackward0 = node_class("MulBackward0", _mul_rule, jvp=_mul_jvp)
+MulBackward0.saved_reads = MUL_READS
 MulScalarBackward = node_class(
     "MulBackward0", lambda F, g, s, n: (g * n.attrs, None), jvp=ELEMENTWISE
 )
@@ -266,13 +244,11 @@ def mul(a: Any, other: Any) -> Tensor:
         if a.__class__ is not Tensor:
             a = as_tensor_arg(a)
     if other.__class__ is Tensor:
-        return keep_saved(_tt(MulBackward0, a, other, a.data * other.data, (a, other)), MUL_READS)
+        return _tt(MulBackward0, a, other, a.data * other.data, (a, other))
     if other.__class__ is not float and other.__class__ is not int:
         a, other = _operands(a, other)
         if other.__class__ is Tensor:
-            return keep_saved(
-                _tt(MulBackward0, a, other, a.data * other.data, (a, other)), MUL_READS
-            )
+            return _tt(MulBackward0, a, other, a.data * other.data, (a, other))
     out = a.data * other
     bcast = out.dtype != a.data.dtype
     if bcast:
@@ -296,6 +272,7 @@ def _rdiv_rule(F: GradOps, g: Any, s: Any, n: Any) -> Any:
 
 
 DivBackward0 = node_class("DivBackward0", _div_rule, jvp=_div_jvp)
+DivBackward0.saved_reads = DIV_READS
 DivScalarBackward = node_class(
     "DivBackward0", lambda F, g, s, n: (g / n.attrs, None), jvp=ELEMENTWISE
 )
@@ -332,7 +309,7 @@ def div(a: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
             return record(
                 DivBackward0, out, same_device(a, other), (a, other), (a, other), bcast=True
             )
-        return keep_saved(_tt(DivBackward0, a, other, out, (a, other)), DIV_READS)
+        return _tt(DivBackward0, a, other, out, (a, other))
     out = a.data / other
     if out.dtype != a.data.dtype:
         rd = _true_div_dtype(a, other)

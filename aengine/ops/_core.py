@@ -218,7 +218,11 @@ class OpNode(Node):
     #: position in ``saved`` as recorded, or a function of the node (its
     #: ``attrs``); set per class by _saved_fields.py
     saved_fields: ClassVar[Mapping[str, int | Callable[[Any], Any]]] = {}
-    #: ``keep_saved``'s ``reads``, for classes whose nodes drop saved values
+    #: for a binary op whose gradients each read part of what it saves: the
+    #: positions (in the ``saved`` given to ``record``) that the first input's
+    #: gradient alone reads, and those the second's alone reads; ``record``
+    #: keeps only those when one input needs a gradient (NOTE [What a binary
+    #: op saves]).  None: everything saved is kept.
     saved_reads: ClassVar[tuple[tuple[int, ...], tuple[int, ...]] | None] = None
 
     def saved_field(self, field: int | Callable[[Any], Any]) -> Any:
@@ -241,7 +245,7 @@ class OpNode(Node):
         return None if i is None else _saved_hooks.RawSaved(self, i)
 
     def _slot_of(self, position: int) -> int | None:
-        """Where the value saved at ``position`` is now (None: ``keep_saved`` dropped it)."""
+        """Where the value saved at ``position`` is now (None: ``record`` dropped it)."""
         reads = type(self).saved_reads
         if reads is None or (self.needs[0] and self.needs[1]):
             return position
@@ -456,6 +460,9 @@ def record(
     t._device = dev
     # NOTE [Saved tensors of built-in ops]: inputs as they are, with their versions
     if saved:
+        if len(saved) != 1 and cls.saved_reads is not None and not (needs[0] and needs[1]):
+            reads = cls.saved_reads  # NOTE [What a binary op saves]
+            saved = tuple([saved[i] for i in (reads[0] if needs[0] else reads[1])])
         if len(saved) == 1 and not save_output:  # kept bare: the common case
             s = saved[0]
             if s._inference:

@@ -29,8 +29,6 @@ from ..tensors._views import (
     stale_view_requires_grad,
 )
 from ._arith import (
-    DIV_READS,
-    MUL_READS,
     AddBackward0,
     AddScalarBackward,
     ClampBackward1,
@@ -41,7 +39,6 @@ from ._arith import (
     SubBackward0,
     SubScalarBackward,
     clamp,
-    keep_saved,
 )
 from ._core import ELEMENTWISE, GradOps, as_tensor_arg, node_class, record, record_one, same_device
 from ._index import SelectBackward0, _basic, _index_error, _parse, ints_first
@@ -182,15 +179,15 @@ def _keep_self_dtype(r: Tensor, t: Tensor, other: Any) -> None:
 
 
 # -- add_ / sub_ / mul_ / div_ ----------------------------------------------------------------
-def _binary_(t: Tensor, other: Any, ufunc: str, clss: tuple[Any, Any], reads: Any) -> Tensor:
-    """``t.op_(other)``; ``reads`` as for ``keep_saved`` (None: the op saves nothing)."""
+def _binary_(t: Tensor, other: Any, ufunc: str, clss: tuple[Any, Any], saves: bool) -> Tensor:
+    """``t.op_(other)``; ``saves``: whether the op saves its operands (mul_, div_)."""
     other = _operand(t, other)
     _check_operand(t, other, ufunc == "true_divide")
     r = None
     if check_inplace(t, other):
         dev = t._device
         if other.__class__ is Tensor:
-            if reads is not None:
+            if saves:
                 # NOTE [What a binary op saves]: the old self is read (so copied) only for
                 # other's gradient, other only for self's gradient (and for div, other's)
                 other_rg = other._rg or (
@@ -198,14 +195,13 @@ def _binary_(t: Tensor, other: Any, ufunc: str, clss: tuple[Any, Any], reads: An
                 )
                 snap = snapshot(t, other_rg)
                 r = record(clss[0], t.data, dev, (snap, other), (snap, other), bcast=True)
-                keep_saved(r, reads)
                 if _views._before_inplace is not None:  # ``other`` may be ``t``: saved just now
                     _views._before_inplace(t)  # (NOTE [Mutation of saved tensors])
             else:
                 r = record(clss[0], t.data, dev, (snapshot(t, False), other), bcast=True)
             _keep_self_dtype(r, t, other)
         else:
-            attrs = other if reads is not None else None
+            attrs = other if saves else None
             r = record(clss[1], t.data, dev, (snapshot(t, False), other), attrs=attrs)
     val = other.data if other.__class__ is Tensor else other
     dev = t._device
@@ -224,22 +220,22 @@ def add_(self: Tensor, other: Any) -> Tensor:
         >>> x.add_(1.5).tolist(), x._version
         ([1.5, 1.5], 1)
     """
-    return _binary_(self, other, "add", (AddBackward0, AddScalarBackward), None)
+    return _binary_(self, other, "add", (AddBackward0, AddScalarBackward), False)
 
 
 def sub_(self: Tensor, other: Any) -> Tensor:
     """``self -= other`` in place; returns ``self``."""
-    return _binary_(self, other, "subtract", (SubBackward0, SubScalarBackward), None)
+    return _binary_(self, other, "subtract", (SubBackward0, SubScalarBackward), False)
 
 
 def mul_(self: Tensor, other: Any) -> Tensor:
     """``self *= other`` in place; returns ``self``."""
-    return _binary_(self, other, "multiply", (MulBackward0, MulScalarBackward), MUL_READS)
+    return _binary_(self, other, "multiply", (MulBackward0, MulScalarBackward), True)
 
 
 def div_(self: Tensor, other: Any) -> Tensor:
     """``self /= other`` in place (true division); returns ``self``."""
-    return _binary_(self, other, "true_divide", (DivBackward0, DivScalarBackward), DIV_READS)
+    return _binary_(self, other, "true_divide", (DivBackward0, DivScalarBackward), True)
 
 
 # -- zero_ / fill_ / copy_ --------------------------------------------------------------------

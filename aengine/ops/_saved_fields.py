@@ -188,9 +188,6 @@ _BY_CLASS: dict[type[OpNode], dict[str, Field]] = {
     _arith.PowBackward0: {"self": 0, "exponent": _attr()},
 }
 
-#: ``keep_saved``'s reads of the classes whose nodes drop saved values
-_READS = {_arith.MulBackward0: _arith.MUL_READS, _arith.DivBackward0: _arith.DIV_READS}
-
 
 def _subclasses(cls: type[OpNode]) -> Iterator[type[OpNode]]:
     for sub in cls.__subclasses__():
@@ -227,5 +224,3 @@ def install() -> None:
             _give(cls, fields)
     for cls, fields in _BY_CLASS.items():
         _give(cls, fields)
-    for cls, reads in _READS.items():
-        cls.saved_reads = reads

@@ -252,6 +252,32 @@ def test_wrapped_number_saved_tensors_hooks(T: _Lib) -> None:
     same(T, program)
 
 
+@pytest.mark.parametrize("op", ["mul", "div", "mul_", "div_"])
+@pytest.mark.parametrize("rg", [(True, False), (False, True), (True, True)], ids=str)
+def test_pack_hook_sees_only_what_the_needed_gradients_read(
+    T: _Lib, op: str, rg: tuple[bool, bool]
+) -> None:
+    # ``a * b`` saves ``b`` only for ``a``'s gradient and ``a`` only for ``b``'s
+    # (``a / b``: ``b`` for ``a``'s, both for ``b``'s); the pack hook sees what is kept
+    def program(L: _Lib) -> Any:
+        packed: list[list[float]] = []
+
+        def pack(x: Any) -> Any:
+            packed.append(x.detach().numpy().tolist())
+            return x
+
+        a, b = L.t([1.0, 2.0], rg=rg[0]), L.t([4.0, 8.0], rg=rg[1])
+        with _graph(L).saved_tensors_hooks(pack, lambda x: x):
+            if op.endswith("_"):
+                y = getattr(a * 1 if rg[0] else a.clone(), op)(b)
+            else:
+                y = getattr(a, op)(b)
+        grads = L.grad(y.sum(), [x for x, r in zip((a, b), rg) if r])
+        return sorted(packed), grads
+
+    same(T, program)
+
+
 def test_unpack_hooks_exec_count(T: _Lib) -> None:
     def program(L: _Lib) -> Any:
         count = [0]
