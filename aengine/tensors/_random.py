@@ -9,6 +9,7 @@ numbers than torch's generator, with the same distributions.
 from __future__ import annotations
 
 import operator
+import warnings
 from typing import Any
 
 import numpy as np
@@ -67,9 +68,35 @@ def randint(
         )
     dims = _size(tuple(shape) if isinstance(shape, (tuple, list)) else (shape,))
     dt = _dtype(dtype) or np.dtype(np.int64)
+    _check_bounds(lo, hi, dt)
     host = generator_rng(generator).integers(lo, hi, size=dims)
     dev = Device(device)
     return _finish(dev.backend.from_numpy(host.astype(dt, copy=False)), dev, requires_grad)
+
+
+def _check_bounds(lo: int, hi: int, dt: np.dtype[Any]) -> None:
+    """Raise as torch where ``lo`` or ``hi - 1`` does not fit ``dt``; warn where a float loses integers."""
+    if dt.kind == "b":
+        bounds: tuple[float, float] | None = (0, 1)
+    elif dt.kind in "iu":
+        bounds = (int(np.iinfo(dt).min), int(np.iinfo(dt).max))
+    else:  # a float: float16's finite range; each float holds every integer up to 2**digits
+        bounds = (-65504, 65504) if dt == np.float16 else None
+        digits = np.finfo(dt).nmant + 1
+    for end, value in (("from", lo), ("to - 1", hi - 1)):
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            raise RuntimeError(
+                f"{end} is out of bounds for {dt.name}: it holds {bounds[0]}..{bounds[1]}; "
+                "pass a range within it or a wider dtype"
+            )
+        if dt.kind == "f" and not -(2**digits) <= value <= 2**digits:
+            warnings.warn(
+                f"{end} is out of bounds [-(2^{digits}), 2^{digits}]: {dt.name} holds every "
+                "integer only within this range, so some values cannot be drawn; pass a "
+                "smaller range or dtype=ae.int64",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 def randint_like(
@@ -125,6 +152,20 @@ def randperm(
     if count < 0:
         raise RuntimeError(f"n must be non-negative, got {count}")
     dt = _dtype(dtype) or np.dtype(np.int64)
+    if dt.kind == "b":
+        raise NotImplementedError(
+            "\"randperm\" not implemented for 'Bool': pass an integer or floating dtype"
+        )
+    if dt == np.float16 and count > 2049:
+        raise RuntimeError(
+            f"n cannot be greater than 2049 for Half type (got {count}): float16 holds every "
+            "integer only up to 2048; pass a wider dtype"
+        )
+    if dt.kind in "iu" and count - 1 > np.iinfo(dt).max:
+        raise RuntimeError(
+            f"value cannot be converted to type {dt.name} without overflow: a permutation of "
+            f"{count} reaches {count - 1}; pass a wider dtype"
+        )
     host = generator_rng(generator).permutation(count)
     dev = Device(device)
     return _finish(dev.backend.from_numpy(host.astype(dt, copy=False)), dev, requires_grad)
@@ -184,6 +225,11 @@ def multinomial(
     """
     if input.__class__ is not Tensor:
         input = tensor_input(input, "multinomial")
+    if input.data.dtype.kind != "f":
+        raise RuntimeError(
+            "multinomial only supports floating-point dtypes for input, got: "
+            f"{input.data.dtype.name}; pass the weights as floats (.float())"
+        )
     k = _int(num_samples, "multinomial", "num_samples")
     host = input.device.backend.to_numpy(input.data).astype(np.float64)
     if host.ndim not in (1, 2):

@@ -370,3 +370,84 @@ def test_rand_of_an_integer_dtype_is_refused_as_torch() -> None:
         with pytest.raises(error, match=r"^randn\(\): random numbers need a floating point"):
             ae.randn(2, dtype=ae.bool_)
     assert ae.rand(2, dtype=ae.float64).dtype == ae.float64
+
+
+#: random integers whose range or dtype torch refuses: (call, torch's error type); each
+#: call takes the library and a dtype-name mapper (aengine spells bool ``bool_``)
+_RANDOM_INT_REFUSALS: dict[str, tuple[Callable[[Any, Callable[[str], Any]], Any], type]] = {
+    "randint bool high 3": (lambda L, d: L.randint(0, 3, (2,), dtype=d("bool")), RuntimeError),
+    "randint bool low -1": (lambda L, d: L.randint(-1, 1, (2,), dtype=d("bool")), RuntimeError),
+    "randint uint8 high 257": (
+        lambda L, d: L.randint(0, 257, (2,), dtype=d("uint8")),
+        RuntimeError,
+    ),
+    "randint uint8 low -1": (lambda L, d: L.randint(-1, 5, (2,), dtype=d("uint8")), RuntimeError),
+    "randint int8 low -129": (
+        lambda L, d: L.randint(-129, 0, (2,), dtype=d("int8")),
+        RuntimeError,
+    ),
+    "randint int16 high 2**24": (
+        lambda L, d: L.randint(0, 2**24, (2,), dtype=d("int16")),
+        RuntimeError,
+    ),
+    "randint float16 high 65506": (
+        lambda L, d: L.randint(0, 65506, (2,), dtype=d("float16")),
+        RuntimeError,
+    ),
+    "randint_like of a bool tensor, high 3": (
+        lambda L, d: L.randint_like(L.zeros(2, dtype=d("bool")), 3),
+        RuntimeError,
+    ),
+    "randperm bool": (lambda L, d: L.randperm(3, dtype=d("bool")), NotImplementedError),
+    "randperm int8 of 300": (lambda L, d: L.randperm(300, dtype=d("int8")), RuntimeError),
+    "randperm float16 of 2050": (
+        lambda L, d: L.randperm(2050, dtype=d("float16")),
+        RuntimeError,
+    ),
+    "multinomial of int64 weights": (
+        lambda L, d: L.multinomial(L.tensor([1, 2, 3]), 2),
+        RuntimeError,
+    ),
+    "multinomial of bool weights": (
+        lambda L, d: L.multinomial(L.tensor([True, False]), 1),
+        RuntimeError,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_RANDOM_INT_REFUSALS))
+def test_random_integers_out_of_the_dtype_are_refused_as_torch(case: str) -> None:
+    torch = torch_or_skip()
+    call, error = _RANDOM_INT_REFUSALS[case]
+    with pytest.raises(error):
+        call(torch, lambda name: getattr(torch, name))
+    with pytest.raises(error, match="pass|not implemented"):
+        call(ae, lambda name: getattr(ae, name if name != "bool" else "bool_"))
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "dtype"),
+    [(0, 2, "bool"), (0, 256, "uint8"), (-128, 128, "int8"), (-2048, 2049, "float16")],
+)
+def test_random_integers_at_the_edges_of_the_dtype_are_drawn(
+    low: int, high: int, dtype: str
+) -> None:
+    torch = torch_or_skip()
+    torch.randint(low, high, (2,), dtype=getattr(torch, dtype))  # accepted by torch too
+    drawn = ae.randint(low, high, (4000,), dtype=getattr(ae, dtype if dtype != "bool" else "bool_"))
+    values = drawn.numpy().astype(np.float64)
+    assert values.min() >= low and values.max() <= high - 1
+
+
+def test_random_integers_beyond_a_floats_exact_range_warn_as_torch() -> None:
+    torch = torch_or_skip()
+    with pytest.warns(UserWarning, match=r"out of bounds \[-\(2\^24\), 2\^24\]"):
+        torch.randint(0, 2**24 + 2, (2,), dtype=torch.float32)
+    with pytest.warns(UserWarning, match=r"out of bounds \[-\(2\^24\), 2\^24\]"):
+        ae.randint(0, 2**24 + 2, (2,), dtype=ae.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ae.randint(0, 2**24 + 1, (2,), dtype=ae.float32)  # every value exact: no warning
+        ae.randint(0, 2**53, (2,), dtype=ae.float64)
+    with pytest.warns(UserWarning, match=r"^from is out of bounds \[-\(2\^11\), 2\^11\]"):
+        ae.randint(-2049, 0, (2,), dtype=ae.float16)
