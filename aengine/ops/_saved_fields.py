@@ -270,6 +270,9 @@ FIELDS: dict[str, dict[str, Field]] = {
         name: {**_BY_DIM, "indices": _indices}
         for name in ("MaxBackward0", "MinBackward0", "ModeBackward0", "KthvalueBackward0")
     },
+    "NansumBackward0": {"dim": _attr(1), "keepdim": _attr(2)},
+    "NllLossBackward0": _SELF,
+    "NllLoss2DBackward0": _SELF,
     "SumBackward0": {"self_sym_sizes": _attr()},
     "SumBackward1": {"self_sym_sizes": _attr(0), "dim": _dims(1), "keepdim": _attr(2)},
     "ProdBackward1": {"self": 0, "result": 1, "dim": lambda n: n.attrs[1][0], "keepdim": _attr(2)},
@@ -363,6 +366,9 @@ FIELDS: dict[str, dict[str, Field]] = {
     },
     "Col2ImBackward0": _GEOM,
     "ConstantPadNdBackward0": {"pad": _pad},
+    # views by flat positions: the input's shape is the positions' (not the op's arguments)
+    "DiagonalBackward0": {"self_sym_sizes": lambda n: n.attrs[0].shape},
+    "UnfoldBackward0": {"self_sym_sizes": lambda n: n.attrs[0].shape},
     "EmbeddingBackward0": {
         "weight_sym_argsize_0": lambda n: n.attrs[3][0],
         "sparse": _const(False),

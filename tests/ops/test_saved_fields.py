@@ -102,7 +102,19 @@ _MORE: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     },
     "relu_": (lambda x: x.clone().relu_(), lambda x: x.clone().relu_()),
     "erf of the rules": (_erf, lambda x: x.erf()),
+    "nll_loss of an image": (
+        lambda x: ae.nn.functional.nll_loss(x.reshape(1, 4, 5, 3), ae.tensor(_IMAGE_TARGET)),
+        lambda x: _torch_nll_image(x),
+    ),
 }
+
+#: class indices of a 1 x 5 x 3 image of 4 classes
+_IMAGE_TARGET = np.arange(15).reshape(1, 5, 3) % 4
+
+
+def _torch_nll_image(x: Any) -> Any:
+    torch = torch_or_skip()
+    return torch.nn.functional.nll_loss(x.reshape(1, 4, 5, 3), torch.tensor(_IMAGE_TARGET))
 
 
 @pytest.mark.parametrize("case", list(_MORE))
