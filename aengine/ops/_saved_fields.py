@@ -18,9 +18,17 @@
 # and one modified in place since its save the in-place error, as torch's;
 # the other values stay readable.  Dimensions are given as non-negative
 # indices (torch gives them as passed, a negative one as 2**64 + d).
+# A tensor the node keeps as an array of its own (indices, a mask, batch
+# statistics in ``attrs``) is wrapped anew at each read and has no
+# ``_raw_saved_<name>``: it is no SavedTensor, hooks never pack it.  A
+# value the node neither keeps nor can work out exactly (another
+# algorithm's intermediate, an argument folded into what it keeps) is
+# left out rather than kept by the forward (docs/memory.md lists them).
 # Classes are found by their name among OpNode's subclasses once every
 # family is imported; names that several classes share are set on the
-# class objects instead.
+# class objects instead (``_BY_CLASS``), or on all of them where they
+# save the same (``_SHARED``); classes made later (split's and unbind's,
+# one per number of outputs) get theirs from ``give`` as they are made.
 """
 
 from __future__ import annotations
