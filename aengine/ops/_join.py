@@ -234,6 +234,10 @@ def _multi_class(name: str, rule: Rule, k: int) -> type[OpNode]:
     if cls is None:
         jvp = _split_jvp if rule is _split_rule else _unbind_jvp
         cls = _MULTI[name, k] = node_class(name, rule, num_outputs=k, jvp=jvp)
+        # function-local: _saved_fields imports the op families, which import this one
+        from ._saved_fields import give
+
+        give(cls)  # made after install(): NOTE [Saved values by torch's names]
     return cls
 
 
