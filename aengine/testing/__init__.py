@@ -22,11 +22,11 @@ from ..runtime._choice import Faults as Faults
 from ..runtime._choice import InjectedFault as InjectedFault
 from ..runtime._choice import ScheduleMismatch as ScheduleMismatch
 from ._explore import ExploreReport as ExploreReport
-from ._explore import RunTimeout as RunTimeout
-from ._explore import ScheduleFailure as ScheduleFailure
 from ._explore import explore as explore
 from ._explore import replay as replay
 from ._explore import trace as trace
+from ._failure import ScheduleFailure as ScheduleFailure
+from ._run import RunTimeout as RunTimeout
 from ._search import PctBound as PctBound
 from ._user import buggify as buggify
 from ._user import choice as choice

@@ -14,7 +14,7 @@ import pytest
 
 import aengine as ae
 from aengine.runtime._choice import decode_log, encode_log
-from aengine.testing import _explore, _search, _user
+from aengine.testing import _explore, _failure, _search, _user
 from bench.explore import load_example
 from tests.oracle import torch_or_skip
 
@@ -313,7 +313,7 @@ def test_schedule_strings_round_trip() -> None:
 
 
 def test_docstring_examples() -> None:
-    for mod in (_explore, _search, _user, ae.testing):
+    for mod in (_explore, _failure, _search, _user, ae.testing):
         result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
         assert result.failed == 0 and result.attempted > 0
 
