@@ -321,7 +321,9 @@ def _no_loop_here(public: str) -> None:
     )
 
 
-def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any, Any]:
+def _twins(
+    gen_fn: Callable[..., Generator[GraphTask, None, Any]], module: str | None = None
+) -> tuple[Any, Any]:
     """Make the async and the sync function from one generator definition.
 
     The generator yields each GraphTask it needs executed (any number of
@@ -329,11 +331,13 @@ def _twins(gen_fn: Callable[..., Generator[GraphTask, None, Any]]) -> tuple[Any,
     ``yield from _grad(...)`` several times) and returns the result.  The
     async function checks that an event loop runs and returns the call's
     coroutine in a ``_Call`` (NOTE [The awaitable of an entry point] in _awaitables.py).
+    ``module``: the public module the functions are reached through, which
+    their errors name ('functional' for ``ae.functional.jacobian``); None for
+    ``ae.<name>``.
     """
     name = gen_fn.__name__.lstrip("_")
-    module = gen_fn.__module__.rpartition(".")[2]
-    # the name users call: 'functional.jacobian' for a public module's functions
-    public = name if module.startswith("_") else f"{module}.{name}"
+    # the name users call, in errors: 'functional.jacobian' for a public module's functions
+    public = name if module is None else f"{module}.{name}"
     run = _async_runner(name, public)
     call_class = _AeBackwardCall if public == "backward" else _Call
 

@@ -57,16 +57,12 @@ from ._functional._vjp_jvp import _jvp, _vjp
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
 # -- the async functions and their sync twins ----------------------------------------------------
-# _twins names the public functions after their generators' module ('functional.jacobian'
-# in its errors): the generators are defined in _functional/ and reached from here
-for _gen in (_vjp, _jvp, _jacobian, _hessian, _vhp, _hvp):
-    _gen.__module__ = __name__
-vjp, _sync_vjp = _twins(_vjp)
-jvp, _sync_jvp = _twins(_jvp)
-jacobian, _sync_jacobian = _twins(_jacobian)
-hessian, _sync_hessian = _twins(_hessian)
-vhp, _sync_vhp = _twins(_vhp)
-hvp, _sync_hvp = _twins(_hvp)
+vjp, _sync_vjp = _twins(_vjp, "functional")
+jvp, _sync_jvp = _twins(_jvp, "functional")
+jacobian, _sync_jacobian = _twins(_jacobian, "functional")
+hessian, _sync_hessian = _twins(_hessian, "functional")
+vhp, _sync_vhp = _twins(_vhp, "functional")
+hvp, _sync_hvp = _twins(_hvp, "functional")
 
 vjp.__doc__ = """Return ``(func(*inputs), v^T J)``: a vector-Jacobian product.
 
