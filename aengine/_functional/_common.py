@@ -65,6 +65,25 @@ def _grad_postprocess(inputs: Any, create_graph: bool) -> Any:
     return tuple(_grad_postprocess(inp, create_graph) for inp in inputs)
 
 
+def _outputs_and_result(
+    outs: Any, res: Any, create_graph: bool, outs_tuple: bool, res_tuple: bool
+) -> tuple[Any, Any]:
+    """``(outputs, result)`` as the user gets them: detached unless ``create_graph``, each
+    a single Tensor or a tuple as its function or inputs were."""
+    outs = _tuple_postprocess(_grad_postprocess(outs, create_graph), outs_tuple)
+    return outs, _tuple_postprocess(_grad_postprocess(res, create_graph), res_tuple)
+
+
+def _check_single_element(outs: tuple[Any, ...], is_outputs_tuple: bool, name: str) -> None:
+    """vhp's and hvp's function must return one Tensor of one element (torch's errors)."""
+    if is_outputs_tuple or not isinstance(outs[0], Tensor):
+        raise RuntimeError(f"The function given to {name} should return a single Tensor")
+    if outs[0].data.size != 1:
+        raise RuntimeError(
+            f"The Tensor returned by the function given to {name} should contain a single element"
+        )
+
+
 def _validate_v(v: tuple[Tensor, ...], other: tuple[Tensor, ...], is_other_tuple: bool) -> None:
     if len(other) != len(v):
         if is_other_tuple:

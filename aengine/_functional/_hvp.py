@@ -7,19 +7,19 @@ from typing import Any
 
 from ..core import GraphTask
 from ..core._modes import enable_grad, is_grad_enabled, set_grad_enabled
-from ..tensors import Tensor, zeros_like
+from ..tensors import zeros_like
 from ._common import (
     Gen,
     _as_tuple,
     _autograd_grad,
     _call,
     _check_requires_grad,
+    _check_single_element,
     _dual_run,
     _fill_in_zeros,
     _GenFunc,
-    _grad_postprocess,
     _inputs_and_v,
-    _tuple_postprocess,
+    _outputs_and_result,
 )
 
 
@@ -31,12 +31,7 @@ def _scalar_fn_setup(
     outputs = yield from _call(func, ins)
     is_outputs_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", name)
     _check_requires_grad(outs, "outputs", strict=strict)
-    if is_outputs_tuple or not isinstance(outs[0], Tensor):
-        raise RuntimeError(f"The function given to {name} should return a single Tensor")
-    if outs[0].data.size != 1:
-        raise RuntimeError(
-            f"The Tensor returned by the function given to {name} should contain a single element"
-        )
+    _check_single_element(outs, is_outputs_tuple, name)
     jac = yield from _autograd_grad(outs, ins, create_graph=True)
     _check_requires_grad(jac, "jacobian", strict=strict)
     return is_inputs_tuple, ins, vt, is_outputs_tuple, outs, jac
@@ -55,9 +50,7 @@ def _vhp(
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         grad_res = yield from _autograd_grad(jac, ins, vt, create_graph=create_graph)
         res = _fill_in_zeros(grad_res, ins, strict, create_graph, "double_back")
-    outs = _grad_postprocess(outs, create_graph)
-    res = _grad_postprocess(res, create_graph)
-    return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_inputs_tuple)
+    return _outputs_and_result(outs, res, create_graph, is_outputs_tuple, is_inputs_tuple)
 
 
 def _hvp_forward(
@@ -71,18 +64,11 @@ def _hvp_forward(
         return None
     is_inputs_tuple, ins, outputs, outs, tangents = run
     is_outputs_tuple = isinstance(outputs, (tuple, list))
-    if is_outputs_tuple or not isinstance(outs[0], Tensor):
-        raise RuntimeError("The function given to hvp should return a single Tensor")
-    if outs[0].data.size != 1:
-        raise RuntimeError(
-            "The Tensor returned by the function given to hvp should contain a single element"
-        )
+    _check_single_element(outs, is_outputs_tuple, "hvp")
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         grads = yield from _autograd_grad(tangents, ins, create_graph=create_graph)
         res = _fill_in_zeros(grads, ins, False, create_graph, "double_back_trick")
-    outs = _grad_postprocess(outs, create_graph)
-    res = _grad_postprocess(res, create_graph)
-    return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_inputs_tuple)
+    return _outputs_and_result(outs, res, create_graph, is_outputs_tuple, is_inputs_tuple)
 
 
 def _hvp(
@@ -106,6 +92,4 @@ def _hvp(
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         grad_res = yield from _autograd_grad(double_back, grad_jac, vt, create_graph=create_graph)
         res = _fill_in_zeros(grad_res, ins, strict, create_graph, "double_back_trick")
-    outs = _grad_postprocess(outs, create_graph)
-    res = _grad_postprocess(res, create_graph)
-    return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_inputs_tuple)
+    return _outputs_and_result(outs, res, create_graph, is_outputs_tuple, is_inputs_tuple)

@@ -16,11 +16,10 @@ from ._common import (
     _dual_run,
     _fill_in_zeros,
     _GenFunc,
-    _grad_postprocess,
     _grad_preprocess,
     _inputs_and_v,
+    _outputs_and_result,
     _prep_v,
-    _tuple_postprocess,
 )
 
 
@@ -44,9 +43,7 @@ def _vjp(
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         grad_res = yield from _autograd_grad(outs, ins, vt, create_graph=create_graph)
         res = _fill_in_zeros(grad_res, ins, strict, create_graph, "back")
-    outs = _grad_postprocess(outs, create_graph)
-    res = _grad_postprocess(res, create_graph)
-    return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_inputs_tuple)
+    return _outputs_and_result(outs, res, create_graph, is_outputs_tuple, is_inputs_tuple)
 
 
 def _jvp_forward(
@@ -64,9 +61,7 @@ def _jvp_forward(
     _, _, outputs, outs, tangents = run
     is_outputs_tuple = isinstance(outputs, (tuple, list))
     res = tuple(t if t is not None else zeros_like(o) for o, t in zip(outs, tangents))
-    outs = _grad_postprocess(outs, create_graph)
-    res = _grad_postprocess(res, create_graph)
-    return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_outputs_tuple)
+    return _outputs_and_result(outs, res, create_graph, is_outputs_tuple, is_outputs_tuple)
 
 
 def _jvp(
@@ -94,6 +89,4 @@ def _jvp(
             grad_inputs, grad_outputs, vt, create_graph=create_graph
         )
         res = _fill_in_zeros(grad_res, outs, strict, create_graph, "back_trick")
-    outs = _grad_postprocess(outs, create_graph)
-    res = _grad_postprocess(res, create_graph)
-    return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_outputs_tuple)
+    return _outputs_and_result(outs, res, create_graph, is_outputs_tuple, is_outputs_tuple)
