@@ -33,6 +33,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -56,15 +57,8 @@ def _dims(i: int) -> Callable[[Any], Any]:
     return lambda n: () if n.attrs[i] is None else tuple(n.attrs[i])
 
 
-def _prod(sizes: tuple[int, ...]) -> int:
-    count = 1
-    for s in sizes:
-        count *= s
-    return count
-
-
 def _numel(n: Any) -> int:
-    return _prod(n.attrs[0])
+    return math.prod(n.attrs[0])
 
 
 def _mT(t: Any) -> Any:
@@ -352,7 +346,7 @@ FIELDS: dict[str, dict[str, Field]] = {
         "weight": _weight,
         "N": lambda n: n.attrs[5][0],
         "C": lambda n: n.attrs[5][1],
-        "HxW": lambda n: _prod(n.attrs[5][2:]),
+        "HxW": lambda n: math.prod(n.attrs[5][2:]),
         "group": lambda n: n.attrs[0][1],
         "result1": _stats(0, lambda n: n.attrs[0][:2]),
         "result2": _stats(1, lambda n: n.attrs[0][:2]),
